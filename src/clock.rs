@@ -1,0 +1,111 @@
+//! The time source: the real monotonic clock, or a manual clock that moves
+//! only when told to (for model checking and deterministic tests).
+//!
+//! All scheduler time is `u64` microseconds since the clock's epoch; the
+//! fire path reads nanoseconds so a computed deadline can be rounded up
+//! (never early).
+
+use crate::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Where a scheduler's time comes from.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(loom), allow(dead_code))]
+pub(crate) enum Clock {
+    /// `Instant::now()` relative to the scheduler's creation.
+    Real { epoch: Instant },
+    /// A clock moved by hand; see [`ManualTime`].
+    Manual(Arc<ManualTime>),
+}
+
+/// A clock that moves only when [`ManualTime::set_us`] is called.
+///
+/// Not a loom atomic on purpose: models set time between steps, and keeping
+/// it out of the model keeps the explored state space on the trigger's own
+/// atomics.
+#[derive(Debug, Default)]
+pub(crate) struct ManualTime {
+    now_ns: AtomicU64,
+}
+
+#[cfg_attr(not(loom), allow(dead_code))]
+impl ManualTime {
+    /// Moves the clock to `us` microseconds (never backwards).
+    pub(crate) fn set_us(&self, us: u64) {
+        // Relaxed: the clock value carries no other data; whoever moves time
+        // then hands control to the timer through a lock or a join.
+        self.now_ns
+            .fetch_max(us.saturating_mul(1_000), Ordering::Relaxed);
+    }
+}
+
+impl Clock {
+    /// A real clock whose epoch is now.
+    pub(crate) fn real() -> Self {
+        Clock::Real {
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Nanoseconds since the epoch.
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        match self {
+            Clock::Real { epoch } => {
+                u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            }
+            Clock::Manual(time) => time.now_ns.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Microseconds since the epoch, rounded down.
+    #[inline]
+    pub(crate) fn now_us(&self) -> u64 {
+        self.now_ns() / 1_000
+    }
+
+    /// Whether time moves only by hand.
+    pub(crate) fn is_manual(&self) -> bool {
+        matches!(self, Clock::Manual(_))
+    }
+
+    /// How long to sleep from now until `until_us`, for the real clock.
+    pub(crate) fn until(&self, until_us: u64) -> Duration {
+        let target_ns = until_us.saturating_mul(1_000);
+        Duration::from_nanos(target_ns.saturating_sub(self.now_ns()))
+    }
+}
+
+/// The deadline in µs, rounded up to a multiple of `tick_us`, of a run
+/// `delay` after `now_ns`; `None` if it does not fit in a `u64`.
+pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<u64> {
+    let delay_ns = u64::try_from(delay.as_nanos()).ok()?;
+    let at_ns = now_ns.checked_add(delay_ns)?;
+    let at_us = at_ns.div_ceil(1_000);
+    at_us.checked_next_multiple_of(tick_us)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_round_up_and_reject_overflow() {
+        assert_eq!(deadline_us(1_500, Duration::from_nanos(1), 1), Some(2));
+        assert_eq!(deadline_us(2_000, Duration::ZERO, 1), Some(2));
+        assert_eq!(deadline_us(0, Duration::from_micros(5), 4), Some(8));
+        assert_eq!(deadline_us(1, Duration::MAX, 1), None);
+        assert_eq!(deadline_us(u64::MAX, Duration::from_nanos(1), 1), None);
+    }
+
+    #[test]
+    fn manual_time_moves_only_forward() {
+        let time = Arc::new(ManualTime::default());
+        let clock = Clock::Manual(time.clone());
+        time.set_us(5);
+        time.set_us(3);
+        assert_eq!(clock.now_us(), 5);
+        assert!(clock.is_manual());
+    }
+}

@@ -1,0 +1,237 @@
+//! The shared heart of one trigger: its state word, request word, queue
+//! flags and task, and the fire / dispatch / run paths that drive them.
+//!
+//! ```text
+//! fire()        ─ advance ─ publish(v, DUE) ──── QUEUED? ─ no ─▶ run queue ─▶ worker: dispatch
+//! fire_after(d) ─ advance ─ publish(v, AT T) ─── IN_INBOX? ─ no ─▶ timer inbox ─▶ wheel ─▶ (T) DUE ─▶ run queue
+//! suspend()     ─ advance ─ publish(v, IDLE)
+//! dispatch      ─ take_due (DUE→TAKEN) ─ enter(v) ─ Entered ─▶ run task ─ exit ─▶ re-arm / re-run
+//!                                                 └ Reserved: the runner re-runs at exit
+//! ```
+//!
+//! The two flags make every queue hold a trigger at most once (G9, G13):
+//! a firer that finds the flag already set knows a pending dispatch (or
+//! inbox entry) will read the request word after clearing the flag, so it
+//! will serve the newest request.
+//!
+//! # Orderings
+//!
+//! * `flags`: set with an AcqRel `fetch_or` after publishing; cleared with
+//!   an AcqRel `fetch_and` before reading the request. If a firer finds the
+//!   flag set, the clear comes later in the flag's modification order and
+//!   synchronizes with the firer, so the consumer reads the firer's request
+//!   or a newer one (no lost fire, G4).
+//! * The task cell is guarded by the RUNNING bit (see `state.rs`).
+
+use crate::clock::deadline_us;
+use crate::error::FireError;
+use crate::request::{Kind, Request};
+use crate::scheduler::Shared;
+use crate::state::{Enter, Exit, Snapshot, State};
+use crate::sync::{Arc, AtomicU8, Ordering, UnsafeCell};
+use crate::task::Task;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+/// The trigger sits in the worker run queue.
+const QUEUED: u8 = 1;
+/// The trigger sits in the timer's inbox.
+const IN_INBOX: u8 = 2;
+
+pub(crate) struct Core {
+    state: State,
+    request: Request,
+    flags: AtomicU8,
+    /// The timer's wheel key for this trigger; read and written only by the
+    /// timer (see `scheduler/timer.rs`).
+    pub(crate) timer_key: crate::sync::TimerOwned,
+    /// Invariant: accessed only by the worker that holds the RUNNING bit
+    /// (between `State::enter` returning `Entered` and `State::exit`).
+    task: UnsafeCell<Box<dyn Task>>,
+    pub(crate) name: Option<Box<str>>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+// SAFETY: `Core` is shared between threads by `Arc`. Every field but `task`
+// is `Sync` already. `task` (`Box<dyn Task>`, which is `Send`) is only
+// accessed by the single worker holding the RUNNING bit, with Acquire/Release
+// hand-over between holders (see `state.rs`), so sharing `&Core` never gives
+// two threads access to the task at once: the `Mutex<T>: Sync where T: Send`
+// argument, with the state word as the lock.
+unsafe impl Sync for Core {}
+
+impl Core {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        task: Box<dyn Task>,
+        name: Option<Box<str>>,
+        version: u32,
+    ) -> Self {
+        Self {
+            state: State::new(version),
+            request: Request::new(version),
+            flags: AtomicU8::new(0),
+            timer_key: crate::sync::TimerOwned::new(crate::scheduler::NO_KEY),
+            task: UnsafeCell::new(task),
+            name,
+            shared,
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        self.state.snapshot()
+    }
+
+    pub(crate) fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// Requests a run as soon as a worker is free.
+    pub(crate) fn fire(self: &Arc<Self>) -> Result<(), FireError> {
+        if self.shared.is_closed() {
+            return Err(FireError::Shutdown);
+        }
+        let version = self.state.advance();
+        if self.request.publish(version, Kind::Due) {
+            self.schedule_run();
+        }
+        Ok(())
+    }
+
+    /// Requests a run `delay` from now (latest request wins).
+    pub(crate) fn fire_after(self: &Arc<Self>, delay: Duration) -> Result<(), FireError> {
+        if delay.is_zero() {
+            return self.fire();
+        }
+        // The deadline is computed, checked, before the version moves: an
+        // overflowing delay must not cancel the live chain (SPEC §7).
+        let now_ns = self.shared.clock.now_ns();
+        let deadline = deadline_us(now_ns, delay, self.shared.tick_us)
+            .ok_or(FireError::DelayTooLong(delay))?;
+        if self.shared.is_closed() {
+            return Err(FireError::Shutdown);
+        }
+        let version = self.state.advance();
+        let now_us = now_ns / 1_000;
+        if self.request.publish(version, Kind::at(deadline, now_us)) {
+            self.notify_timer(deadline, now_us);
+        }
+        Ok(())
+    }
+
+    /// Cancels every pending request; an iteration in flight finishes.
+    pub(crate) fn suspend(&self) {
+        let version = self.state.advance();
+        // A newer request may already be installed: then it wins, as the
+        // later call.
+        let _ = self.request.publish(version, Kind::Idle);
+    }
+
+    /// Puts the trigger in the run queue unless it is there already.
+    fn schedule_run(self: &Arc<Self>) {
+        // AcqRel: see `# Orderings` (flags).
+        if self.flags.fetch_or(QUEUED, Ordering::AcqRel) & QUEUED == 0 {
+            self.shared.run_queue.push(Arc::downgrade(self));
+        }
+    }
+
+    /// Tells the timer about a new AT request due at `deadline` (µs).
+    fn notify_timer(self: &Arc<Self>, deadline: u64, now_us: u64) {
+        // AcqRel: see `# Orderings` (flags).
+        if self.flags.fetch_or(IN_INBOX, Ordering::AcqRel) & IN_INBOX == 0 {
+            self.shared.inbox.push(self, now_us);
+        } else {
+            self.shared.inbox.poke(deadline);
+        }
+    }
+
+    /// Timer side: takes the trigger out of the inbox before reading its
+    /// request (AcqRel: pairs with `notify_timer`).
+    pub(crate) fn leave_inbox(&self) {
+        self.flags.fetch_and(!IN_INBOX, Ordering::AcqRel);
+    }
+
+    /// Timer side: the AT request the timer read is due. Queues a run unless
+    /// a newer request replaced it.
+    pub(crate) fn expire(self: &Arc<Self>, seen: crate::request::Word) {
+        if self.request.expire(seen) {
+            self.schedule_run();
+        }
+    }
+
+    /// Worker side: serves whatever request is live and due.
+    pub(crate) fn dispatch(self: &Arc<Self>) {
+        // AcqRel: see `# Orderings` (flags); clear before reading.
+        self.flags.fetch_and(!QUEUED, Ordering::AcqRel);
+        let Some(version) = self.request.take_due() else {
+            return;
+        };
+        match self.state.enter(version) {
+            Enter::Entered => self.run(version),
+            Enter::Reserved | Enter::Stale => {}
+        }
+    }
+
+    /// Runs one iteration (this worker holds RUNNING), then exits.
+    fn run(self: &Arc<Self>, version: u32) {
+        let next = self.call_task();
+        match self.state.exit(version) {
+            Exit::Rerun { version } => {
+                // The follow-up goes back through the pool rather than
+                // looping here, so a fire storm cannot pin this worker (G10).
+                if self.request.publish(version, Kind::Due) {
+                    self.schedule_run();
+                }
+            }
+            Exit::Done { live: true } => {
+                if let Some(delay) = next {
+                    self.rearm(version, delay);
+                }
+            }
+            Exit::Done { live: false } => {}
+        }
+    }
+
+    /// Calls the task, catching a panic (reported, then treated as `None`).
+    fn call_task(&self) -> Option<Duration> {
+        let result = self.task.with_mut(|task| {
+            catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY:
+                // - exclusive: this worker's `enter` returned `Entered`, so it
+                //   holds RUNNING until `exit`; no other code touches the
+                //   cell meanwhile (G1, checked by the loom models);
+                // - ordered: the Acquire in `enter` makes the previous
+                //   holder's writes (Release in its `exit`) visible;
+                // - valid: the cell lives in `self`, kept alive by the Arc.
+                unsafe { (*task).run() }
+            }))
+        });
+        result.unwrap_or_else(|payload| {
+            self.shared.report_panic(self.name.as_deref(), payload.as_ref());
+            None
+        })
+    }
+
+    /// The iteration of the live `version` asked for its next run.
+    fn rearm(self: &Arc<Self>, version: u32, delay: Duration) {
+        if self.shared.is_closed() {
+            return;
+        }
+        if delay.is_zero() {
+            if self.request.publish(version, Kind::Due) {
+                self.schedule_run();
+            }
+            return;
+        }
+        let now_ns = self.shared.clock.now_ns();
+        // A delay beyond the clock's range can never come due: stop, as
+        // with `None`.
+        let Some(deadline) = deadline_us(now_ns, delay, self.shared.tick_us) else {
+            return;
+        };
+        let now_us = now_ns / 1_000;
+        if self.request.publish(version, Kind::at(deadline, now_us)) {
+            self.notify_timer(deadline, now_us);
+        }
+    }
+}

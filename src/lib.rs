@@ -1,0 +1,109 @@
+//! A **circulation trigger**: a periodic task that can be fired now, fired
+//! later, or suspended, from any thread, any number of times — and never
+//! runs twice at once.
+//!
+//! A service that refreshes remote configuration every 30 s, refreshes at
+//! once on an urgent "refresh now" message (which arrive in bursts), and can
+//! be switched off and on, is usually built from a scheduled thread pool
+//! plus "cancel and reschedule". That gets overlapping runs, racing cancels
+//! and leaked timers; fixing it with locks invites deadlock. A trigger gets
+//! it right once: one `AtomicU32` per trigger decides, lock-free, which run
+//! may start, and a timing-wheel scheduler runs it.
+//!
+//! # Examples
+//!
+//! ```
+//! use circulation_trigger::{Scheduler, Trigger};
+//! use std::time::Duration;
+//!
+//! let scheduler = Scheduler::new();
+//! let mut refreshes = 0u64; // task state: no Mutex needed, runs never overlap
+//! let trigger = Trigger::bind(&scheduler, move || {
+//!     refreshes += 1; // refresh_config();
+//!     Some(Duration::from_secs(30)) // next run in 30 s; `None` stops
+//! });
+//! trigger.fire()?; // run now (e.g. on a "refresh now" message)
+//! trigger.fire_after(Duration::from_secs(5))?; // or in 5 s: the latest call wins
+//! trigger.suspend(); // feature switch off: nothing new starts
+//! scheduler.shutdown();
+//! assert!(scheduler.await_termination(Duration::from_secs(5)));
+//! # Ok::<(), circulation_trigger::FireError>(())
+//! ```
+//!
+//! # Guarantees
+//!
+//! * **G1 mutual exclusion**: two iterations of one trigger never overlap.
+//! * **G2 happens-before**: iteration N's writes are visible to iteration
+//!   N+1; what a thread wrote before `fire` is visible to the iteration
+//!   that serves it.
+//! * **G3 latest wins**: each `fire`/`fire_after`/`suspend` supersedes every
+//!   earlier one on that trigger.
+//! * **G4 no lost fire**: after `fire_after(d)` returns (and unless
+//!   superseded) an iteration starts no earlier than `d`; fired while
+//!   running, exactly one more iteration follows.
+//! * **G5 coalescing**: any number of fires during a run give one follow-up.
+//! * **G6 suspend**: after `suspend` returns no new iteration starts.
+//! * **G7 self-stop**: a task returning `None` stops until fired.
+//! * **G8 panic isolation**: a panic is caught and reported; the trigger
+//!   stops circulating but stays usable.
+//! * **G9 bounded memory**: O(triggers), never O(fires): one timer entry and
+//!   one queued run per trigger at most.
+//! * **G10 no starvation**: a task that always asks to run again at once
+//!   does not starve other triggers.
+//! * **G11 re-entrancy**: tasks may fire or suspend any trigger, their own
+//!   included, and fire each other forever, without deadlock.
+//! * **G12 version wrap**: behaviour is unchanged across the 30-bit version
+//!   wrap-around.
+//! * **G13 progress under a storm**: threads firing flat out do not stop
+//!   the task from running back to back, and memory stays flat.
+//!
+//! # Shutdown
+//!
+//! [`Scheduler::shutdown`] is graceful: fires are refused with
+//! [`FireError::Shutdown`], armed runs are discarded, iterations in flight
+//! finish, then the threads exit; [`Scheduler::await_termination`] waits
+//! for that. Dropping the scheduler does both. Shutting down or dropping
+//! the scheduler from inside a task does not deadlock.
+//!
+//! # Safety and correctness
+//!
+//! The crate has one `unsafe` block: the call of the task, stored in an
+//! `UnsafeCell` because it is `FnMut` and shared by all the trigger's
+//! handles. It is sound because only the worker that set the RUNNING bit of
+//! the state word touches it, until it clears the bit; the loom models in
+//! `loom-tests/` check that access with loom's `UnsafeCell`, which fails on
+//! any concurrent access.
+//!
+//! # Implementation
+//!
+//! * `state.rs` — the state word (reservation, running, 30-bit version) and
+//!   its three transitions: advance, enter, exit.
+//! * `request.rs` — a second word pairing the live version with what it
+//!   asks for (nothing / now / at T), so a queued dispatch serves the live
+//!   request instead of a stale version, and the timer holds one entry per
+//!   trigger.
+//! * [`wheel`] — the hierarchical timing wheel (µs resolution).
+//! * `scheduler/` — timer thread, inbox, run queue, worker pool, lifecycle.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod clock;
+mod core;
+mod error;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod model;
+mod request;
+mod scheduler;
+mod state;
+mod sync;
+mod task;
+mod trigger;
+pub mod wheel;
+
+pub use error::{BuildError, FireError};
+pub use scheduler::{Builder, Scheduler, TaskPanic};
+pub use state::Snapshot;
+pub use task::Task;
+pub use trigger::{Trigger, TriggerBuilder, WeakTrigger};

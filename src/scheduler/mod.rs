@@ -1,0 +1,409 @@
+//! The scheduler: one timer thread that owns the timing wheel and a pool of
+//! worker threads that run iterations; lifecycle (shutdown, termination,
+//! drop) and panic reporting.
+//!
+//! ```text
+//!  fire_after ──▶ inbox ──▶ [timer thread: wheel] ──due──▶ run queue ──▶ [worker 1..n]
+//!  fire ─────────────────────────────────────────────────▶ run queue
+//! ```
+
+mod inbox;
+mod run_queue;
+mod timer;
+
+#[cfg(loom)]
+pub(crate) use timer::Timer;
+pub(crate) use timer::NO_KEY;
+
+use crate::clock::Clock;
+use crate::error::BuildError;
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
+use inbox::Inbox;
+use run_queue::RunQueue;
+use std::any::Any;
+use std::fmt;
+use std::thread::{self, JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
+
+/// A panic caught in a task, as handed to the builder's panic hook.
+#[derive(Debug, Clone)]
+pub struct TaskPanic {
+    trigger: Option<String>,
+    message: String,
+}
+
+impl TaskPanic {
+    /// The name of the trigger whose task panicked, if it has one.
+    pub fn trigger(&self) -> Option<&str> {
+        self.trigger.as_deref()
+    }
+
+    /// The panic message (`"<non-string panic payload>"` if it had none).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for TaskPanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.trigger {
+            Some(name) => write!(f, "task of trigger `{name}` panicked: {}", self.message),
+            None => write!(f, "task panicked: {}", self.message),
+        }
+    }
+}
+
+type PanicHook = Box<dyn Fn(&TaskPanic) + Send + Sync>;
+
+/// State shared by the scheduler's threads and every trigger bound to it.
+pub(crate) struct Shared {
+    pub(crate) clock: Clock,
+    /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
+    pub(crate) tick_us: u64,
+    pub(crate) run_queue: CachePadded<RunQueue>,
+    pub(crate) inbox: CachePadded<Inbox>,
+    closed: AtomicBool,
+    panics: AtomicU64,
+    panic_hook: Option<PanicHook>,
+    /// Threads started and not yet exited, and their bed.
+    alive: Mutex<usize>,
+    terminated: Condvar,
+}
+
+impl Shared {
+    pub(crate) fn new(clock: Clock, tick_us: u64, panic_hook: Option<PanicHook>) -> Self {
+        Self {
+            clock,
+            tick_us,
+            run_queue: CachePadded::default(),
+            inbox: CachePadded::default(),
+            closed: AtomicBool::new(false),
+            panics: AtomicU64::new(0),
+            panic_hook,
+            alive: Mutex::new(0),
+            terminated: Condvar::new(),
+        }
+    }
+
+    /// Whether shutdown has begun. Acquire: pairs with the Release in
+    /// `close`, so a caller that sees it also sees the closed queues (a
+    /// fire that passes this check may still race shutdown; its run is then
+    /// discarded by the closed queues, like any armed run).
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Begins shutdown: refuse fires, discard armed runs, wake every thread.
+    fn close(&self) {
+        // Release: see `is_closed`.
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.run_queue.close();
+        self.inbox.close();
+    }
+
+    pub(crate) fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
+        // Relaxed: a statistic; it orders nothing.
+        self.panics.fetch_add(1, Ordering::Relaxed);
+        if let Some(hook) = &self.panic_hook {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "<non-string panic payload>".to_owned());
+            let report = TaskPanic {
+                trigger: trigger.map(str::to_owned),
+                message,
+            };
+            // A panicking hook must not take the worker down with it.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
+        }
+    }
+
+    fn thread_exited(&self) {
+        let mut alive = lock(&self.alive);
+        *alive -= 1;
+        if *alive == 0 {
+            self.terminated.notify_all();
+        }
+    }
+}
+
+/// Decrements the live-thread count when a scheduler thread ends, even by
+/// unwinding.
+struct ExitGuard(Arc<Shared>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.0.thread_exited();
+    }
+}
+
+/// Configures and starts a [`Scheduler`].
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::Scheduler;
+/// use std::time::Duration;
+///
+/// let scheduler = Scheduler::builder()
+///     .workers(2)
+///     .tick(Duration::from_micros(100))
+///     .thread_name_prefix("refresh-")
+///     .panic_hook(|panic| eprintln!("{panic}"))
+///     .build()?;
+/// # Ok::<(), circulation_trigger::BuildError>(())
+/// ```
+pub struct Builder {
+    workers: Option<usize>,
+    tick: Duration,
+    prefix: String,
+    panic_hook: Option<PanicHook>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("tick", &self.tick)
+            .field("prefix", &self.prefix)
+            .field("panic_hook", &self.panic_hook.is_some())
+            .finish()
+    }
+}
+
+impl Builder {
+    fn new() -> Self {
+        Self {
+            workers: None,
+            tick: Duration::from_micros(1),
+            prefix: "circulation-".to_owned(),
+            panic_hook: None,
+        }
+    }
+
+    /// Number of worker threads that run iterations (default: the
+    /// machine's available parallelism).
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = Some(workers);
+        self
+    }
+
+    /// Timer resolution (default and minimum 1 µs): deadlines are rounded
+    /// **up** to a multiple of it, so a coarser tick batches wake-ups.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Prefix of the threads' names (default `"circulation-"`), followed by
+    /// `timer` or `worker-N`.
+    pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Called (on the worker) with every panic caught in a task. The panic
+    /// is also counted ([`Scheduler::panic_count`]) and the trigger stops
+    /// circulating until fired again.
+    pub fn panic_hook(mut self, hook: impl Fn(&TaskPanic) + Send + Sync + 'static) -> Self {
+        self.panic_hook = Some(Box::new(hook));
+        self
+    }
+
+    /// Starts the timer thread and the workers.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::NoWorkers`] for `workers(0)`,
+    /// [`BuildError::TickTooSmall`] for a tick under 1 µs, and
+    /// [`BuildError::Spawn`] if a thread cannot be started (the threads
+    /// already started are shut down and joined).
+    pub fn build(self) -> Result<Scheduler, BuildError> {
+        let workers = match self.workers {
+            Some(0) => return Err(BuildError::NoWorkers),
+            Some(n) => n,
+            None => thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let tick_us = u64::try_from(self.tick.as_micros()).unwrap_or(u64::MAX);
+        if tick_us == 0 {
+            return Err(BuildError::TickTooSmall(self.tick));
+        }
+        let shared = Arc::new(Shared::new(Clock::real(), tick_us, self.panic_hook));
+        let scheduler = Scheduler {
+            shared,
+            threads: Mutex::new(Vec::with_capacity(workers + 1)),
+        };
+        scheduler.spawn(format!("{}timer", self.prefix), timer::run)?;
+        for index in 0..workers {
+            scheduler.spawn(format!("{}worker-{index}", self.prefix), worker_loop)?;
+        }
+        Ok(scheduler)
+    }
+}
+
+/// Runs dispatches until the run queue closes.
+fn worker_loop(shared: &Shared) {
+    while let Some(core) = shared.run_queue.pop_blocking() {
+        if let Some(core) = core.upgrade() {
+            core.dispatch();
+        }
+    }
+}
+
+/// Owns the timer thread and the worker pool that run triggers' tasks.
+///
+/// Dropping the scheduler shuts it down gracefully and joins its threads
+/// (see [`shutdown`](Self::shutdown)).
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Scheduler, Trigger};
+/// use std::time::Duration;
+///
+/// let scheduler = Scheduler::new();
+/// let trigger = Trigger::bind(&scheduler, || None);
+/// trigger.fire().unwrap();
+/// scheduler.shutdown();
+/// assert!(scheduler.await_termination(Duration::from_secs(5)));
+/// assert!(trigger.fire().is_err());
+/// ```
+pub struct Scheduler {
+    pub(crate) shared: Arc<Shared>,
+    threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("shutdown", &self.is_shutdown())
+            .field("terminated", &self.is_terminated())
+            .field("panics", &self.panic_count())
+            .finish()
+    }
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scheduler {
+    /// A scheduler with default settings (see [`Builder`]).
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot start a thread; use
+    /// [`Scheduler::builder`] to get the error instead.
+    pub fn new() -> Self {
+        match Self::builder().build() {
+            Ok(scheduler) => scheduler,
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// A builder to configure workers, tick, thread names and panic hook.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// A scheduler without threads, driven by hand (`model` harness).
+    #[cfg(loom)]
+    pub(crate) fn manual(clock: Clock) -> Self {
+        Self {
+            shared: Arc::new(Shared::new(clock, 1, None)),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn spawn(&self, name: String, body: fn(&Shared)) -> Result<(), BuildError> {
+        let shared = Arc::clone(&self.shared);
+        *lock(&shared.alive) += 1;
+        let spawned = thread::Builder::new().name(name).spawn(move || {
+            let guard = ExitGuard(shared);
+            body(&guard.0);
+        });
+        match spawned {
+            Ok(handle) => {
+                lock(&self.threads).push((handle.thread().id(), handle));
+                Ok(())
+            }
+            Err(error) => {
+                self.shared.thread_exited();
+                self.shutdown();
+                self.join_all();
+                Err(BuildError::Spawn(error))
+            }
+        }
+    }
+
+    /// Graceful shutdown: `fire`/`fire_after` now return
+    /// [`FireError::Shutdown`](crate::FireError::Shutdown), armed runs are
+    /// discarded, iterations in flight finish, then every thread exits.
+    /// Idempotent; callable from any thread, including from inside a task.
+    /// Does not wait: see [`await_termination`](Self::await_termination).
+    pub fn shutdown(&self) {
+        self.shared.close();
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has been called.
+    pub fn is_shutdown(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// Whether every thread of the scheduler has exited.
+    pub fn is_terminated(&self) -> bool {
+        *lock(&self.shared.alive) == 0
+    }
+
+    /// Waits up to `timeout` for every thread to exit after a shutdown;
+    /// returns whether they all did. Called from inside a task, it cannot
+    /// succeed (the calling worker is still running) and returns `false`
+    /// after the timeout.
+    pub fn await_termination(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut alive = lock(&self.shared.alive);
+        while *alive > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            alive = crate::sync::wait_timeout(&self.shared.terminated, alive, left);
+        }
+        true
+    }
+
+    /// Number of panics caught in tasks so far.
+    pub fn panic_count(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.shared.panics.load(Ordering::Relaxed)
+    }
+
+    /// Joins every thread but the current one (a task dropping its own
+    /// scheduler must not wait for itself: that thread exits when the task
+    /// returns).
+    fn join_all(&self) {
+        let me = thread::current().id();
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for (id, handle) in threads {
+            if id != me {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    /// Shuts down gracefully and joins every thread (except the calling
+    /// one, if a task drops its own scheduler).
+    fn drop(&mut self) {
+        self.shutdown();
+        self.join_all();
+    }
+}

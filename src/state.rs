@@ -1,0 +1,282 @@
+//! The trigger's state word: one `AtomicU32` holding a reservation bit, a
+//! running bit and a 30-bit wrapping version, with the three procedures of
+//! the design (advance, enter, exit) as named transitions.
+//!
+//! ```text
+//!  bit 31       bit 30    bits 0..=29
+//! ┌───────────┬─────────┬──────────────────────────────┐
+//! │ RESERVED  │ RUNNING │ version (wraps 0x3FFF_FFFF→0) │
+//! └───────────┴─────────┴──────────────────────────────┘
+//! ```
+//!
+//! | RESERVED | RUNNING | meaning                                                        |
+//! |----------|---------|----------------------------------------------------------------|
+//! | 0        | 0       | idle: no iteration in flight                                   |
+//! | 0        | 1       | an iteration is in flight                                      |
+//! | 1        | 1       | in flight, and a due run of the live version found it busy:    |
+//! |          |         | exactly one follow-up runs when it ends                        |
+//! | 1        | 0       | never stored: `exit` clears both bits together                 |
+//!
+//! Every mutation is a compare-exchange through [`State::cas`], so all
+//! transitions of one trigger sit in one modification order.
+//!
+//! # Orderings
+//!
+//! The happens-before edges this word carries (SPEC §7):
+//!
+//! * **iteration N → iteration N+1**: `exit` clears RUNNING with *Release*;
+//!   `enter` sets RUNNING with *Acquire* and reads that store (or a later one
+//!   in its release sequence: every write to the word is an RMW).
+//! * **dispatcher → re-run**: `enter` sets RESERVED with *Release*; `exit`
+//!   clears it with *Acquire*. The dispatcher has itself acquired the
+//!   caller's request (see `request.rs`), so whatever the caller of `fire`
+//!   wrote before firing is visible to the re-run the reservation causes.
+//! * `advance` is *Relaxed*: the version orders requests among themselves
+//!   (RMWs on one word are totally ordered whatever their ordering), and the
+//!   caller's data travels to the worker through the request word's Release
+//!   publish, not through this word.
+
+use crate::sync::{AtomicU32, Backoff, Ordering};
+use std::fmt;
+
+/// Set while a due run found the trigger running: run once more at exit.
+pub(crate) const RESERVED: u32 = 1 << 31;
+/// Set while an iteration is in flight (guards the task: mutual exclusion).
+pub(crate) const RUNNING: u32 = 1 << 30;
+/// The low 30 bits: the version. Being a power of two minus one matters:
+/// `(v + 1) & VERSION_MASK` is the whole wrap-around rule.
+pub(crate) const VERSION_MASK: u32 = RUNNING - 1;
+
+/// Returns the version after `version`, wrapping within 30 bits.
+#[inline]
+pub(crate) const fn next_version(version: u32) -> u32 {
+    version.wrapping_add(1) & VERSION_MASK
+}
+
+/// A decoded copy of the state word at one instant.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot(u32);
+
+impl Snapshot {
+    /// Builds a snapshot from a raw word (for tests and models).
+    #[doc(hidden)]
+    pub const fn from_raw(raw: u32) -> Self {
+        Self(raw)
+    }
+
+    /// Whether a due run found the trigger busy and a follow-up is pending.
+    pub const fn is_reserved(self) -> bool {
+        self.0 & RESERVED != 0
+    }
+
+    /// Whether an iteration is in flight.
+    pub const fn is_running(self) -> bool {
+        self.0 & RUNNING != 0
+    }
+
+    /// The live version: bumped by every `fire`, `fire_after` and `suspend`.
+    pub const fn version(self) -> u32 {
+        self.0 & VERSION_MASK
+    }
+}
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("reserved", &self.is_reserved())
+            .field("running", &self.is_running())
+            .field("version", &self.version())
+            .finish()
+    }
+}
+
+/// Outcome of [`State::enter`] for a due run of some version.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Enter {
+    /// RUNNING is now set by this caller: run the task, then call `exit`.
+    Entered,
+    /// The trigger was running: RESERVED is set, the runner re-runs at exit.
+    Reserved,
+    /// A newer `fire`/`fire_after`/`suspend` superseded this run: drop it.
+    Stale,
+}
+
+/// Outcome of [`State::exit`] after an iteration.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// A reservation was pending: both bits are cleared and the live
+    /// `version` must be re-dispatched at once (through the pool, so a storm
+    /// cannot pin a worker).
+    Rerun {
+        /// The live version the follow-up serves.
+        version: u32,
+    },
+    /// RUNNING is cleared. `live` tells whether the runner's version is
+    /// still the live one (then its returned delay, if any, is honoured).
+    Done {
+        /// Whether no request superseded the finished iteration.
+        live: bool,
+    },
+}
+
+/// The atomic state word of one trigger.
+#[derive(Debug)]
+pub(crate) struct State {
+    word: AtomicU32,
+}
+
+impl State {
+    /// A fresh word: idle, at `version` (masked to 30 bits).
+    pub(crate) fn new(version: u32) -> Self {
+        Self {
+            word: AtomicU32::new(version & VERSION_MASK),
+        }
+    }
+
+    /// Reads the word. Acquire: a reader that then inspects what an
+    /// iteration wrote (tests, stats) sees the writes the Release in `exit`
+    /// published; the transitions themselves never rely on this load.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        Snapshot(self.word.load(Ordering::Acquire))
+    }
+
+    /// The single compare-exchange helper every transition goes through.
+    /// `success` is chosen per transition (see the module's `# Orderings`);
+    /// failure is Relaxed because a failed attempt only feeds the next try.
+    #[inline]
+    fn cas(&self, current: u32, new: u32, success: Ordering) -> Result<u32, u32> {
+        self.word
+            .compare_exchange_weak(current, new, success, Ordering::Relaxed)
+    }
+
+    /// **advance**: clears RESERVED, bumps the version, keeps RUNNING;
+    /// returns the new version. Used by `fire`, `fire_after` and `suspend`.
+    ///
+    /// Clearing RESERVED is what makes fire/fire/suspend stop and
+    /// fire/fire/fire yield one chain (SPEC §7).
+    pub(crate) fn advance(&self) -> u32 {
+        let backoff = Backoff::new();
+        let mut current = self.word.load(Ordering::Relaxed);
+        loop {
+            let version = next_version(current & VERSION_MASK);
+            let new = (current & RUNNING) | version;
+            // Relaxed: see `# Orderings`, the request word carries the data.
+            match self.cas(current, new, Ordering::Relaxed) {
+                Ok(_) => return version,
+                Err(actual) => {
+                    current = actual;
+                    backoff.spin();
+                }
+            }
+        }
+    }
+
+    /// **enter**: a due run of `version` asks to execute.
+    pub(crate) fn enter(&self, version: u32) -> Enter {
+        let mut current = self.word.load(Ordering::Relaxed);
+        loop {
+            if current & VERSION_MASK != version {
+                return Enter::Stale;
+            }
+            let (new, outcome, ordering) = if current & RUNNING == 0 {
+                // Acquire: pairs with the Release in `exit`, so iteration N+1
+                // sees everything iteration N wrote (G1, G2).
+                (current | RUNNING, Enter::Entered, Ordering::Acquire)
+            } else {
+                // Release: publishes what this dispatcher acquired from the
+                // caller of `fire`; pairs with the Acquire in `exit` (G2).
+                (current | RESERVED, Enter::Reserved, Ordering::Release)
+            };
+            match self.cas(current, new, ordering) {
+                Ok(_) => return outcome,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// **exit**: the iteration that entered with `version` has returned.
+    pub(crate) fn exit(&self, version: u32) -> Exit {
+        let mut current = self.word.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(current & RUNNING != 0, "exit without running bit");
+            let live = current & VERSION_MASK;
+            let (new, outcome, ordering) = if current & RESERVED != 0 {
+                // AcqRel: Acquire pairs with the Release in `enter` that set
+                // RESERVED (the re-run must see the firer's data); Release
+                // publishes this iteration's writes to the re-run's `enter`.
+                (live, Exit::Rerun { version: live }, Ordering::AcqRel)
+            } else {
+                // Release: publishes this iteration's writes; pairs with the
+                // Acquire in `enter` of the next iteration.
+                let done = Exit::Done {
+                    live: live == version,
+                };
+                (live, done, Ordering::Release)
+            };
+            match self.cas(current, new, ordering) {
+                Ok(_) => return outcome,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advance_bumps_version_and_clears_reservation() {
+        let state = State::new(7);
+        assert_eq!(state.enter(7), Enter::Entered);
+        assert_eq!(state.enter(7), Enter::Reserved);
+        assert!(state.snapshot().is_reserved());
+        assert_eq!(state.advance(), 8);
+        let s = state.snapshot();
+        assert!(s.is_running() && !s.is_reserved());
+        assert_eq!(s.version(), 8);
+    }
+
+    #[test]
+    fn stale_versions_are_dropped() {
+        let state = State::new(0);
+        let v = state.advance();
+        assert_eq!(state.enter(v.wrapping_sub(1) & VERSION_MASK), Enter::Stale);
+        assert_eq!(state.enter(v), Enter::Entered);
+    }
+
+    #[test]
+    fn exit_reports_liveness_and_reruns() {
+        let state = State::new(3);
+        assert_eq!(state.enter(3), Enter::Entered);
+        assert_eq!(state.exit(3), Exit::Done { live: true });
+        assert_eq!(state.enter(3), Enter::Entered);
+        let v = state.advance();
+        assert_eq!(state.exit(3), Exit::Done { live: false });
+        assert_eq!(state.enter(v), Enter::Entered);
+        assert_eq!(state.enter(v), Enter::Reserved);
+        assert_eq!(state.exit(v), Exit::Rerun { version: v });
+        assert_eq!(state.snapshot(), Snapshot::from_raw(v));
+    }
+
+    #[test]
+    fn version_wraps_within_30_bits() {
+        let state = State::new(VERSION_MASK);
+        assert_eq!(state.enter(VERSION_MASK), Enter::Entered);
+        assert_eq!(state.advance(), 0);
+        let s = state.snapshot();
+        assert!(s.is_running() && !s.is_reserved());
+        assert_eq!(s.version(), 0);
+    }
+
+    #[test]
+    fn snapshot_debug_decodes_fields() {
+        let text = format!("{:?}", Snapshot::from_raw(RESERVED | RUNNING | 5));
+        assert_eq!(
+            text,
+            "Snapshot { reserved: true, running: true, version: 5 }"
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! The only file that names `std::sync` or `loom`: a shim so the model
+//! checker runs the crate's real code.
+//!
+//! Under `--cfg loom` the atomics, `Mutex`, `Condvar` and `UnsafeCell` come
+//! from loom, which records every access and permutes the interleavings.
+//! `Arc`/`Weak` stay std's in both builds: loom's `Arc` has no `Weak`, and the
+//! reference counts are not what the models check (the orderings of our own
+//! atomics are).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
+
+pub(crate) use std::sync::atomic::Ordering;
+pub(crate) use std::sync::{Arc, Weak};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Locks `mutex`, ignoring poisoning: no code of ours panics while holding a
+/// lock (tasks run outside every lock), so poison carries no information.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    #[cfg(not(loom))]
+    {
+        mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    #[cfg(loom)]
+    {
+        mutex.lock().unwrap()
+    }
+}
+
+/// Waits on `condvar`, ignoring poisoning (see [`lock`]).
+pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    #[cfg(not(loom))]
+    {
+        condvar
+            .wait(guard)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    #[cfg(loom)]
+    {
+        condvar.wait(guard).unwrap()
+    }
+}
+
+/// Waits on `condvar` for at most `timeout` (real time only: loom cannot
+/// time out, so models never reach this; they drive time by hand).
+pub(crate) fn wait_timeout<'a, T>(
+    condvar: &Condvar,
+    guard: MutexGuard<'a, T>,
+    timeout: std::time::Duration,
+) -> MutexGuard<'a, T> {
+    #[cfg(not(loom))]
+    {
+        condvar
+            .wait_timeout(guard, timeout)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+    }
+    #[cfg(loom)]
+    {
+        let _ = timeout;
+        condvar.wait(guard).unwrap()
+    }
+}
+
+/// An `UnsafeCell` with loom's closure-based API, so the same code compiles
+/// against both and loom can detect concurrent access to the task.
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> UnsafeCell<T> {
+    /// Gives `f` a raw pointer for mutation; the caller upholds exclusivity.
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// Spin-then-yield backoff: crossbeam's in normal builds, a loom yield under
+/// the model checker (a spinning loop must yield there or it never ends).
+pub(crate) struct Backoff {
+    #[cfg(not(loom))]
+    inner: crossbeam_utils::Backoff,
+}
+
+impl Backoff {
+    #[inline]
+    pub(crate) fn new() -> Self {
+        Self {
+            #[cfg(not(loom))]
+            inner: crossbeam_utils::Backoff::new(),
+        }
+    }
+
+    /// Backs off after a failed compare-exchange.
+    #[inline]
+    pub(crate) fn spin(&self) {
+        #[cfg(not(loom))]
+        self.inner.spin();
+        #[cfg(loom)]
+        loom::thread::yield_now();
+    }
+}
+
+/// A `u32` owned by the timer thread alone (the trigger's wheel key). Not a
+/// loom atomic on purpose: a single thread reads and writes it, so there is
+/// no interleaving to explore; Relaxed is always enough.
+pub(crate) type TimerOwned = std::sync::atomic::AtomicU32;

@@ -1,0 +1,262 @@
+//! The public trigger handle: bind a task to a scheduler, then `fire`,
+//! `fire_after` and `suspend` it from any thread.
+
+use crate::core::Core;
+use crate::error::FireError;
+use crate::scheduler::Scheduler;
+use crate::state::Snapshot;
+use crate::sync::{Arc, Weak};
+use crate::task::Task;
+use std::fmt;
+use std::time::Duration;
+
+/// A task bound to a scheduler, re-triggerable from any thread.
+///
+/// Cloning gives another handle to the same trigger. When the last handle
+/// is dropped the trigger is suspended and its task is dropped as soon as no
+/// iteration is in flight. A task that needs its own trigger captures a
+/// [`WeakTrigger`] (a strong one would keep itself alive forever).
+///
+/// # Guarantees
+///
+/// The task never runs concurrently with itself (so it may be `FnMut`
+/// without a lock), the latest `fire`/`fire_after`/`suspend` wins, fires
+/// during a run coalesce into one follow-up, and no fire is lost. See the
+/// [crate docs](crate#guarantees).
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Scheduler, Trigger};
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+///
+/// let scheduler = Scheduler::new();
+/// let (tx, rx) = mpsc::channel();
+/// let mut runs = 0;
+/// let trigger = Trigger::bind(&scheduler, move || {
+///     runs += 1; // FnMut state, no Mutex: runs never overlap
+///     tx.send(runs).unwrap();
+///     (runs < 3).then(|| Duration::from_millis(1)) // run 3 times, then stop
+/// });
+/// trigger.fire()?;
+/// assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1));
+/// assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2));
+/// assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(3));
+/// # Ok::<(), circulation_trigger::FireError>(())
+/// ```
+#[derive(Clone)]
+pub struct Trigger {
+    handle: Arc<Handle>,
+}
+
+/// Owns the core for the user's handles; dropping the last one suspends.
+struct Handle {
+    core: Arc<Core>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.core.suspend();
+    }
+}
+
+impl Trigger {
+    /// Binds `task` to `scheduler`. The trigger starts idle: nothing runs
+    /// until it is fired.
+    pub fn bind(scheduler: &Scheduler, task: impl Task) -> Self {
+        Self::builder(scheduler).bind(task)
+    }
+
+    /// A builder for a trigger with a name (shown in `Debug` and in panic
+    /// reports).
+    pub fn builder(scheduler: &Scheduler) -> TriggerBuilder<'_> {
+        TriggerBuilder {
+            scheduler,
+            name: None,
+            version: 0,
+        }
+    }
+
+    pub(crate) fn from_core(core: Core) -> Self {
+        Self {
+            handle: Arc::new(Handle {
+                core: Arc::new(core),
+            }),
+        }
+    }
+
+    /// Runs the task as soon as a worker is free. Fired while an iteration
+    /// runs, exactly one more iteration starts right after it ends (however
+    /// many fires arrive meanwhile). Supersedes every earlier request.
+    ///
+    /// # Errors
+    ///
+    /// [`FireError::Shutdown`] once the scheduler has shut down.
+    #[inline]
+    pub fn fire(&self) -> Result<(), FireError> {
+        self.handle.core.fire()
+    }
+
+    /// Runs the task once `delay` has passed (never earlier), superseding
+    /// every earlier request — the latest call wins, whether its deadline is
+    /// earlier or later:
+    ///
+    /// ```text
+    /// fire_after(5s) ──┐  fire_after(1s) ──┐
+    ///                  │                   └──── runs at +1s (latest wins)
+    ///                  └──────────────────────── superseded, never runs
+    /// ```
+    ///
+    /// `fire_after(Duration::ZERO)` is `fire()`. Note that `fire()` followed
+    /// by `fire_after(1 h)` cancels the immediate run unless it already
+    /// started, and that any `fire_after` during a periodic chain replaces
+    /// the chain's next run.
+    ///
+    /// # Errors
+    ///
+    /// [`FireError::DelayTooLong`] if the deadline overflows the clock
+    /// (e.g. `Duration::MAX`): the trigger is left exactly as it was.
+    /// [`FireError::Shutdown`] once the scheduler has shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use circulation_trigger::{Scheduler, Trigger, FireError};
+    /// # use std::time::Duration;
+    /// # let scheduler = Scheduler::new();
+    /// let trigger = Trigger::bind(&scheduler, || None);
+    /// trigger.fire_after(Duration::from_secs(3600))?;
+    /// assert!(matches!(
+    ///     trigger.fire_after(Duration::MAX),
+    ///     Err(FireError::DelayTooLong(_))
+    /// ));
+    /// # Ok::<(), FireError>(())
+    /// ```
+    #[inline]
+    pub fn fire_after(&self, delay: Duration) -> Result<(), FireError> {
+        self.handle.core.fire_after(delay)
+    }
+
+    /// Stops the trigger: no new iteration starts after `suspend` returns
+    /// (until the next fire); an iteration in flight finishes and its
+    /// returned delay is ignored. Works after shutdown too.
+    #[inline]
+    pub fn suspend(&self) {
+        self.handle.core.suspend();
+    }
+
+    /// A weak handle, for a task that fires or suspends its own trigger.
+    pub fn downgrade(&self) -> WeakTrigger {
+        WeakTrigger {
+            handle: Arc::downgrade(&self.handle),
+        }
+    }
+
+    /// The trigger's name, if it was built with one.
+    pub fn name(&self) -> Option<&str> {
+        self.handle.core.name.as_deref()
+    }
+
+    /// A snapshot of the state word (running, reserved, version), for
+    /// diagnostics and tests.
+    pub fn snapshot(&self) -> Snapshot {
+        self.handle.core.snapshot()
+    }
+}
+
+impl fmt::Debug for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trigger")
+            .field("name", &self.name())
+            .field("state", &self.snapshot())
+            .finish()
+    }
+}
+
+/// A non-owning handle to a [`Trigger`]: does not keep it alive.
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Scheduler, Trigger, WeakTrigger};
+/// use std::sync::{Arc, OnceLock};
+///
+/// let scheduler = Scheduler::new();
+/// let me: Arc<OnceLock<WeakTrigger>> = Arc::default();
+/// let cell = me.clone();
+/// let trigger = Trigger::bind(&scheduler, move || {
+///     // A task may re-fire or suspend its own trigger.
+///     if let Some(me) = cell.get().and_then(WeakTrigger::upgrade) {
+///         me.suspend();
+///     }
+///     None
+/// });
+/// me.set(trigger.downgrade()).unwrap();
+/// drop(trigger);
+/// assert!(me.get().unwrap().upgrade().is_none());
+/// ```
+#[derive(Clone, Default)]
+pub struct WeakTrigger {
+    handle: Weak<Handle>,
+}
+
+impl WeakTrigger {
+    /// The trigger, if some handle to it is still alive.
+    pub fn upgrade(&self) -> Option<Trigger> {
+        self.handle.upgrade().map(|handle| Trigger { handle })
+    }
+}
+
+impl fmt::Debug for WeakTrigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(WeakTrigger)")
+    }
+}
+
+/// Builds a [`Trigger`] with options; see [`Trigger::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Scheduler, Trigger};
+///
+/// let scheduler = Scheduler::new();
+/// let trigger = Trigger::builder(&scheduler)
+///     .name("config-refresh")
+///     .bind(|| None);
+/// assert_eq!(trigger.name(), Some("config-refresh"));
+/// ```
+#[derive(Debug)]
+pub struct TriggerBuilder<'a> {
+    scheduler: &'a Scheduler,
+    name: Option<Box<str>>,
+    version: u32,
+}
+
+impl TriggerBuilder<'_> {
+    /// Names the trigger (shown in `Debug` and in panic reports).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into().into_boxed_str());
+        self
+    }
+
+    /// Starts the 30-bit version counter at `version` (masked to 30 bits)
+    /// instead of 0. Behaviour does not depend on it; it exists to test the
+    /// wrap-around (G12).
+    pub fn start_version(mut self, version: u32) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Binds `task` and returns the (idle) trigger.
+    pub fn bind(self, task: impl Task) -> Trigger {
+        let core = Core::new(
+            Arc::clone(&self.scheduler.shared),
+            Box::new(task),
+            self.name,
+            self.version,
+        );
+        Trigger::from_core(core)
+    }
+}

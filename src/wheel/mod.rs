@@ -1,0 +1,350 @@
+//! A hierarchical timing wheel: pure, single-threaded code with O(1) insert,
+//! re-key, removal and expiry, microsecond resolution and a horizon of the
+//! whole `u64` microsecond range.
+//!
+//! The wheel answers one question — *what is due at time t?* — and holds
+//! no policy, no clock and no atomics. Times are plain `u64` microseconds
+//! on a caller-chosen epoch. The scheduler's timer thread owns one.
+//!
+//! ```text
+//! level 0: 64 slots × 1 µs      level 1: 64 slots × 64 µs   …   level 10: slots × 2^60 µs
+//! ┌─┬─┬─┬───┬─┐                 ┌──┬──┬───┬──┐
+//! │ │●│ │ … │ │                 │  │●●│ … │  │   ● = entry in that slot's intrusive list
+//! └─┴─┴─┴───┴─┘                 └──┴──┴───┴──┘
+//! ```
+//!
+//! An entry lives at the level of the highest bit in which its deadline
+//! differs from the wheel's current time. When time reaches a slot above
+//! level 0, the slot's entries cascade down; a level-0 slot is one
+//! microsecond, so every entry in it is due exactly at that slot's time:
+//! deadlines stay exact, never rounded to a coarse tick.
+//!
+//! # Examples
+//!
+//! ```
+//! use circulation_trigger::wheel::Wheel;
+//!
+//! let mut wheel = Wheel::new(0);
+//! let a = wheel.insert(1_500, "a");
+//! let _b = wheel.insert(700, "b");
+//! wheel.reschedule(a, 300); // re-key: still one entry for "a"
+//! assert_eq!(wheel.next_expiration(), Some(256)); // a level-1 slot starts
+//!
+//! let mut due = Vec::new();
+//! wheel.poll(1_000, |_key, when, value| due.push((when, value)));
+//! assert_eq!(due, [(300, "a"), (700, "b")]);
+//! assert!(wheel.is_empty());
+//! ```
+
+mod level;
+
+use level::{level_for, next_occupied, slot_for, Level, LEVELS, NIL};
+
+/// Identifies one entry of a [`Wheel`] until it expires or is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key(u32);
+
+impl Key {
+    /// The key as a plain integer (never `u32::MAX`), for storing it
+    /// outside the wheel.
+    pub fn into_raw(self) -> u32 {
+        self.0
+    }
+
+    /// A key from [`into_raw`](Self::into_raw).
+    pub fn from_raw(raw: u32) -> Self {
+        Key(raw)
+    }
+}
+
+#[derive(Debug)]
+struct Entry<T> {
+    when: u64,
+    prev: u32,
+    /// Next in the slot list, or next free entry while vacant.
+    next: u32,
+    level: u8,
+    slot: u8,
+    value: Option<T>,
+}
+
+/// A hierarchical timing wheel holding values of type `T`.
+///
+/// See the [module docs](self) for the layout.
+#[derive(Debug)]
+pub struct Wheel<T> {
+    elapsed: u64,
+    levels: Box<[Level; LEVELS]>,
+    entries: Vec<Entry<T>>,
+    free: u32,
+    len: usize,
+}
+
+impl<T> Wheel<T> {
+    /// An empty wheel whose current time is `now` (µs).
+    pub fn new(now: u64) -> Self {
+        Self {
+            elapsed: now,
+            levels: Box::new(std::array::from_fn(|_| Level::new())),
+            entries: Vec::new(),
+            free: NIL,
+            len: 0,
+        }
+    }
+
+    /// The wheel's current time: every entry due before it has expired.
+    pub fn elapsed(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the wheel holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds `value`, due at `when` (µs). A time already past is due at the
+    /// next [`poll`](Self::poll).
+    pub fn insert(&mut self, when: u64, value: T) -> Key {
+        let index = self.allocate(when, value);
+        self.link(index);
+        self.len += 1;
+        Key(index)
+    }
+
+    /// Moves entry `key` to a new deadline in O(1).
+    ///
+    /// # Panics
+    ///
+    /// If `key` does not name a live entry.
+    pub fn reschedule(&mut self, key: Key, when: u64) {
+        self.unlink(key.0);
+        self.entry_mut(key.0).when = when;
+        self.link(key.0);
+    }
+
+    /// Removes entry `key` and returns its value.
+    ///
+    /// # Panics
+    ///
+    /// If `key` does not name a live entry.
+    pub fn remove(&mut self, key: Key) -> T {
+        self.unlink(key.0);
+        self.release(key.0)
+    }
+
+    /// The value of entry `key`, if it is live.
+    pub fn get(&self, key: Key) -> Option<&T> {
+        self.entries.get(key.0 as usize)?.value.as_ref()
+    }
+
+    /// The value of entry `key` for update, if it is live.
+    pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        self.entries.get_mut(key.0 as usize)?.value.as_mut()
+    }
+
+    /// The deadline of entry `key`, if it is live.
+    pub fn deadline(&self, key: Key) -> Option<u64> {
+        let entry = self.entries.get(key.0 as usize)?;
+        entry.value.as_ref().map(|_| entry.when)
+    }
+
+    /// The earliest time at which [`poll`](Self::poll) has work: the start of
+    /// the next occupied slot. For a level-0 slot this is an entry's exact
+    /// deadline; above level 0 it is when that slot cascades (no later than
+    /// any deadline in it).
+    pub fn next_expiration(&self) -> Option<u64> {
+        self.next_slot().map(|(_, start)| start)
+    }
+
+    /// The lowest non-empty level and the start of its next occupied slot.
+    /// Lower levels always come first: a level-`l` entry never shares its
+    /// level-`l` slot with the current time, so it is due after every entry
+    /// below it.
+    fn next_slot(&self) -> Option<(usize, u64)> {
+        self.levels.iter().enumerate().find_map(|(index, level)| {
+            next_occupied(index, level, self.elapsed).map(|start| (index, start))
+        })
+    }
+
+    /// Advances the wheel to `now` and hands every entry due at or before
+    /// `now` to `expired`, in deadline order, removing it. Does nothing if
+    /// `now` is before the wheel's current time.
+    pub fn poll(&mut self, now: u64, mut expired: impl FnMut(Key, u64, T)) {
+        while let Some((level, start)) = self.next_slot() {
+            if start > now {
+                break;
+            }
+            self.elapsed = self.elapsed.max(start);
+            self.process_slot(level, start, &mut expired);
+        }
+        self.elapsed = self.elapsed.max(now);
+    }
+
+    /// Empties the slot starting at `start`: level-0 entries expire, higher
+    /// ones cascade to a lower level relative to the new current time.
+    fn process_slot(&mut self, level: usize, start: u64, expired: &mut impl FnMut(Key, u64, T)) {
+        let slot = slot_for(start, level);
+        let mut index = self.levels[level].heads[slot];
+        self.levels[level].heads[slot] = NIL;
+        self.levels[level].occupied &= !(1 << slot);
+        while index != NIL {
+            let next = self.entries[index as usize].next;
+            if self.entries[index as usize].when <= self.elapsed {
+                let when = self.entries[index as usize].when;
+                let value = self.release(index);
+                expired(Key(index), when, value);
+            } else {
+                self.link(index);
+            }
+            index = next;
+        }
+    }
+
+    fn allocate(&mut self, when: u64, value: T) -> u32 {
+        let entry = Entry {
+            when,
+            prev: NIL,
+            next: NIL,
+            level: 0,
+            slot: 0,
+            value: Some(value),
+        };
+        if self.free == NIL {
+            let index = u32::try_from(self.entries.len()).expect("fewer than 2^32 entries");
+            assert!(index != NIL, "fewer than 2^32 - 1 entries");
+            self.entries.push(entry);
+            index
+        } else {
+            let index = self.free;
+            self.free = self.entries[index as usize].next;
+            self.entries[index as usize] = entry;
+            index
+        }
+    }
+
+    fn release(&mut self, index: u32) -> T {
+        let free = self.free;
+        let entry = self.entry_mut(index);
+        let value = entry.value.take().expect("live entry");
+        entry.next = free;
+        self.free = index;
+        self.len -= 1;
+        value
+    }
+
+    fn entry_mut(&mut self, index: u32) -> &mut Entry<T> {
+        let entry = &mut self.entries[index as usize];
+        assert!(entry.value.is_some(), "key names a removed entry");
+        entry
+    }
+
+    /// Puts entry `index` at the head of the slot its deadline maps to.
+    fn link(&mut self, index: u32) {
+        let when = self.entries[index as usize].when.max(self.elapsed);
+        let level = level_for(self.elapsed, when);
+        let slot = slot_for(when, level);
+        let head = self.levels[level].heads[slot];
+        {
+            let entry = &mut self.entries[index as usize];
+            entry.level = level as u8;
+            entry.slot = slot as u8;
+            entry.prev = NIL;
+            entry.next = head;
+        }
+        if head != NIL {
+            self.entries[head as usize].prev = index;
+        }
+        self.levels[level].heads[slot] = index;
+        self.levels[level].occupied |= 1 << slot;
+    }
+
+    /// Takes entry `index` out of its slot list.
+    fn unlink(&mut self, index: u32) {
+        let entry = self.entry_mut(index);
+        let (prev, next) = (entry.prev, entry.next);
+        let (level, slot) = (entry.level as usize, entry.slot as usize);
+        if prev == NIL {
+            debug_assert_eq!(self.levels[level].heads[slot], index);
+            self.levels[level].heads[slot] = next;
+            if next == NIL {
+                self.levels[level].occupied &= !(1 << slot);
+            }
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next != NIL {
+            self.entries[next as usize].prev = prev;
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn drain(wheel: &mut Wheel<u32>, now: u64) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        wheel.poll(now, |_, when, value| out.push((when, value)));
+        out
+    }
+
+    #[test]
+    fn expires_in_deadline_order_across_levels() {
+        let mut wheel = Wheel::new(10);
+        let deadlines = [10, 11, 73, 64, 4_095, 4_096, 300_000, 17_000_000_000];
+        for (i, &when) in deadlines.iter().enumerate() {
+            wheel.insert(when, i as u32);
+        }
+        let mut sorted: Vec<_> = deadlines.to_vec();
+        sorted.sort_unstable();
+        let got: Vec<u64> = drain(&mut wheel, u64::MAX).into_iter().map(|(w, _)| w).collect();
+        assert_eq!(got, sorted);
+        assert!(wheel.is_empty());
+    }
+
+    #[test]
+    fn nothing_expires_early() {
+        let mut wheel = Wheel::new(0);
+        wheel.insert(5_000, 1);
+        assert!(drain(&mut wheel, 4_999).is_empty());
+        assert_eq!(wheel.elapsed(), 4_999);
+        assert_eq!(drain(&mut wheel, 5_000), [(5_000, 1)]);
+    }
+
+    #[test]
+    fn past_deadlines_expire_at_next_poll() {
+        let mut wheel = Wheel::new(1_000);
+        wheel.insert(3, 7);
+        assert_eq!(wheel.next_expiration(), Some(1_000));
+        assert_eq!(drain(&mut wheel, 1_000), [(3, 7)]);
+    }
+
+    #[test]
+    fn reschedule_keeps_one_entry_and_reuses_slots() {
+        let mut wheel = Wheel::new(0);
+        let key = wheel.insert(1_000_000, 1);
+        for when in (1..1_000).rev() {
+            wheel.reschedule(key, when * 10);
+        }
+        assert_eq!(wheel.len(), 1);
+        assert_eq!(wheel.deadline(key), Some(10));
+        assert_eq!(drain(&mut wheel, 10), [(10, 1)]);
+        let again = wheel.insert(99, 2);
+        assert_eq!(again, key, "the freed entry is reused");
+        assert_eq!(wheel.remove(again), 2);
+        assert_eq!(wheel.next_expiration(), None);
+    }
+
+    #[test]
+    fn max_deadline_is_representable() {
+        let mut wheel = Wheel::new(0);
+        wheel.insert(u64::MAX, 9);
+        assert!(drain(&mut wheel, u64::MAX - 1).is_empty());
+        assert_eq!(drain(&mut wheel, u64::MAX), [(u64::MAX, 9)]);
+    }
+}
