@@ -1,0 +1,95 @@
+//! G9 and G13 memory: a counting global allocator measures the live heap of
+//! this test binary, so "memory stays flat" is an exact byte count rather
+//! than a noisy RSS reading. Each test holds a lock so they measure alone.
+
+mod common;
+
+use circulation_trigger::{Scheduler, Trigger};
+use common::{eventually, Counter};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+static ALONE: Mutex<()> = Mutex::new(());
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+#[test]
+fn g9_a_million_rearms_retain_no_memory() {
+    let _alone = ALONE.lock().unwrap();
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let trigger = Trigger::bind(&scheduler, || None);
+    // Warm up: the first re-arms allocate the wheel entry and queues.
+    for _ in 0..1_000 {
+        trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    }
+    thread::sleep(Duration::from_millis(50));
+    let before = live();
+    for _ in 0..1_000_000 {
+        trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    }
+    thread::sleep(Duration::from_millis(50));
+    let grown = live() - before;
+    assert!(grown < 16 * 1024, "1M re-arms grew the heap by {grown} bytes");
+}
+
+#[test]
+fn g13_a_fire_storm_keeps_memory_flat() {
+    let _alone = ALONE.lock().unwrap();
+    let scheduler = Scheduler::builder().workers(2).build().unwrap();
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        r.bump();
+        thread::sleep(Duration::from_millis(1));
+        None
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let firers: Vec<_> = (0..2)
+        .map(|_| {
+            let (t, s) = (trigger.clone(), stop.clone());
+            thread::spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    t.fire().unwrap();
+                    t.fire_after(Duration::from_secs(3600)).unwrap();
+                    t.fire().unwrap();
+                }
+            })
+        })
+        .collect();
+    eventually("the storm is under way", || runs.get() >= 20);
+    let before = live();
+    let runs_before = runs.get();
+    thread::sleep(Duration::from_millis(300));
+    let grown = live() - before;
+    stop.store(true, Ordering::Relaxed);
+    firers.into_iter().for_each(|f| f.join().unwrap());
+    assert!(runs.get() > runs_before, "the task kept running");
+    assert!(grown < 64 * 1024, "the storm grew the heap by {grown} bytes");
+}

@@ -1,0 +1,549 @@
+//! Integration tests of the trigger contract (SPEC §4, G1–G13) on the real,
+//! threaded scheduler. Time bounds are generous: they check ordering
+//! ("not before", "eventually"), never speed.
+
+mod common;
+
+use circulation_trigger::{FireError, Scheduler, Trigger, WeakTrigger};
+use common::{eventually, Counter};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn scheduler(workers: usize) -> Scheduler {
+    Scheduler::builder().workers(workers).build().unwrap()
+}
+
+/// Waits until no iteration of `trigger` is in flight.
+fn settle(trigger: &Trigger) {
+    eventually("the iteration in flight ends", || !trigger.snapshot().is_running());
+}
+
+#[test]
+fn g1_iterations_never_overlap() {
+    let scheduler = scheduler(4);
+    let inside = Arc::new(AtomicBool::new(false));
+    let overlaps = Counter::default();
+    let runs = Counter::default();
+    let (flag, o, r) = (inside.clone(), overlaps.clone(), runs.clone());
+    let trigger = Trigger::bind(&scheduler, move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            o.bump();
+        }
+        r.bump();
+        thread::yield_now();
+        flag.store(false, Ordering::SeqCst);
+        Some(Duration::ZERO)
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let firers: Vec<_> = (0..3)
+        .map(|_| {
+            let (t, stop) = (trigger.clone(), stop.clone());
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    t.fire().unwrap();
+                    t.fire_after(Duration::from_micros(50)).unwrap();
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    firers.into_iter().for_each(|f| f.join().unwrap());
+    trigger.suspend();
+    settle(&trigger);
+    assert_eq!(overlaps.get(), 0);
+    assert!(runs.get() > 0);
+}
+
+#[test]
+fn g2_task_state_needs_no_lock_and_sees_prior_writes() {
+    let scheduler = scheduler(4);
+    let shared = Arc::new(AtomicU64::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (data, log) = (shared.clone(), seen.clone());
+    let mut history: Vec<u64> = Vec::new(); // plain FnMut state
+    let trigger = Trigger::bind(&scheduler, move || {
+        // Relaxed on purpose: visibility must come from the trigger (G2).
+        history.push(data.load(Ordering::Relaxed));
+        log.lock().unwrap().clone_from(&history);
+        None
+    });
+    for round in 1..=50 {
+        shared.store(round, Ordering::Relaxed);
+        trigger.fire().unwrap();
+        eventually("the fire is served", || seen.lock().unwrap().len() == round as usize);
+        assert_eq!(*seen.lock().unwrap().last().unwrap(), round);
+    }
+}
+
+#[test]
+fn g3_latest_wins_shorter_after_longer() {
+    let scheduler = scheduler(2);
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        r.bump();
+        None
+    });
+    let start = Instant::now();
+    trigger.fire_after(Duration::from_millis(700)).unwrap();
+    trigger.fire_after(Duration::from_millis(30)).unwrap();
+    eventually("the shorter request runs", || runs.get() == 1);
+    assert!(start.elapsed() >= Duration::from_millis(30));
+    // The superseded 700 ms request never runs.
+    thread::sleep(Duration::from_millis(1_200));
+    assert_eq!(runs.get(), 1);
+}
+
+#[test]
+fn g3_latest_wins_longer_after_shorter() {
+    let scheduler = scheduler(2);
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        r.bump();
+        None
+    });
+    let start = Instant::now();
+    trigger.fire_after(Duration::from_millis(20)).unwrap();
+    trigger.fire_after(Duration::from_millis(400)).unwrap();
+    thread::sleep(Duration::from_millis(150));
+    assert_eq!(runs.get(), 0, "the superseded 20 ms request must not run");
+    eventually("the longer request runs", || runs.get() == 1);
+    assert!(start.elapsed() >= Duration::from_millis(400));
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(runs.get(), 1);
+}
+
+#[test]
+fn g3_fire_then_fire_after_cancels_the_immediate_run() {
+    let scheduler = scheduler(1);
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let blocker = Trigger::bind(&scheduler, move || {
+        gate_rx.recv().unwrap();
+        None
+    });
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        r.bump();
+        None
+    });
+    blocker.fire().unwrap(); // occupies the only worker
+    eventually("the blocker runs", || blocker.snapshot().is_running());
+    trigger.fire().unwrap();
+    trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    gate_tx.send(()).unwrap();
+    settle(&blocker);
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(runs.get(), 0);
+}
+
+#[test]
+fn g4_fire_after_never_runs_early() {
+    let scheduler = scheduler(2);
+    let (tx, rx) = mpsc::channel();
+    let trigger = Trigger::bind(&scheduler, move || {
+        tx.send(Instant::now()).unwrap();
+        None
+    });
+    for millis in [1, 5, 20, 75] {
+        let delay = Duration::from_millis(millis);
+        let called = Instant::now();
+        trigger.fire_after(delay).unwrap();
+        let started = rx.recv_timeout(common::PATIENCE).unwrap();
+        assert!(started - called >= delay, "{delay:?} ran after {:?}", started - called);
+    }
+}
+
+#[test]
+fn g4_g5_fires_during_a_run_give_exactly_one_follow_up() {
+    let scheduler = scheduler(4);
+    let entered = Arc::new(Barrier::new(2));
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let runs = Counter::default();
+    let (e, r) = (entered.clone(), runs.clone());
+    let trigger = Trigger::bind(&scheduler, move || {
+        if r.bump() == 1 {
+            e.wait();
+            release_rx.recv().unwrap();
+        }
+        None
+    });
+    trigger.fire().unwrap();
+    entered.wait();
+    let firers: Vec<_> = (0..4)
+        .map(|_| {
+            let t = trigger.clone();
+            thread::spawn(move || (0..250).for_each(|_| t.fire().unwrap()))
+        })
+        .collect();
+    firers.into_iter().for_each(|f| f.join().unwrap());
+    eventually("a fire reserved the follow-up", || trigger.snapshot().is_reserved());
+    release_tx.send(()).unwrap();
+    eventually("the follow-up runs", || runs.get() == 2);
+    settle(&trigger);
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(runs.get(), 2, "1,000 fires during a run give one follow-up");
+}
+
+#[test]
+fn g6_suspend_stops_a_periodic_chain() {
+    let scheduler = scheduler(2);
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        r.bump();
+        Some(Duration::from_millis(1))
+    });
+    trigger.fire().unwrap();
+    eventually("the chain circulates", || runs.get() >= 5);
+    trigger.suspend();
+    settle(&trigger);
+    let after = runs.get();
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(runs.get(), after, "no iteration starts after suspend");
+    trigger.fire().unwrap();
+    eventually("fire restarts it", || runs.get() > after + 3);
+}
+
+#[test]
+fn g6_suspend_during_a_run_ignores_its_returned_delay() {
+    let scheduler = scheduler(2);
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        r.bump();
+        entered_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        Some(Duration::ZERO)
+    });
+    trigger.fire().unwrap();
+    entered_rx.recv().unwrap();
+    trigger.fire().unwrap(); // would re-run...
+    trigger.suspend(); // ...but suspend wins
+    release_tx.send(()).unwrap();
+    settle(&trigger);
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(runs.get(), 1);
+}
+
+#[test]
+fn g7_none_stops_until_fired() {
+    let scheduler = scheduler(2);
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        let n = r.bump();
+        (n % 3 != 0).then_some(Duration::from_millis(1))
+    });
+    trigger.fire().unwrap();
+    eventually("three runs then stop", || runs.get() == 3);
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(runs.get(), 3);
+    trigger.fire().unwrap();
+    eventually("fired again: three more", || runs.get() == 6);
+}
+
+#[test]
+fn g8_panics_are_caught_reported_and_the_trigger_stays_usable() {
+    let hooked = Arc::new(Mutex::new(Vec::new()));
+    let h = hooked.clone();
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .panic_hook(move |panic| h.lock().unwrap().push(panic.to_string()))
+        .build()
+        .unwrap();
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .name("flaky")
+        .bind(move || {
+            if r.bump() == 1 {
+                panic!("boom");
+            }
+            None
+        });
+    let other_runs = Counter::default();
+    let o = other_runs.clone();
+    let other = Trigger::bind(&scheduler, move || {
+        o.bump();
+        None
+    });
+    trigger.fire().unwrap();
+    eventually("the panic is counted", || scheduler.panic_count() == 1);
+    settle(&trigger);
+    assert!(!trigger.snapshot().is_running(), "running bit released");
+    assert_eq!(*hooked.lock().unwrap(), ["task of trigger `flaky` panicked: boom"]);
+    // Stopped circulating, but usable; the other trigger is unaffected.
+    trigger.fire().unwrap();
+    other.fire().unwrap();
+    eventually("both run", || runs.get() == 2 && other_runs.get() == 1);
+}
+
+#[test]
+fn g10_a_zero_delay_loop_does_not_starve_others() {
+    let scheduler = scheduler(1);
+    let spins = Counter::default();
+    let s = spins.clone();
+    let hog = Trigger::bind(&scheduler, move || {
+        s.bump();
+        Some(Duration::ZERO)
+    });
+    let runs = Counter::default();
+    let r = runs.clone();
+    let other = Trigger::bind(&scheduler, move || {
+        r.bump();
+        Some(Duration::from_millis(1))
+    });
+    hog.fire().unwrap();
+    other.fire().unwrap();
+    eventually("the other trigger keeps running", || runs.get() >= 20);
+    assert!(spins.get() > 20);
+    hog.suspend();
+}
+
+#[test]
+fn g10_a_reservation_storm_does_not_pin_the_worker() {
+    let scheduler = scheduler(1);
+    let stormed = Trigger::bind(&scheduler, || {
+        thread::sleep(Duration::from_micros(200));
+        None
+    });
+    let runs = Counter::default();
+    let r = runs.clone();
+    let other = Trigger::bind(&scheduler, move || {
+        r.bump();
+        Some(Duration::from_millis(1))
+    });
+    other.fire().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (t, s) = (stormed.clone(), stop.clone());
+    let firer = thread::spawn(move || {
+        while !s.load(Ordering::Relaxed) {
+            t.fire().unwrap();
+        }
+    });
+    let before = runs.get();
+    eventually("the other trigger still runs", || runs.get() >= before + 20);
+    stop.store(true, Ordering::Relaxed);
+    firer.join().unwrap();
+}
+
+#[test]
+fn g11_tasks_fire_each_other_and_themselves_without_deadlock() {
+    let scheduler = scheduler(2);
+    let ping_cell: Arc<OnceLock<WeakTrigger>> = Arc::default();
+    let pong_cell: Arc<OnceLock<WeakTrigger>> = Arc::default();
+    let (pings, pongs) = (Counter::default(), Counter::default());
+    let (pc, c) = (pong_cell.clone(), pings.clone());
+    let ping = Trigger::bind(&scheduler, move || {
+        c.bump();
+        if let Some(pong) = pc.get().and_then(WeakTrigger::upgrade) {
+            pong.fire().unwrap();
+        }
+        None
+    });
+    let (pc, c) = (ping_cell.clone(), pongs.clone());
+    let pong = Trigger::bind(&scheduler, move || {
+        c.bump();
+        if let Some(ping) = pc.get().and_then(WeakTrigger::upgrade) {
+            ping.fire().unwrap();
+        }
+        None
+    });
+    ping_cell.set(ping.downgrade()).unwrap();
+    pong_cell.set(pong.downgrade()).unwrap();
+    // A third task drives itself: re-fires, re-arms and finally suspends
+    // its own trigger from inside its run.
+    let own_cell: Arc<OnceLock<WeakTrigger>> = Arc::default();
+    let (me, c) = (own_cell.clone(), Counter::default());
+    let own_runs = c.clone();
+    let own = Trigger::bind(&scheduler, move || {
+        let me = me.get().and_then(WeakTrigger::upgrade).unwrap();
+        if c.bump() < 500 {
+            me.fire_after(Duration::from_secs(60)).unwrap();
+            me.fire().unwrap();
+        } else {
+            me.suspend();
+        }
+        Some(Duration::ZERO) // ignored: the calls above superseded this run
+    });
+    own_cell.set(own.downgrade()).unwrap();
+    ping.fire().unwrap();
+    own.fire().unwrap();
+    eventually("ping-pong goes on", || pings.get() > 1_000 && pongs.get() > 1_000);
+    eventually("the self-driven task ran to its end", || own_runs.get() == 500);
+    settle(&own);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(own_runs.get(), 500);
+    drop((ping, pong));
+    scheduler.shutdown();
+    assert!(scheduler.await_termination(common::PATIENCE));
+}
+
+#[test]
+fn g12_behaviour_is_unchanged_across_the_version_wrap() {
+    let scheduler = scheduler(2);
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .start_version((1 << 30) - 3)
+        .bind(move || {
+            r.bump();
+            None
+        });
+    for expected in 1..=8 {
+        trigger.fire_after(Duration::from_secs(3600)).unwrap();
+        trigger.fire().unwrap();
+        eventually("each fire runs once", || runs.get() == expected);
+        settle(&trigger);
+    }
+    assert!(trigger.snapshot().version() < 100, "the version wrapped");
+    trigger.fire_after(Duration::from_millis(10)).unwrap();
+    trigger.suspend();
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(runs.get(), 8, "suspend still wins after the wrap");
+}
+
+#[test]
+fn g13_a_fire_storm_does_not_stop_the_task() {
+    let scheduler = scheduler(2);
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        r.bump();
+        thread::sleep(Duration::from_millis(1));
+        None
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let firers: Vec<_> = (0..2)
+        .map(|_| {
+            let (t, s) = (trigger.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut fires = 0u64;
+                while !s.load(Ordering::Relaxed) {
+                    t.fire().unwrap();
+                    fires += 1;
+                }
+                fires
+            })
+        })
+        .collect();
+    // Generous: the benchmark checks ~900/s; here only that it keeps going.
+    eventually("the task keeps running under the storm", || runs.get() >= 100);
+    stop.store(true, Ordering::Relaxed);
+    let fires: u64 = firers.into_iter().map(|f| f.join().unwrap()).sum();
+    assert!(fires > runs.get() as u64);
+}
+
+#[test]
+fn overflowing_delays_are_refused_without_touching_the_chain() {
+    let scheduler = scheduler(2);
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        r.bump();
+        Some(Duration::from_millis(1))
+    });
+    trigger.fire().unwrap();
+    eventually("the chain circulates", || runs.get() >= 3);
+    let version = trigger.snapshot().version();
+    assert_eq!(
+        trigger.fire_after(Duration::MAX),
+        Err(FireError::DelayTooLong(Duration::MAX))
+    );
+    assert_eq!(trigger.snapshot().version(), version, "version untouched");
+    let before = runs.get();
+    eventually("the chain still circulates", || runs.get() >= before + 3);
+    // A task returning a huge delay just stops.
+    let stopped = Counter::default();
+    let s = stopped.clone();
+    let huge = Trigger::bind(&scheduler, move || {
+        s.bump();
+        Some(Duration::MAX)
+    });
+    huge.fire().unwrap();
+    eventually("it ran", || stopped.get() == 1);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(stopped.get(), 1);
+}
+
+#[test]
+fn fires_after_shutdown_are_refused() {
+    let scheduler = scheduler(1);
+    let trigger = Trigger::bind(&scheduler, || None);
+    scheduler.shutdown();
+    assert_eq!(trigger.fire(), Err(FireError::Shutdown));
+    assert_eq!(trigger.fire_after(Duration::from_secs(1)), Err(FireError::Shutdown));
+    trigger.suspend(); // still fine
+    let message = FireError::Shutdown.to_string();
+    assert!(message.contains("shut down"));
+}
+
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn dropping_the_last_handle_frees_the_task_despite_a_far_deadline() {
+    let scheduler = scheduler(1);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = DropFlag(dropped.clone());
+    let trigger = Trigger::bind(&scheduler, move || {
+        let _keep = &flag;
+        None
+    });
+    trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    let weak = trigger.downgrade();
+    let clone = trigger.clone();
+    drop(trigger);
+    assert!(!dropped.load(Ordering::SeqCst), "a clone still holds it");
+    drop(clone);
+    eventually("the task is dropped", || dropped.load(Ordering::SeqCst));
+    assert!(weak.upgrade().is_none());
+}
+
+#[test]
+fn dropping_the_last_handle_during_a_run_frees_the_task_after_it() {
+    let scheduler = scheduler(1);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = DropFlag(dropped.clone());
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        let _keep = &flag;
+        r.bump();
+        entered_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        Some(Duration::ZERO)
+    });
+    trigger.fire().unwrap();
+    entered_rx.recv().unwrap();
+    drop(trigger);
+    thread::sleep(Duration::from_millis(20));
+    assert!(!dropped.load(Ordering::SeqCst), "still running");
+    release_tx.send(()).unwrap();
+    eventually("freed after the iteration", || dropped.load(Ordering::SeqCst));
+    assert_eq!(runs.get(), 1, "the returned delay was ignored");
+}
+
+#[test]
+fn debug_output_names_the_trigger() {
+    let scheduler = scheduler(1);
+    let trigger = Trigger::builder(&scheduler).name("config-refresh").bind(|| None);
+    let text = format!("{trigger:?}");
+    assert!(text.contains("config-refresh"), "{text}");
+    assert!(text.contains("running: false"), "{text}");
+}

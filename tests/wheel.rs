@@ -1,0 +1,123 @@
+//! The timing wheel against a `BTreeMap` model: random inserts, re-keys,
+//! removals and polls, including deadlines at level boundaries and far
+//! beyond every level's range.
+
+use circulation_trigger::wheel::{Key, Wheel};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone)]
+enum Action {
+    Insert(u64),
+    Reschedule(usize, u64),
+    Remove(usize),
+    Poll(u64),
+}
+
+/// Offsets that straddle level boundaries (64^k ± 1) and the far future.
+fn offset() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 0u64..200,
+        3 => 0u64..300_000,
+        2 => (1u32..11).prop_flat_map(|k| {
+            let edge = 1u64.checked_shl(6 * k).unwrap_or(u64::MAX);
+            (edge.saturating_sub(2)..=edge.saturating_add(2)).boxed()
+        }),
+        1 => any::<u64>(),
+    ]
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        4 => offset().prop_map(Action::Insert),
+        2 => (any::<usize>(), offset()).prop_map(|(i, d)| Action::Reschedule(i, d)),
+        1 => any::<usize>().prop_map(Action::Remove),
+        3 => offset().prop_map(Action::Poll),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn wheel_matches_a_sorted_map(start in 0u64..1 << 40, actions in prop::collection::vec(action(), 1..200)) {
+        let mut wheel = Wheel::new(start);
+        // model: key -> (deadline, id); ids make values unique
+        let mut model: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+        let mut keys: Vec<Key> = Vec::new();
+        let mut next_id = 0u32;
+        for action in actions {
+            let now = wheel.elapsed();
+            match action {
+                Action::Insert(offset) => {
+                    let when = now.saturating_add(offset);
+                    let key = wheel.insert(when, next_id);
+                    prop_assert!(model.insert(key.into_raw(), (when, next_id)).is_none());
+                    keys.push(key);
+                    next_id += 1;
+                }
+                Action::Reschedule(i, offset) if !keys.is_empty() => {
+                    let key = keys[i % keys.len()];
+                    let when = now.saturating_add(offset);
+                    wheel.reschedule(key, when);
+                    model.get_mut(&key.into_raw()).unwrap().0 = when;
+                }
+                Action::Remove(i) if !keys.is_empty() => {
+                    let key = keys.swap_remove(i % keys.len());
+                    let (_, id) = model.remove(&key.into_raw()).unwrap();
+                    prop_assert_eq!(wheel.remove(key), id);
+                }
+                Action::Poll(offset) => {
+                    let to = now.saturating_add(offset);
+                    let mut got = Vec::new();
+                    wheel.poll(to, |key, when, id| got.push((when, id, key)));
+                    let mut expected: Vec<(u64, u32)> = model
+                        .values()
+                        .filter(|(when, _)| *when <= to)
+                        .copied()
+                        .collect();
+                    expected.sort_unstable();
+                    // Deadline order (ties in any order).
+                    prop_assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "order: {:?}", got);
+                    let mut got_sorted: Vec<(u64, u32)> = got.iter().map(|&(w, id, _)| (w, id)).collect();
+                    got_sorted.sort_unstable();
+                    prop_assert_eq!(&got_sorted, &expected);
+                    for (_, _, key) in got {
+                        model.remove(&key.into_raw());
+                        keys.retain(|k| *k != key);
+                    }
+                    prop_assert_eq!(wheel.elapsed(), to.max(now));
+                }
+                _ => {}
+            }
+            prop_assert_eq!(wheel.len(), model.len());
+            // The next expiration is never after the earliest deadline.
+            if let Some(earliest) = model.values().map(|(w, _)| *w).min() {
+                let next = wheel.next_expiration().unwrap();
+                prop_assert!(next <= earliest.max(wheel.elapsed()));
+            } else {
+                prop_assert_eq!(wheel.next_expiration(), None);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_million_entries_expire_in_order() {
+    let mut wheel = Wheel::new(0);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for id in 0..1_000_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        wheel.insert(x % 10_000_000_000, id);
+    }
+    let mut last = 0;
+    let mut count = 0;
+    wheel.poll(u64::MAX, |_, when, _| {
+        assert!(when >= last);
+        last = when;
+        count += 1;
+    });
+    assert_eq!(count, 1_000_000);
+}
