@@ -8,7 +8,8 @@
 
 use crate::clock::{Clock, ManualTime};
 use crate::scheduler::{Scheduler, Timer};
-use crate::sync::{lock, Arc, Mutex};
+use crate::core::Core;
+use crate::sync::{lock, Arc, Mutex, Weak};
 use crate::{Snapshot, Task, Trigger};
 
 /// A scheduler whose threads are the model's own.
@@ -16,6 +17,8 @@ pub struct Harness {
     scheduler: Scheduler,
     time: Arc<ManualTime>,
     timer: Mutex<Timer>,
+    /// Triggers a `timer_wait` took from the inbox, for the next turn.
+    parked: Mutex<Vec<Weak<Core>>>,
 }
 
 impl Default for Harness {
@@ -32,6 +35,7 @@ impl Harness {
             scheduler: Scheduler::manual(Clock::Manual(Arc::clone(&time))),
             time,
             timer: Mutex::new(Timer::new(0)),
+            parked: Mutex::default(),
         }
     }
 
@@ -74,8 +78,47 @@ impl Harness {
     /// every due run.
     pub fn timer_turn(&self, now_us: u64) {
         self.time.set_us(now_us);
-        let items = self.scheduler.shared.inbox.drain();
+        let mut items = std::mem::take(&mut *lock(&self.parked));
+        items.extend(self.scheduler.shared.inbox.drain());
         lock(&self.timer).turn(now_us, items);
+    }
+
+    /// Plays the timer going to sleep toward `until_us` (`u64::MAX`: no
+    /// deadline) through the real wake-up protocol. Loom cannot time out, so
+    /// this returns only when there is work or a firer wakes the timer: a
+    /// missed wake-up shows as a deadlock. Returns the triggers to re-read,
+    /// which the next [`timer_turn`](Self::timer_turn) processes.
+    pub fn timer_wait(&self, until_us: u64) {
+        let items = self
+            .scheduler
+            .shared
+            .inbox
+            .wait(until_us, None)
+            .unwrap_or_default();
+        lock(&self.parked).extend(items);
+    }
+
+    /// Whether the timer is awake, or has been woken (as opposed to asleep
+    /// toward its target).
+    pub fn timer_awake(&self) -> bool {
+        self.scheduler.shared.inbox.is_awake()
+    }
+
+    /// Releases a timer blocked in [`timer_wait`](Self::timer_wait) (the
+    /// model's stand-in for its timeout).
+    pub fn release_timer(&self) {
+        self.scheduler.shared.inbox.nudge();
+    }
+
+    /// The deadline (µs) of `trigger`'s live request, if it is a delayed one.
+    pub fn live_deadline(&self, trigger: &Trigger) -> Option<u64> {
+        let now = self.scheduler.shared.clock.now_us();
+        trigger.core().request().load().kind().deadline(now)
+    }
+
+    /// Number of dispatches waiting in the run queue.
+    pub fn queued(&self) -> usize {
+        self.scheduler.shared.run_queue.len()
     }
 
     /// The time the timer would next wake at (`u64::MAX`: never).

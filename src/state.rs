@@ -31,10 +31,13 @@
 //!   clears it with *Acquire*. The dispatcher has itself acquired the
 //!   caller's request (see `request.rs`), so whatever the caller of `fire`
 //!   wrote before firing is visible to the re-run the reservation causes.
-//! * `advance` is *Relaxed*: the version orders requests among themselves
-//!   (RMWs on one word are totally ordered whatever their ordering), and the
-//!   caller's data travels to the worker through the request word's Release
-//!   publish, not through this word.
+//! * **firer → later firer**: `advance` is *AcqRel*. Two concurrent fires
+//!   coalesce: the older one's publish is refused and only the newer one's
+//!   request is served, so the older firer's writes must reach the worker
+//!   through the newer one. Release here and Acquire in the next `advance`
+//!   chain them; the request word's Release publish carries the rest. (A
+//!   Relaxed advance loses the older firer's data: `loom_trigger`'s G4
+//!   model caught it.)
 
 use crate::sync::{AtomicU32, Backoff, Ordering};
 use std::fmt;
@@ -162,8 +165,10 @@ impl State {
         loop {
             let version = next_version(current & VERSION_MASK);
             let new = (current & RUNNING) | version;
-            // Relaxed: see `# Orderings`, the request word carries the data.
-            match self.cas(current, new, Ordering::Relaxed) {
+            // AcqRel: Release hands this caller's writes to the next
+            // advance; Acquire takes the previous advancers' writes along
+            // into this caller's publish (coalesced fires, see `# Orderings`).
+            match self.cas(current, new, Ordering::AcqRel) {
                 Ok(_) => return version,
                 Err(actual) => {
                     current = actual;

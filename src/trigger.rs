@@ -86,6 +86,11 @@ impl Trigger {
         }
     }
 
+    #[cfg(loom)]
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.handle.core
+    }
+
     /// Runs the task as soon as a worker is free. Fired while an iteration
     /// runs, exactly one more iteration starts right after it ends (however
     /// many fires arrive meanwhile). Supersedes every earlier request.

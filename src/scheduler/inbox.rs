@@ -129,6 +129,21 @@ impl Inbox {
         std::mem::take(&mut lock(&self.inner).items)
     }
 
+    /// Whether the timer is awake or woken (not asleep toward a deadline);
+    /// read under the lock, so it is exact.
+    #[cfg(loom)]
+    pub(crate) fn is_awake(&self) -> bool {
+        let inner = lock(&self.inner);
+        inner.notified || self.sleep_until.load(Ordering::Relaxed) == AWAKE
+    }
+
+    /// Wakes the timer without news.
+    #[cfg(loom)]
+    pub(crate) fn nudge(&self) {
+        lock(&self.inner).notified = true;
+        self.wake.notify_one();
+    }
+
     /// Closes the inbox and wakes the timer so it exits.
     pub(crate) fn close(&self) {
         let mut inner = lock(&self.inner);

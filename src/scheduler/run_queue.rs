@@ -59,6 +59,12 @@ impl RunQueue {
         lock(&self.inner).queue.pop_front()
     }
 
+    /// Number of queued dispatches.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.inner).queue.len()
+    }
+
     /// Closes the queue, discarding queued runs; wakes every worker.
     pub(crate) fn close(&self) -> usize {
         let mut inner = lock(&self.inner);

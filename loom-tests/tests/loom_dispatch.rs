@@ -1,0 +1,167 @@
+//! Models of the dispatch protocol (G9, G13): the hand-off from `fire` /
+//! `fire_after` to the timer thread and the run queue. The timer is never
+//! left asleep past a deadline (a missed wake-up shows as a loom deadlock,
+//! since loom cannot time out a wait), never dispatches a run before its
+//! deadline, and neither queue ever holds a trigger twice.
+#![cfg(loom)]
+
+mod common;
+
+use circulation_trigger::model::Harness;
+use common::{run_model, Count};
+use loom::sync::Arc;
+use loom::thread;
+use std::time::Duration;
+
+fn counting(h: &Harness) -> (circulation_trigger::Trigger, Count) {
+    let runs = Count::default();
+    let r = runs.clone();
+    (
+        h.trigger(0, move || {
+            r.bump();
+            None
+        }),
+        runs,
+    )
+}
+
+#[test]
+fn g13_an_earlier_deadline_wakes_the_sleeping_timer() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        // Another trigger holds the timer's sleep target at 100 µs.
+        let (other, _) = counting(&h);
+        other.fire_after(Duration::from_micros(100)).unwrap();
+        h.timer_turn(0);
+        // The timer sleeps toward the start of the entry's slot (≤ 100 µs).
+        let target = h.next_wake();
+        assert!((11..=100).contains(&target), "target = {target}");
+        let (trigger, runs) = counting(&h);
+        let timer = {
+            let h = h.clone();
+            thread::spawn(move || h.timer_wait(target))
+        };
+        // First a later deadline (no wake-up needed), then an earlier one:
+        // the second call may find the trigger already in the inbox.
+        trigger.fire_after(Duration::from_micros(200)).unwrap();
+        trigger.fire_after(Duration::from_micros(10)).unwrap();
+        timer.join().unwrap(); // deadlocks if nobody woke the timer
+        h.timer_turn(9);
+        assert_eq!(h.queued(), 0, "nothing is dispatched before its deadline");
+        h.timer_turn(10);
+        assert_eq!(h.run_all(), 1);
+        assert_eq!(runs.get(), 1);
+        assert_eq!(h.timer_entries(), 1, "one entry: the other trigger's");
+        h.timer_turn(300);
+        h.run_all();
+        assert_eq!(runs.get(), 1, "the superseded 200 µs request never runs");
+    });
+}
+
+#[test]
+fn g13_two_firers_and_the_timer_never_oversleep() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (other, _) = counting(&h);
+        other.fire_after(Duration::from_micros(100)).unwrap();
+        h.timer_turn(0);
+        let target = h.next_wake();
+        assert!((31..=100).contains(&target), "target = {target}");
+        let (trigger, runs) = counting(&h);
+        let timer = {
+            let h = h.clone();
+            thread::spawn(move || h.timer_wait(target))
+        };
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire_after(Duration::from_micros(30)).unwrap())
+        };
+        trigger.fire_after(Duration::from_micros(20)).unwrap();
+        firer.join().unwrap();
+        timer.join().unwrap(); // deadlocks if nobody woke the timer
+        h.timer_turn(30);
+        assert_eq!(h.run_all(), 1, "exactly one of the two requests runs");
+        assert_eq!(runs.get(), 1);
+        assert_eq!(h.timer_entries(), 1);
+    });
+}
+
+#[test]
+fn g13_a_firer_finding_the_trigger_queued_still_wakes_the_timer() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (other, _) = counting(&h);
+        other.fire_after(Duration::from_micros(100)).unwrap();
+        h.timer_turn(0);
+        let target = h.next_wake();
+        let (trigger, _) = counting(&h);
+        let timer = {
+            let h = h.clone();
+            thread::spawn(move || h.timer_wait(target))
+        };
+        // A late deadline (needs no wake-up) races an early one (needs one),
+        // from two threads: whichever is published last is the live one.
+        let late = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire_after(Duration::from_micros(200)).unwrap())
+        };
+        trigger.fire_after(Duration::from_micros(10)).unwrap();
+        late.join().unwrap();
+        let live = h.live_deadline(&trigger).unwrap();
+        if live < target {
+            assert!(h.timer_awake(), "the timer sleeps past the live deadline {live}");
+        }
+        h.release_timer();
+        timer.join().unwrap();
+    });
+}
+
+#[test]
+fn g9_g13_fire_storm_queues_the_trigger_at_most_once() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (trigger, runs) = counting(&h);
+        let firers: Vec<_> = (0..2)
+            .map(|_| {
+                let (h, t) = (h.clone(), trigger.clone());
+                thread::spawn(move || {
+                    t.fire().unwrap();
+                    assert!(h.queued() <= 1, "queued twice");
+                    t.fire().unwrap();
+                    assert!(h.queued() <= 1, "queued twice");
+                })
+            })
+            .collect();
+        h.run_one();
+        assert!(h.queued() <= 1, "queued twice");
+        firers.into_iter().for_each(|f| f.join().unwrap());
+        h.run_all();
+        assert!((1..=3).contains(&runs.get()));
+        assert_eq!(h.queued(), 0);
+        assert!(!trigger.snapshot().is_running());
+    });
+}
+
+#[test]
+fn g9_rearming_keeps_one_timer_entry() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (trigger, runs) = counting(&h);
+        let timer = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.timer_turn(0);
+                assert!(h.timer_entries() <= 1);
+            })
+        };
+        trigger.fire_after(Duration::from_micros(50)).unwrap();
+        trigger.fire_after(Duration::from_micros(40)).unwrap();
+        timer.join().unwrap();
+        h.timer_turn(1);
+        assert_eq!(h.timer_entries(), 1);
+        h.timer_turn(40);
+        assert_eq!(h.run_all(), 1);
+        assert_eq!(runs.get(), 1);
+        assert_eq!(h.timer_entries(), 0);
+    });
+}
