@@ -52,9 +52,7 @@ impl Clock {
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
         match self {
-            Clock::Real { epoch } => {
-                u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
-            }
+            Clock::Real { epoch } => u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
             Clock::Manual(time) => time.now_ns.load(Ordering::Relaxed),
         }
     }

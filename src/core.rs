@@ -207,7 +207,8 @@ impl Core {
             }))
         });
         result.unwrap_or_else(|payload| {
-            self.shared.report_panic(self.name.as_deref(), payload.as_ref());
+            self.shared
+                .report_panic(self.name.as_deref(), payload.as_ref());
             None
         })
     }

@@ -20,7 +20,10 @@ impl fmt::Display for FireError {
         match self {
             FireError::Shutdown => f.write_str("the scheduler has shut down"),
             FireError::DelayTooLong(delay) => {
-                write!(f, "a delay of {delay:?} puts the deadline beyond the clock's range")
+                write!(
+                    f,
+                    "a delay of {delay:?} puts the deadline beyond the clock's range"
+                )
             }
         }
     }

@@ -7,8 +7,8 @@
 //! threaded scheduler runs.
 
 use crate::clock::{Clock, ManualTime};
-use crate::scheduler::{Scheduler, Timer};
 use crate::core::Core;
+use crate::scheduler::{Scheduler, Timer};
 use crate::sync::{lock, Arc, Mutex, Weak};
 use crate::{Snapshot, Task, Trigger};
 

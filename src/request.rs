@@ -204,12 +204,10 @@ impl Request {
             // AcqRel: Release hands the caller's writes to the worker's
             // Acquire in `take_due` (G2); Acquire pairs with `touch` for the
             // timer wake-up protocol (scheduler/inbox.rs).
-            match self.word.compare_exchange_weak(
-                current,
-                new,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
+            match self
+                .word
+                .compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => return true,
                 Err(actual) => {
                     current = actual;

@@ -25,7 +25,9 @@ pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     #[cfg(not(loom))]
     {
-        mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        mutex
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
     #[cfg(loom)]
     {

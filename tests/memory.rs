@@ -56,7 +56,10 @@ fn g9_a_million_rearms_retain_no_memory() {
     }
     thread::sleep(Duration::from_millis(50));
     let grown = live() - before;
-    assert!(grown < 16 * 1024, "1M re-arms grew the heap by {grown} bytes");
+    assert!(
+        grown < 16 * 1024,
+        "1M re-arms grew the heap by {grown} bytes"
+    );
 }
 
 #[test]
@@ -91,5 +94,8 @@ fn g13_a_fire_storm_keeps_memory_flat() {
     stop.store(true, Ordering::Relaxed);
     firers.into_iter().for_each(|f| f.join().unwrap());
     assert!(runs.get() > runs_before, "the task kept running");
-    assert!(grown < 64 * 1024, "the storm grew the heap by {grown} bytes");
+    assert!(
+        grown < 64 * 1024,
+        "the storm grew the heap by {grown} bytes"
+    );
 }

@@ -20,25 +20,40 @@ fn builder_rejects_bad_configuration_with_errors() {
         Scheduler::builder().tick(Duration::ZERO).build(),
         Err(BuildError::TickTooSmall(_))
     ));
-    let error = Scheduler::builder().tick(Duration::from_nanos(10)).build().unwrap_err();
+    let error = Scheduler::builder()
+        .tick(Duration::from_nanos(10))
+        .build()
+        .unwrap_err();
     assert!(error.to_string().contains("1 µs"), "{error}");
 }
 
 #[test]
 fn threads_carry_the_name_prefix() {
-    let scheduler = Scheduler::builder().workers(1).thread_name_prefix("cfg-").build().unwrap();
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .thread_name_prefix("cfg-")
+        .build()
+        .unwrap();
     let (tx, rx) = mpsc::channel();
     let trigger = Trigger::bind(&scheduler, move || {
-        tx.send(thread::current().name().map(str::to_owned)).unwrap();
+        tx.send(thread::current().name().map(str::to_owned))
+            .unwrap();
         None
     });
     trigger.fire().unwrap();
-    assert_eq!(rx.recv_timeout(common::PATIENCE).unwrap().as_deref(), Some("cfg-worker-0"));
+    assert_eq!(
+        rx.recv_timeout(common::PATIENCE).unwrap().as_deref(),
+        Some("cfg-worker-0")
+    );
 }
 
 #[test]
 fn coarse_ticks_round_deadlines_up() {
-    let scheduler = Scheduler::builder().workers(1).tick(Duration::from_millis(50)).build().unwrap();
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .tick(Duration::from_millis(50))
+        .build()
+        .unwrap();
     let (tx, rx) = mpsc::channel();
     let trigger = Trigger::bind(&scheduler, move || {
         tx.send(std::time::Instant::now()).unwrap();
@@ -75,7 +90,10 @@ fn graceful_shutdown_lets_the_run_in_flight_finish_and_discards_armed_runs() {
     scheduler.shutdown();
     scheduler.shutdown(); // idempotent
     assert!(scheduler.is_shutdown());
-    assert!(!scheduler.await_termination(Duration::from_millis(50)), "a run is in flight");
+    assert!(
+        !scheduler.await_termination(Duration::from_millis(50)),
+        "a run is in flight"
+    );
     assert!(!scheduler.is_terminated());
     release_tx.send(()).unwrap();
     assert!(scheduler.await_termination(common::PATIENCE));
@@ -134,7 +152,11 @@ fn dropping_the_scheduler_joins_its_threads() {
     drop(scheduler); // waits for the run in flight, then joins
     let after = runs.get();
     thread::sleep(Duration::from_millis(60));
-    assert_eq!(runs.get(), after, "nothing runs after the scheduler is dropped");
+    assert_eq!(
+        runs.get(),
+        after,
+        "nothing runs after the scheduler is dropped"
+    );
     assert_eq!(trigger.fire(), Err(FireError::Shutdown));
 }
 
@@ -171,7 +193,8 @@ fn many_triggers_share_one_scheduler() {
                 r.bump();
                 None
             });
-            t.fire_after(Duration::from_micros(100 + (i % 50) * 100)).unwrap();
+            t.fire_after(Duration::from_micros(100 + (i % 50) * 100))
+                .unwrap();
             t
         })
         .collect();

@@ -18,7 +18,9 @@ fn scheduler(workers: usize) -> Scheduler {
 
 /// Waits until no iteration of `trigger` is in flight.
 fn settle(trigger: &Trigger) {
-    eventually("the iteration in flight ends", || !trigger.snapshot().is_running());
+    eventually("the iteration in flight ends", || {
+        !trigger.snapshot().is_running()
+    });
 }
 
 #[test]
@@ -74,7 +76,9 @@ fn g2_task_state_needs_no_lock_and_sees_prior_writes() {
     for round in 1..=50 {
         shared.store(round, Ordering::Relaxed);
         trigger.fire().unwrap();
-        eventually("the fire is served", || seen.lock().unwrap().len() == round as usize);
+        eventually("the fire is served", || {
+            seen.lock().unwrap().len() == round as usize
+        });
         assert_eq!(*seen.lock().unwrap().last().unwrap(), round);
     }
 }
@@ -155,7 +159,11 @@ fn g4_fire_after_never_runs_early() {
         let called = Instant::now();
         trigger.fire_after(delay).unwrap();
         let started = rx.recv_timeout(common::PATIENCE).unwrap();
-        assert!(started - called >= delay, "{delay:?} ran after {:?}", started - called);
+        assert!(
+            started - called >= delay,
+            "{delay:?} ran after {:?}",
+            started - called
+        );
     }
 }
 
@@ -182,7 +190,9 @@ fn g4_g5_fires_during_a_run_give_exactly_one_follow_up() {
         })
         .collect();
     firers.into_iter().for_each(|f| f.join().unwrap());
-    eventually("a fire reserved the follow-up", || trigger.snapshot().is_reserved());
+    eventually("a fire reserved the follow-up", || {
+        trigger.snapshot().is_reserved()
+    });
     release_tx.send(()).unwrap();
     eventually("the follow-up runs", || runs.get() == 2);
     settle(&trigger);
@@ -261,14 +271,12 @@ fn g8_panics_are_caught_reported_and_the_trigger_stays_usable() {
         .unwrap();
     let runs = Counter::default();
     let r = runs.clone();
-    let trigger = Trigger::builder(&scheduler)
-        .name("flaky")
-        .bind(move || {
-            if r.bump() == 1 {
-                panic!("boom");
-            }
-            None
-        });
+    let trigger = Trigger::builder(&scheduler).name("flaky").bind(move || {
+        if r.bump() == 1 {
+            panic!("boom");
+        }
+        None
+    });
     let other_runs = Counter::default();
     let o = other_runs.clone();
     let other = Trigger::bind(&scheduler, move || {
@@ -279,7 +287,10 @@ fn g8_panics_are_caught_reported_and_the_trigger_stays_usable() {
     eventually("the panic is counted", || scheduler.panic_count() == 1);
     settle(&trigger);
     assert!(!trigger.snapshot().is_running(), "running bit released");
-    assert_eq!(*hooked.lock().unwrap(), ["task of trigger `flaky` panicked: boom"]);
+    assert_eq!(
+        *hooked.lock().unwrap(),
+        ["task of trigger `flaky` panicked: boom"]
+    );
     // Stopped circulating, but usable; the other trigger is unaffected.
     trigger.fire().unwrap();
     other.fire().unwrap();
@@ -377,8 +388,12 @@ fn g11_tasks_fire_each_other_and_themselves_without_deadlock() {
     own_cell.set(own.downgrade()).unwrap();
     ping.fire().unwrap();
     own.fire().unwrap();
-    eventually("ping-pong goes on", || pings.get() > 1_000 && pongs.get() > 1_000);
-    eventually("the self-driven task ran to its end", || own_runs.get() == 500);
+    eventually("ping-pong goes on", || {
+        pings.get() > 1_000 && pongs.get() > 1_000
+    });
+    eventually("the self-driven task ran to its end", || {
+        own_runs.get() == 500
+    });
     settle(&own);
     thread::sleep(Duration::from_millis(50));
     assert_eq!(own_runs.get(), 500);
@@ -436,7 +451,9 @@ fn g13_a_fire_storm_does_not_stop_the_task() {
         })
         .collect();
     // Generous: the benchmark checks ~900/s; here only that it keeps going.
-    eventually("the task keeps running under the storm", || runs.get() >= 100);
+    eventually("the task keeps running under the storm", || {
+        runs.get() >= 100
+    });
     stop.store(true, Ordering::Relaxed);
     let fires: u64 = firers.into_iter().map(|f| f.join().unwrap()).sum();
     assert!(fires > runs.get() as u64);
@@ -480,7 +497,10 @@ fn fires_after_shutdown_are_refused() {
     let trigger = Trigger::bind(&scheduler, || None);
     scheduler.shutdown();
     assert_eq!(trigger.fire(), Err(FireError::Shutdown));
-    assert_eq!(trigger.fire_after(Duration::from_secs(1)), Err(FireError::Shutdown));
+    assert_eq!(
+        trigger.fire_after(Duration::from_secs(1)),
+        Err(FireError::Shutdown)
+    );
     trigger.suspend(); // still fine
     let message = FireError::Shutdown.to_string();
     assert!(message.contains("shut down"));
@@ -535,14 +555,18 @@ fn dropping_the_last_handle_during_a_run_frees_the_task_after_it() {
     thread::sleep(Duration::from_millis(20));
     assert!(!dropped.load(Ordering::SeqCst), "still running");
     release_tx.send(()).unwrap();
-    eventually("freed after the iteration", || dropped.load(Ordering::SeqCst));
+    eventually("freed after the iteration", || {
+        dropped.load(Ordering::SeqCst)
+    });
     assert_eq!(runs.get(), 1, "the returned delay was ignored");
 }
 
 #[test]
 fn debug_output_names_the_trigger() {
     let scheduler = scheduler(1);
-    let trigger = Trigger::builder(&scheduler).name("config-refresh").bind(|| None);
+    let trigger = Trigger::builder(&scheduler)
+        .name("config-refresh")
+        .bind(|| None);
     let text = format!("{trigger:?}");
     assert!(text.contains("config-refresh"), "{text}");
     assert!(text.contains("running: false"), "{text}");

@@ -96,8 +96,8 @@ pub(crate) fn run(shared: &Shared) {
     let mut timer = Timer::new(shared.clock.now_us());
     let mut until = NEVER;
     loop {
-        let timeout = (until != NEVER && !shared.clock.is_manual())
-            .then(|| shared.clock.until(until));
+        let timeout =
+            (until != NEVER && !shared.clock.is_manual()).then(|| shared.clock.until(until));
         let Some(items) = shared.inbox.wait(until, timeout) else {
             return;
         };

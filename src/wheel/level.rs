@@ -63,7 +63,10 @@ pub(crate) fn next_occupied(level_index: usize, level: &Level, elapsed: u64) -> 
         return None;
     }
     let now_slot = slot_for(elapsed, level_index);
-    let distance = level.occupied.rotate_right(now_slot as u32).trailing_zeros() as usize;
+    let distance = level
+        .occupied
+        .rotate_right(now_slot as u32)
+        .trailing_zeros() as usize;
     let slot = (now_slot + distance) % SLOTS;
     let level_start = elapsed & !level_range(level_index).wrapping_sub(1);
     let level_start = if level_range(level_index) == u64::MAX {

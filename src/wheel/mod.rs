@@ -302,7 +302,10 @@ mod tests {
         }
         let mut sorted: Vec<_> = deadlines.to_vec();
         sorted.sort_unstable();
-        let got: Vec<u64> = drain(&mut wheel, u64::MAX).into_iter().map(|(w, _)| w).collect();
+        let got: Vec<u64> = drain(&mut wheel, u64::MAX)
+            .into_iter()
+            .map(|(w, _)| w)
+            .collect();
         assert_eq!(got, sorted);
         assert!(wheel.is_empty());
     }

@@ -6,14 +6,20 @@
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 
-/// Runs `model` under loom. The preemption bound comes from
-/// `LOOM_MAX_PREEMPTIONS` (default 2, the CI setting; 3 for a deeper local
-/// search); loom's other environment variables (checkpoints, logging) work
-/// as documented in `loom-tests/README.md`.
+/// Runs `model` under loom with the CI preemption bound of 2, unless
+/// `LOOM_MAX_PREEMPTIONS` asks for another (3 for a deeper local search);
+/// loom's other environment variables (checkpoints, logging) work as
+/// documented in `loom-tests/README.md`.
 pub fn run_model(model: impl Fn() + Sync + Send + 'static) {
+    run_model_bounded(2, model);
+}
+
+/// [`run_model`] with a different default bound, for small models whose
+/// subtle interleavings need a deeper search and still finish in seconds.
+pub fn run_model_bounded(bound: usize, model: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
+        builder.preemption_bound = Some(bound);
     }
     builder.check(model);
 }

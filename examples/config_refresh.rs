@@ -1,0 +1,213 @@
+//! The main demo: a service keeps its configuration fresh from a config
+//! center that caps its query rate.
+//!
+//! * a periodic refresh (every 500 ms, later retuned to 200 ms at run time);
+//! * bursts of "refresh now" messages from three message-bus threads;
+//! * a feature switch that turns the job off at 4 s and on again at 6 s.
+//!
+//! The refresh task owns its state (`ConfigCenter` with a call counter, a
+//! rate limiter, the last version seen) as plain `FnMut` state: the trigger
+//! guarantees runs never overlap, so no `Mutex` is needed — and the demo
+//! counts overlaps to show it (always 0).
+//!
+//! Run: `cargo run --release --example config_refresh`
+
+use circulation_trigger::{Scheduler, Trigger};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const RUN_FOR: Duration = Duration::from_secs(10);
+const LATENCY: Duration = Duration::from_millis(3);
+const QPS_CAP: u32 = 10;
+
+/// A simulated remote config center: answers after `LATENCY`, at most
+/// `QPS_CAP` queries per second; the rest are rejected.
+struct ConfigCenter {
+    calls: u64,
+    window: Instant,
+    in_window: u32,
+}
+
+impl ConfigCenter {
+    fn new() -> Self {
+        Self {
+            calls: 0,
+            window: Instant::now(),
+            in_window: 0,
+        }
+    }
+
+    /// Fetches the configuration version, or `None` if rate-limited.
+    fn fetch(&mut self) -> Option<u64> {
+        self.calls += 1;
+        if self.window.elapsed() >= Duration::from_secs(1) {
+            self.window = Instant::now();
+            self.in_window = 0;
+        }
+        if self.in_window >= QPS_CAP {
+            return None;
+        }
+        self.in_window += 1;
+        thread::sleep(LATENCY);
+        Some(self.calls / 10)
+    }
+}
+
+/// Counters the demo prints; the task and the bus threads update them.
+#[derive(Default)]
+struct Stats {
+    refreshes: AtomicU64,
+    urgent_refreshes: AtomicU64,
+    rejected: AtomicU64,
+    fires: AtomicU64,
+    overlaps: AtomicU64,
+}
+
+fn main() {
+    let scheduler = Scheduler::builder()
+        .thread_name_prefix("config-")
+        .build()
+        .expect("start the scheduler");
+    let stats = Arc::new(Stats::default());
+    let period_ms = Arc::new(AtomicU64::new(500));
+    let urgent = Arc::new(AtomicBool::new(false));
+    let enabled = Arc::new(AtomicBool::new(true)); // the feature switch
+    let inside = Arc::new(AtomicBool::new(false));
+
+    let refresh = {
+        let (stats, period_ms, urgent, inside) = (
+            stats.clone(),
+            period_ms.clone(),
+            urgent.clone(),
+            inside.clone(),
+        );
+        let mut center = ConfigCenter::new(); // task state, no lock
+        let mut version = 0;
+        Trigger::builder(&scheduler)
+            .name("config-refresh")
+            .bind(move || {
+                if inside.swap(true, Relaxed) {
+                    stats.overlaps.fetch_add(1, Relaxed);
+                }
+                if urgent.swap(false, Relaxed) {
+                    stats.urgent_refreshes.fetch_add(1, Relaxed);
+                }
+                match center.fetch() {
+                    Some(v) => version = version.max(v),
+                    None => {
+                        stats.rejected.fetch_add(1, Relaxed);
+                    }
+                }
+                stats.refreshes.fetch_add(1, Relaxed);
+                inside.store(false, Relaxed);
+                Some(Duration::from_millis(period_ms.load(Relaxed)))
+            })
+    };
+    refresh.fire().expect("scheduler is running");
+
+    // The message bus: three threads deliver bursts of "refresh now".
+    let start = Instant::now();
+    let bus: Vec<_> = (0..3u64)
+        .map(|i| {
+            let (refresh, stats, urgent, enabled) = (
+                refresh.clone(),
+                stats.clone(),
+                urgent.clone(),
+                enabled.clone(),
+            );
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(100 * i));
+                while start.elapsed() < RUN_FOR {
+                    for _ in 0..25 {
+                        on_refresh_now(&refresh, &enabled, &urgent, &stats);
+                    }
+                    thread::sleep(Duration::from_millis(300));
+                }
+            })
+        })
+        .collect();
+
+    println!("circulation-trigger demo: periodic config refresh + bursts of refresh-now messages (counts are cumulative)");
+    let mut switch_on = true;
+    for second in 1..=RUN_FOR.as_secs() {
+        thread::sleep(
+            (start + Duration::from_secs(second)).saturating_duration_since(Instant::now()),
+        );
+        match second {
+            4 => {
+                enabled.store(false, SeqCst); // feature switch off...
+                refresh.suspend(); // ...and stop the chain
+                switch_on = false;
+            }
+            6 => {
+                enabled.store(true, SeqCst); // feature switch on...
+                refresh.fire().expect("running"); // ...and restart the chain
+                switch_on = true;
+            }
+            7 => {
+                period_ms.store(200, Relaxed); // retune at run time...
+                refresh
+                    .fire_after(Duration::from_millis(200))
+                    .expect("running"); // ...effective now
+            }
+            _ => {}
+        }
+        print_line(second, &stats, switch_on, period_ms.load(Relaxed));
+    }
+    bus.into_iter().for_each(|b| b.join().expect("bus thread"));
+    refresh.suspend();
+    scheduler.shutdown();
+    let terminated = scheduler.await_termination(Duration::from_secs(5));
+
+    let fires = stats.fires.load(Relaxed);
+    let urgent_refreshes = stats.urgent_refreshes.load(Relaxed);
+    let overlaps = stats.overlaps.load(Relaxed);
+    println!("---");
+    println!(
+        "summary: {} refreshes ({} served refresh-now bursts), {} fires coalesced into them ({} coalesced), {} rejected by the QPS cap, {} overlaps, clean shutdown: {}",
+        stats.refreshes.load(Relaxed),
+        urgent_refreshes,
+        fires,
+        fires.saturating_sub(urgent_refreshes),
+        stats.rejected.load(Relaxed),
+        overlaps,
+        terminated,
+    );
+    if overlaps != 0 || !terminated {
+        std::process::exit(1);
+    }
+}
+
+/// The bus's message handler. While the switch is off, messages are
+/// ignored. Fire first, then re-check the switch: if it was turned off
+/// meanwhile, this handler's `suspend` is the latest call and wins, so a
+/// message racing the switch cannot restart the job (the latest call wins).
+fn on_refresh_now(refresh: &Trigger, enabled: &AtomicBool, urgent: &AtomicBool, stats: &Stats) {
+    if !enabled.load(SeqCst) {
+        return;
+    }
+    urgent.store(true, Relaxed);
+    if refresh.fire().is_ok() {
+        stats.fires.fetch_add(1, Relaxed);
+    }
+    if !enabled.load(SeqCst) {
+        refresh.suspend();
+    }
+}
+
+fn print_line(second: u64, stats: &Stats, on: bool, period_ms: u64) {
+    let fires = stats.fires.load(Relaxed);
+    let urgent = stats.urgent_refreshes.load(Relaxed);
+    println!(
+        "t={second:>2}s  refreshes={:>4}  fires={:>5}  coalesced={:>5}  rejected={:>3}  overlaps={}  switch={}  period={}ms",
+        stats.refreshes.load(Relaxed),
+        fires,
+        fires.saturating_sub(urgent),
+        stats.rejected.load(Relaxed),
+        stats.overlaps.load(Relaxed),
+        if on { "on " } else { "off" },
+        period_ms,
+    );
+}
