@@ -9,18 +9,21 @@
 //!                                                 └ Reserved: the runner re-runs at exit
 //! ```
 //!
-//! The two flags make every queue hold a trigger at most once (G9, G13):
-//! a firer that finds the flag already set knows a pending dispatch (or
-//! inbox entry) will read the request word after clearing the flag, so it
-//! will serve the newest request.
+//! Two flags make every queue hold a trigger at most once (G9, G13):
+//! `queued` (run queue) and IN_INBOX (timer inbox, a bit of the request
+//! word, set by the same compare-exchange that installs an AT request). A
+//! firer that finds its flag already set knows a pending dispatch (or inbox
+//! entry) will read the request word after clearing the flag, so it will
+//! serve the newest request.
 //!
 //! # Orderings
 //!
-//! * `flags`: set with an AcqRel `fetch_or` after publishing; cleared with
-//!   an AcqRel `fetch_and` before reading the request. If a firer finds the
-//!   flag set, the clear comes later in the flag's modification order and
+//! * `queued`: set with an AcqRel `swap` after publishing; cleared with an
+//!   AcqRel `swap` before reading the request. If a firer finds the flag
+//!   set, the clear comes later in the flag's modification order and
 //!   synchronizes with the firer, so the consumer reads the firer's request
-//!   or a newer one (no lost fire, G4).
+//!   or a newer one (no lost fire, G4). IN_INBOX needs no extra edge: it
+//!   lives in the request word itself (see `request.rs`).
 //! * The task cell is guarded by the RUNNING bit (see `state.rs`).
 
 use crate::clock::deadline_us;
@@ -28,20 +31,16 @@ use crate::error::FireError;
 use crate::request::{Kind, Request};
 use crate::scheduler::Shared;
 use crate::state::{Enter, Exit, Snapshot, State};
-use crate::sync::{Arc, AtomicU8, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicBool, Ordering, UnsafeCell};
 use crate::task::Task;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-/// The trigger sits in the worker run queue.
-const QUEUED: u8 = 1;
-/// The trigger sits in the timer's inbox.
-const IN_INBOX: u8 = 2;
-
 pub(crate) struct Core {
     state: State,
     request: Request,
-    flags: AtomicU8,
+    /// The trigger sits in the worker run queue.
+    queued: AtomicBool,
     /// The timer's wheel key for this trigger; read and written only by the
     /// timer (see `scheduler/timer.rs`).
     pub(crate) timer_key: crate::sync::TimerOwned,
@@ -70,7 +69,7 @@ impl Core {
         Self {
             state: State::new(version),
             request: Request::new(version),
-            flags: AtomicU8::new(0),
+            queued: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(crate::scheduler::NO_KEY),
             task: UnsafeCell::new(task),
             name,
@@ -92,7 +91,7 @@ impl Core {
             return Err(FireError::Shutdown);
         }
         let version = self.state.advance();
-        if self.request.publish(version, Kind::Due) {
+        if self.request.publish(version, Kind::Due, false).is_some() {
             self.schedule_run();
         }
         Ok(())
@@ -112,10 +111,7 @@ impl Core {
             return Err(FireError::Shutdown);
         }
         let version = self.state.advance();
-        let now_us = now_ns / 1_000;
-        if self.request.publish(version, Kind::at(deadline, now_us)) {
-            self.notify_timer(deadline, now_us);
-        }
+        self.publish_at(version, deadline, now_ns / 1_000);
         Ok(())
     }
 
@@ -124,31 +120,28 @@ impl Core {
         let version = self.state.advance();
         // A newer request may already be installed: then it wins, as the
         // later call.
-        let _ = self.request.publish(version, Kind::Idle);
+        let _ = self.request.publish(version, Kind::Idle, false);
     }
 
     /// Puts the trigger in the run queue unless it is there already.
     fn schedule_run(self: &Arc<Self>) {
-        // AcqRel: see `# Orderings` (flags).
-        if self.flags.fetch_or(QUEUED, Ordering::AcqRel) & QUEUED == 0 {
+        // AcqRel: see `# Orderings` (queued).
+        if !self.queued.swap(true, Ordering::AcqRel) {
             self.shared.run_queue.push(Arc::downgrade(self));
         }
     }
 
-    /// Tells the timer about a new AT request due at `deadline` (µs).
-    fn notify_timer(self: &Arc<Self>, deadline: u64, now_us: u64) {
-        // AcqRel: see `# Orderings` (flags).
-        if self.flags.fetch_or(IN_INBOX, Ordering::AcqRel) & IN_INBOX == 0 {
-            self.shared.inbox.push(self, now_us);
-        } else {
-            self.shared.inbox.poke(deadline);
+    /// Installs "run at `deadline`" for `version` and tells the timer: the
+    /// publish that sets IN_INBOX pushes the trigger to the inbox; one that
+    /// finds it set only wakes the timer if the deadline is earlier than its
+    /// sleep target.
+    fn publish_at(self: &Arc<Self>, version: u32, deadline: u64, now_us: u64) {
+        let kind = Kind::at(deadline, now_us);
+        match self.request.publish(version, kind, true) {
+            Some(old) if !old.in_inbox() => self.shared.inbox.push(self, now_us),
+            Some(_) => self.shared.inbox.poke(deadline),
+            None => {} // a newer request won; its caller tells the timer
         }
-    }
-
-    /// Timer side: takes the trigger out of the inbox before reading its
-    /// request (AcqRel: pairs with `notify_timer`).
-    pub(crate) fn leave_inbox(&self) {
-        self.flags.fetch_and(!IN_INBOX, Ordering::AcqRel);
     }
 
     /// Timer side: the AT request the timer read is due. Queues a run unless
@@ -161,8 +154,8 @@ impl Core {
 
     /// Worker side: serves whatever request is live and due.
     pub(crate) fn dispatch(self: &Arc<Self>) {
-        // AcqRel: see `# Orderings` (flags); clear before reading.
-        self.flags.fetch_and(!QUEUED, Ordering::AcqRel);
+        // AcqRel: see `# Orderings` (queued); clear before reading.
+        self.queued.swap(false, Ordering::AcqRel);
         let Some(version) = self.request.take_due() else {
             return;
         };
@@ -179,7 +172,7 @@ impl Core {
             Exit::Rerun { version } => {
                 // The follow-up goes back through the pool rather than
                 // looping here, so a fire storm cannot pin this worker (G10).
-                if self.request.publish(version, Kind::Due) {
+                if self.request.publish(version, Kind::Due, false).is_some() {
                     self.schedule_run();
                 }
             }
@@ -219,7 +212,7 @@ impl Core {
             return;
         }
         if delay.is_zero() {
-            if self.request.publish(version, Kind::Due) {
+            if self.request.publish(version, Kind::Due, false).is_some() {
                 self.schedule_run();
             }
             return;
@@ -230,9 +223,6 @@ impl Core {
         let Some(deadline) = deadline_us(now_ns, delay, self.shared.tick_us) else {
             return;
         };
-        let now_us = now_ns / 1_000;
-        if self.request.publish(version, Kind::at(deadline, now_us)) {
-            self.notify_timer(deadline, now_us);
-        }
+        self.publish_at(version, deadline, now_ns / 1_000);
     }
 }

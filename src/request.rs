@@ -4,25 +4,30 @@
 //! newer fire (G13), and the timer holds one entry per trigger (G9).
 //!
 //! ```text
-//!  bits 34..=63        bits 28..=33   bits 0..=27
-//! ┌──────────────────┬──────────────┬──────────────────────────────┐
-//! │ version (30 bits)│ tag (6 bits) │ mantissa (28 bits)            │
-//! └──────────────────┴──────────────┴──────────────────────────────┘
-//! tag 0..=38 : AT — deadline ≈ mantissa · 2^tag µs (see below)
-//! tag 61     : TAKEN — a worker has claimed this version's run
-//! tag 62     : DUE   — run now (fire(), or the timer found AT expired)
-//! tag 63     : IDLE  — nothing requested (suspend, or a fresh trigger)
+//!  bits 34..=63        bit 33     bits 28..=32   bits 0..=27
+//! ┌──────────────────┬──────────┬──────────────┬────────────────────┐
+//! │ version (30 bits)│ IN_INBOX │ tag (5 bits) │ mantissa (28 bits)  │
+//! └──────────────────┴──────────┴──────────────┴────────────────────┘
+//! tag 0..=19 : AT — deadline ≈ mantissa · 4^tag µs (see below)
+//! tag 29     : TAKEN — a worker has claimed this version's run
+//! tag 30     : DUE   — run now (fire(), or the timer found AT expired)
+//! tag 31     : IDLE  — nothing requested (suspend, or a fresh trigger)
 //! ```
 //!
-//! A deadline needs more than the 34 bits left beside the version, so an AT
-//! request stores it like a float: the exponent `e` is the smallest that
-//! makes the delay fit in 26 bits of `2^e` µs units, and the mantissa holds
-//! the deadline's units (rounded **up**, so never early) modulo 2^28. The
-//! reader rebuilds the full deadline from its own clock: the unique value
-//! within ±2^27 units of now. Delays under 67 s keep microsecond precision;
-//! an hour rounds up by at most 64 µs; the horizon is the whole `u64` µs
-//! range. The timer reads every AT request promptly (it is queued to it at
-//! publish), so its lag stays far inside the 2^26-unit margin.
+//! IN_INBOX says the trigger sits in the timer's inbox. Keeping it in this
+//! word lets `fire_after` install its request and claim the inbox slot in
+//! one compare-exchange, and lets the timer leave the inbox and read the
+//! request in one RMW.
+//!
+//! A deadline needs more than the bits left beside the version, so an AT
+//! request stores it like a float: the exponent `e` (even) is the smallest
+//! that makes the delay fit in 26 bits of `2^e` µs units, and the mantissa
+//! holds the deadline's units (rounded **up**, so never early) modulo 2^28.
+//! The reader rebuilds the full deadline from its own clock: the unique
+//! value within ±2^27 units of now. Delays under 67 s keep microsecond
+//! precision; an hour rounds up by at most 64 µs; the horizon is the whole
+//! `u64` µs range. The timer reads every AT request promptly (it is queued
+//! to it at publish), so its lag stays far inside the 2^26-unit margin.
 //!
 //! # Orderings
 //!
@@ -40,19 +45,22 @@ use crate::sync::{AtomicU64, Backoff, Ordering};
 use std::fmt;
 
 const VERSION_SHIFT: u32 = 34;
+/// The trigger sits in the timer's inbox.
+const IN_INBOX: u64 = 1 << 33;
 const TAG_SHIFT: u32 = 28;
-const TAG_MASK: u64 = 0x3F;
+const TAG_MASK: u64 = 0x1F;
 const MANTISSA_BITS: u32 = 28;
 const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
 /// A delay must fit in this many bits of units; the other 2 bits of the
 /// mantissa are the reader's margin (lag of up to 2^26 units).
 const DELAY_BITS: u32 = 26;
-/// Largest AT exponent: 26 + 38 = 64 covers every `u64` delay.
+/// Largest AT exponent: 26 + 38 = 64 covers every `u64` delay. Exponents
+/// are even, so the tag stores `exp / 2` in 5 bits.
 const MAX_EXP: u8 = 38;
 
-const TAG_TAKEN: u8 = 61;
-const TAG_DUE: u8 = 62;
-const TAG_IDLE: u8 = 63;
+const TAG_TAKEN: u8 = 29;
+const TAG_DUE: u8 = 30;
+const TAG_IDLE: u8 = 31;
 
 /// What a request word asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +85,7 @@ impl Kind {
     pub(crate) fn at(deadline_us: u64, now_us: u64) -> Self {
         let delay = deadline_us.saturating_sub(now_us);
         let bits = u64::BITS - delay.leading_zeros();
-        let exp = bits.saturating_sub(DELAY_BITS) as u8;
+        let exp = bits.saturating_sub(DELAY_BITS).next_multiple_of(2) as u8;
         debug_assert!(exp <= MAX_EXP);
         let units = round_up_units(deadline_us, exp);
         Kind::At {
@@ -106,7 +114,7 @@ impl Kind {
             Kind::Idle => (TAG_IDLE, 0),
             Kind::Due => (TAG_DUE, 0),
             Kind::Taken => (TAG_TAKEN, 0),
-            Kind::At { exp, mantissa } => (exp, u64::from(mantissa)),
+            Kind::At { exp, mantissa } => (exp / 2, u64::from(mantissa)),
         }
     }
 }
@@ -142,15 +150,25 @@ impl Word {
             TAG_IDLE => Kind::Idle,
             TAG_DUE => Kind::Due,
             TAG_TAKEN => Kind::Taken,
-            exp => Kind::At {
-                exp,
+            half => Kind::At {
+                exp: half * 2,
                 mantissa: (self.0 & MANTISSA_MASK) as u32,
             },
         }
     }
 
+    /// Whether the trigger sits in the timer's inbox.
+    pub(crate) fn in_inbox(self) -> bool {
+        self.0 & IN_INBOX != 0
+    }
+
     pub(crate) fn raw(self) -> u64 {
         self.0
+    }
+
+    /// This word with the IN_INBOX bit of `flags` (any word).
+    fn with_inbox_of(self, flags: u64) -> u64 {
+        (self.0 & !IN_INBOX) | (flags & IN_INBOX)
     }
 }
 
@@ -159,6 +177,7 @@ impl fmt::Debug for Word {
         f.debug_struct("Word")
             .field("version", &self.version())
             .field("kind", &self.kind())
+            .field("in_inbox", &self.in_inbox())
             .finish()
     }
 }
@@ -183,32 +202,35 @@ impl Request {
         }
     }
 
-    /// Reads the word. Relaxed: the timer reads it after an AcqRel RMW on
-    /// the trigger's inbox flag that ordered it after the publish it serves;
-    /// no data written by the caller is read through this value.
+    /// Reads the word, for models and tests. Relaxed: it orders nothing;
+    /// the scheduler itself reads this word only through RMWs.
+    #[cfg(any(test, loom))]
     pub(crate) fn load(&self) -> Word {
         Word(self.word.load(Ordering::Relaxed))
     }
 
     /// Installs `kind` for `version` unless a newer version is already
-    /// installed; returns whether it was installed. Same-version writes are
-    /// allowed (exit re-arms, re-runs after a reservation).
-    pub(crate) fn publish(&self, version: u32, kind: Kind) -> bool {
-        let new = Word::new(version, kind).raw();
+    /// installed, setting IN_INBOX too if `to_inbox`; returns the word it
+    /// replaced, or `None` if refused. Same-version writes are allowed (exit
+    /// re-arms, re-runs after a reservation).
+    pub(crate) fn publish(&self, version: u32, kind: Kind, to_inbox: bool) -> Option<Word> {
+        let fresh = Word::new(version, kind).raw() | if to_inbox { IN_INBOX } else { 0 };
         let backoff = Backoff::new();
         let mut current = self.word.load(Ordering::Relaxed);
         loop {
             if is_newer(Word(current).version(), version) {
-                return false;
+                return None;
             }
             // AcqRel: Release hands the caller's writes to the worker's
             // Acquire in `take_due` (G2); Acquire pairs with `touch` for the
             // timer wake-up protocol (scheduler/inbox.rs).
-            match self
-                .word
-                .compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return true,
+            match self.word.compare_exchange_weak(
+                current,
+                fresh | (current & IN_INBOX),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(Word(current)),
                 Err(actual) => {
                     current = actual;
                     backoff.spin();
@@ -225,7 +247,7 @@ impl Request {
             if word.kind() != Kind::Due {
                 return None;
             }
-            let taken = Word::new(word.version(), Kind::Taken).raw();
+            let taken = Word::new(word.version(), Kind::Taken).with_inbox_of(current);
             // Acquire: pairs with the Release in `publish`, so the iteration
             // (or the reservation it leaves) sees the caller's writes (G2).
             match self.word.compare_exchange_weak(
@@ -241,15 +263,24 @@ impl Request {
     }
 
     /// The timer found the AT request `expected` due: AT → DUE, unless the
-    /// word changed since the timer read it.
+    /// word changed since the timer read it (a new request also sets
+    /// IN_INBOX, so the timer will read that one).
     pub(crate) fn expire(&self, expected: Word) -> bool {
-        let due = Word::new(expected.version(), Kind::Due).raw();
+        let due = Word::new(expected.version(), Kind::Due).with_inbox_of(expected.raw());
         // Relaxed: an RMW continues the release sequence of the publish it
         // replaces, so `take_due`'s Acquire still synchronizes with the
         // caller; the timer itself reads no caller data.
         self.word
             .compare_exchange(expected.raw(), due, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
+    }
+
+    /// Timer side: clears IN_INBOX and returns the request it read, in one
+    /// RMW. AcqRel: a firer that found IN_INBOX set published before this in
+    /// the word's modification order, so this reads that request or a newer
+    /// one (no lost fire_after, G4).
+    pub(crate) fn leave_inbox(&self) -> Word {
+        Word(self.word.fetch_and(!IN_INBOX, Ordering::AcqRel) & !IN_INBOX)
     }
 
     /// Reads the word with an RMW (AcqRel), for the inbox pusher: see the
@@ -270,7 +301,7 @@ mod tests {
             Kind::Due,
             Kind::Taken,
             Kind::At {
-                exp: 5,
+                exp: 38,
                 mantissa: 12345,
             },
         ] {
@@ -299,7 +330,7 @@ mod tests {
             let deadline = now + delay;
             let decoded = Kind::at(deadline, now).deadline(now + 1).unwrap();
             assert!(decoded >= deadline);
-            assert!(decoded - deadline < delay >> 25, "{decoded} vs {deadline}");
+            assert!(decoded - deadline < delay >> 24, "{decoded} vs {deadline}");
         }
         let kind = Kind::at(u64::MAX, 0);
         assert_eq!(kind.deadline(0), Some(u64::MAX));
@@ -308,21 +339,39 @@ mod tests {
     #[test]
     fn publish_refuses_older_versions() {
         let request = Request::new(10);
-        assert!(request.publish(12, Kind::Due));
-        assert!(!request.publish(11, Kind::Idle));
-        assert!(request.publish(12, Kind::Taken));
+        assert!(request.publish(12, Kind::Due, false).is_some());
+        assert!(request.publish(11, Kind::Idle, false).is_none());
+        assert!(request.publish(12, Kind::Taken, false).is_some());
         assert_eq!(request.load().kind(), Kind::Taken);
         // Across the wrap-around, 0 is newer than VERSION_MASK.
         let request = Request::new(VERSION_MASK);
-        assert!(request.publish(0, Kind::Due));
-        assert!(!request.publish(VERSION_MASK, Kind::Idle));
+        assert!(request.publish(0, Kind::Due, false).is_some());
+        assert!(request.publish(VERSION_MASK, Kind::Idle, false).is_none());
+    }
+
+    #[test]
+    fn the_inbox_bit_survives_every_transition_but_leave_inbox() {
+        let request = Request::new(0);
+        let old = request.publish(1, Kind::at(50, 0), true).unwrap();
+        assert!(!old.in_inbox());
+        let old = request.publish(2, Kind::at(40, 0), true).unwrap();
+        assert!(
+            old.in_inbox(),
+            "the second publish finds the trigger queued"
+        );
+        assert!(request.publish(3, Kind::Due, false).unwrap().in_inbox());
+        assert_eq!(request.take_due(), Some(3));
+        assert!(request.load().in_inbox());
+        let seen = request.leave_inbox();
+        assert!(!seen.in_inbox() && !request.load().in_inbox());
+        assert_eq!(seen.kind(), Kind::Taken);
     }
 
     #[test]
     fn take_due_claims_once() {
         let request = Request::new(0);
         assert_eq!(request.take_due(), None);
-        assert!(request.publish(1, Kind::Due));
+        assert!(request.publish(1, Kind::Due, false).is_some());
         assert_eq!(request.take_due(), Some(1));
         assert_eq!(request.take_due(), None);
     }
@@ -330,11 +379,11 @@ mod tests {
     #[test]
     fn expire_only_matches_the_read_word() {
         let request = Request::new(0);
-        assert!(request.publish(1, Kind::at(500, 0)));
-        let seen = request.load();
-        assert!(request.publish(2, Kind::at(900, 0)));
+        assert!(request.publish(1, Kind::at(500, 0), true).is_some());
+        let seen = request.leave_inbox();
+        assert!(request.publish(2, Kind::at(900, 0), true).is_some());
         assert!(!request.expire(seen));
-        let seen = request.load();
+        let seen = request.leave_inbox();
         assert!(request.expire(seen));
         assert_eq!(request.take_due(), Some(2));
     }

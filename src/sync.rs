@@ -8,9 +8,9 @@
 //! atomics are).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 pub(crate) use std::sync::atomic::Ordering;
 pub(crate) use std::sync::{Arc, Weak};

@@ -1,5 +1,5 @@
 //! The timer's inbox: triggers whose AT request changed, each at most once
-//! (the trigger's IN_INBOX flag), and the timer's bed, woken only when a new
+//! (the IN_INBOX bit of the trigger's request word), and the timer's bed, woken only when a new
 //! deadline is earlier than the one the timer sleeps toward.
 //!
 //! # The wake-up protocol

@@ -38,8 +38,8 @@ impl Timer {
     /// queue every run that is due.
     pub(crate) fn turn(&mut self, now_us: u64, items: Vec<Weak<Core>>) {
         for core in items.iter().filter_map(Weak::upgrade) {
-            core.leave_inbox();
-            self.update(&core, now_us);
+            let seen = core.request().leave_inbox();
+            self.update(&core, seen, now_us);
         }
         self.wheel.poll(now_us, |_, _, entry| {
             if let Some(core) = entry.core.upgrade() {
@@ -61,8 +61,7 @@ impl Timer {
     }
 
     /// Moves (or adds, or removes) `core`'s entry to match its request.
-    fn update(&mut self, core: &Arc<Core>, now_us: u64) {
-        let seen = core.request().load();
+    fn update(&mut self, core: &Arc<Core>, seen: Word, now_us: u64) {
         // Relaxed: `timer_key` is only ever touched by this thread.
         let key = core.timer_key.load(Ordering::Relaxed);
         let key = (key != NO_KEY).then_some(Key::from_raw(key));
