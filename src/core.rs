@@ -160,6 +160,11 @@ impl Core {
             return;
         };
         match self.state.enter(version) {
+            // A run claimed as shutdown began is discarded like an armed
+            // one: only iterations already running finish.
+            Enter::Entered if self.shared.is_closed() => {
+                let _ = self.state.exit(version);
+            }
             Enter::Entered => self.run(version),
             Enter::Reserved | Enter::Stale => {}
         }

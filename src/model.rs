@@ -12,6 +12,8 @@ use crate::scheduler::{Scheduler, Timer};
 use crate::sync::{lock, Arc, Mutex, Weak};
 use crate::{Snapshot, Task, Trigger};
 
+pub use crate::state::{Enter, Exit, State};
+
 /// A scheduler whose threads are the model's own.
 pub struct Harness {
     scheduler: Scheduler,

@@ -96,7 +96,7 @@ impl fmt::Debug for Snapshot {
 /// Outcome of [`State::enter`] for a due run of some version.
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Enter {
+pub enum Enter {
     /// RUNNING is now set by this caller: run the task, then call `exit`.
     Entered,
     /// The trigger was running: RESERVED is set, the runner re-runs at exit.
@@ -108,7 +108,7 @@ pub(crate) enum Enter {
 /// Outcome of [`State::exit`] after an iteration.
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Exit {
+pub enum Exit {
     /// A reservation was pending: both bits are cleared and the live
     /// `version` must be re-dispatched at once (through the pool, so a storm
     /// cannot pin a worker).
@@ -126,13 +126,13 @@ pub(crate) enum Exit {
 
 /// The atomic state word of one trigger.
 #[derive(Debug)]
-pub(crate) struct State {
+pub struct State {
     word: AtomicU32,
 }
 
 impl State {
     /// A fresh word: idle, at `version` (masked to 30 bits).
-    pub(crate) fn new(version: u32) -> Self {
+    pub fn new(version: u32) -> Self {
         Self {
             word: AtomicU32::new(version & VERSION_MASK),
         }
@@ -141,7 +141,7 @@ impl State {
     /// Reads the word. Acquire: a reader that then inspects what an
     /// iteration wrote (tests, stats) sees the writes the Release in `exit`
     /// published; the transitions themselves never rely on this load.
-    pub(crate) fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> Snapshot {
         Snapshot(self.word.load(Ordering::Acquire))
     }
 
@@ -159,7 +159,7 @@ impl State {
     ///
     /// Clearing RESERVED is what makes fire/fire/suspend stop and
     /// fire/fire/fire yield one chain (SPEC §7).
-    pub(crate) fn advance(&self) -> u32 {
+    pub fn advance(&self) -> u32 {
         let backoff = Backoff::new();
         let mut current = self.word.load(Ordering::Relaxed);
         loop {
@@ -179,7 +179,7 @@ impl State {
     }
 
     /// **enter**: a due run of `version` asks to execute.
-    pub(crate) fn enter(&self, version: u32) -> Enter {
+    pub fn enter(&self, version: u32) -> Enter {
         let mut current = self.word.load(Ordering::Relaxed);
         loop {
             if current & VERSION_MASK != version {
@@ -202,7 +202,7 @@ impl State {
     }
 
     /// **exit**: the iteration that entered with `version` has returned.
-    pub(crate) fn exit(&self, version: u32) -> Exit {
+    pub fn exit(&self, version: u32) -> Exit {
         let mut current = self.word.load(Ordering::Relaxed);
         loop {
             debug_assert!(current & RUNNING != 0, "exit without running bit");

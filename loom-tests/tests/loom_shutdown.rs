@@ -1,0 +1,50 @@
+//! Models of shutdown racing the fire path: a fire is either refused or
+//! was accepted before shutdown; nothing runs once shutdown has returned.
+#![cfg(loom)]
+
+mod common;
+
+use circulation_trigger::model::Harness;
+use circulation_trigger::FireError;
+use common::{run_model, Count};
+use loom::sync::Arc;
+use loom::thread;
+use std::time::Duration;
+
+#[test]
+fn shutdown_racing_fire_refuses_or_accepts_and_runs_nothing_after() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = h.trigger(0, move || {
+            r.bump();
+            Some(Duration::ZERO)
+        });
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || (t.fire(), t.fire_after(Duration::from_micros(5))))
+        };
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+            })
+        };
+        h.scheduler().shutdown();
+        let after_shutdown = runs.get();
+        let (now, later) = firer.join().unwrap();
+        worker.join().unwrap();
+        // Refused fires are refused for good: fire after shutdown errs.
+        for result in [now, later] {
+            assert!(matches!(result, Ok(()) | Err(FireError::Shutdown)));
+        }
+        assert_eq!(trigger.fire(), Err(FireError::Shutdown));
+        // Nothing new starts after shutdown: the queues are closed.
+        h.timer_turn(10);
+        assert!(!h.run_one(), "a run was dispatched after shutdown");
+        // At most the one run the single worker had already taken from the
+        // queue when shutdown began may still start.
+        assert!(runs.get() <= after_shutdown + 1, "runs {}", runs.get());
+    });
+}
