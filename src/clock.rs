@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 /// Where a scheduler's time comes from.
 #[derive(Debug, Clone)]
-#[cfg_attr(not(loom), allow(dead_code))]
 pub(crate) enum Clock {
     /// `Instant::now()` relative to the scheduler's creation.
     Real { epoch: Instant },
@@ -29,8 +28,12 @@ pub(crate) struct ManualTime {
     now_ns: AtomicU64,
 }
 
-#[cfg_attr(not(loom), allow(dead_code))]
 impl ManualTime {
+    /// The clock's time in µs.
+    pub(crate) fn now_us(&self) -> u64 {
+        self.now_ns.load(Ordering::Relaxed) / 1_000
+    }
+
     /// Moves the clock to `us` microseconds (never backwards).
     pub(crate) fn set_us(&self, us: u64) {
         // Relaxed: the clock value carries no other data; whoever moves time

@@ -57,6 +57,47 @@
 //! * **G13 progress under a storm**: threads firing flat out do not stop
 //!   the task from running back to back, and memory stays flat.
 //!
+//! # Testing your periodic logic
+//!
+//! [`Builder::build_virtual`] gives a [`VirtualScheduler`]: the same
+//! triggers, the same code paths, but no threads and a clock that moves only
+//! when the test calls [`advance`](VirtualScheduler::advance). Every
+//! iteration due by then runs on the test's thread, in deadline order, so a
+//! test of "retry with back-off, refresh every 30 s" is deterministic and
+//! takes microseconds:
+//!
+//! ```
+//! use circulation_trigger::{Scheduler, Trigger};
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//!
+//! // The logic under test: back off 1, 2, 4, … s (cap 60 s) while failing.
+//! fn next_delay(ok: bool, failures: &mut u32) -> Duration {
+//!     if ok {
+//!         *failures = 0;
+//!         return Duration::from_secs(30);
+//!     }
+//!     *failures += 1;
+//!     Duration::from_secs(1 << (*failures - 1).min(6)).min(Duration::from_secs(60))
+//! }
+//!
+//! let sim = Scheduler::builder().build_virtual();
+//! let (clock, seen) = (sim.clock(), Arc::new(Mutex::new(Vec::new())));
+//! let log = seen.clone();
+//! let mut failures = 0;
+//! let refresher = Trigger::bind(&sim, move || {
+//!     let ok = clock.now() >= Duration::from_secs(20); // down for 20 s
+//!     log.lock().unwrap().push(clock.now().as_secs());
+//!     Some(next_delay(ok, &mut failures))
+//! });
+//! refresher.fire()?;
+//! sim.advance(Duration::from_secs(60));
+//! assert_eq!(*seen.lock().unwrap(), [0, 1, 3, 7, 15, 31]);
+//! # Ok::<(), circulation_trigger::FireError>(())
+//! ```
+//!
+//! `examples/virtual_time.rs` is the same, longer.
+//!
 //! # Shutdown
 //!
 //! [`Scheduler::shutdown`] is graceful: fires are refused with
@@ -100,6 +141,7 @@ mod state;
 mod sync;
 mod task;
 mod trigger;
+mod virtual_time;
 pub mod wheel;
 
 pub use error::{BuildError, FireError};
@@ -107,3 +149,4 @@ pub use scheduler::{Builder, Scheduler, TaskPanic};
 pub use state::Snapshot;
 pub use task::Task;
 pub use trigger::{Trigger, TriggerBuilder, WeakTrigger};
+pub use virtual_time::{VirtualClock, VirtualScheduler};

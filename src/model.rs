@@ -7,9 +7,9 @@
 //! threaded scheduler runs.
 
 use crate::clock::{Clock, ManualTime};
-use crate::core::Core;
-use crate::scheduler::{Scheduler, Timer};
-use crate::sync::{lock, Arc, Mutex, Weak};
+use crate::scheduler::manual::Driver;
+use crate::scheduler::{Scheduler, Shared};
+use crate::sync::Arc;
 use crate::{Snapshot, Task, Trigger};
 
 pub use crate::state::{Enter, Exit, State};
@@ -17,10 +17,7 @@ pub use crate::state::{Enter, Exit, State};
 /// A scheduler whose threads are the model's own.
 pub struct Harness {
     scheduler: Scheduler,
-    time: Arc<ManualTime>,
-    timer: Mutex<Timer>,
-    /// Triggers a `timer_wait` took from the inbox, for the next turn.
-    parked: Mutex<Vec<Weak<Core>>>,
+    driver: Driver,
 }
 
 impl Default for Harness {
@@ -33,17 +30,20 @@ impl Harness {
     /// A harness at time 0 µs.
     pub fn new() -> Self {
         let time = Arc::new(ManualTime::default());
+        let shared = Shared::new(Clock::Manual(Arc::clone(&time)), 1, None);
         Self {
-            scheduler: Scheduler::manual(Clock::Manual(Arc::clone(&time))),
-            time,
-            timer: Mutex::new(Timer::new(0)),
-            parked: Mutex::default(),
+            scheduler: Scheduler::threadless(shared),
+            driver: Driver::new(time),
         }
     }
 
     /// The scheduler to bind triggers to.
     pub fn scheduler(&self) -> &Scheduler {
         &self.scheduler
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.scheduler.shared
     }
 
     /// Binds a task whose version starts at `version`.
@@ -56,15 +56,7 @@ impl Harness {
     /// Plays a worker: runs one queued dispatch, if any; returns whether
     /// there was one.
     pub fn run_one(&self) -> bool {
-        match self.scheduler.shared.run_queue.try_pop() {
-            Some(core) => {
-                if let Some(core) = core.upgrade() {
-                    core.dispatch();
-                }
-                true
-            }
-            None => false,
-        }
+        self.driver.run_one(self.shared())
     }
 
     /// Runs queued dispatches until the queue is empty; returns how many.
@@ -79,58 +71,49 @@ impl Harness {
     /// Plays the timer: moves time to `now_us`, drains the inbox and queues
     /// every due run.
     pub fn timer_turn(&self, now_us: u64) {
-        self.time.set_us(now_us);
-        let mut items = std::mem::take(&mut *lock(&self.parked));
-        items.extend(self.scheduler.shared.inbox.drain());
-        lock(&self.timer).turn(now_us, items);
+        self.driver.turn(self.shared(), now_us);
     }
 
     /// Plays the timer going to sleep toward `until_us` (`u64::MAX`: no
     /// deadline) through the real wake-up protocol. Loom cannot time out, so
     /// this returns only when there is work or a firer wakes the timer: a
-    /// missed wake-up shows as a deadlock. Returns the triggers to re-read,
-    /// which the next [`timer_turn`](Self::timer_turn) processes.
+    /// missed wake-up shows as a deadlock. The triggers it takes from the
+    /// inbox are processed by the next [`timer_turn`](Self::timer_turn).
     pub fn timer_wait(&self, until_us: u64) {
-        let items = self
-            .scheduler
-            .shared
-            .inbox
-            .wait(until_us, None)
-            .unwrap_or_default();
-        lock(&self.parked).extend(items);
+        self.driver.wait(self.shared(), until_us);
     }
 
     /// Whether the timer is awake, or has been woken (as opposed to asleep
     /// toward its target).
     pub fn timer_awake(&self) -> bool {
-        self.scheduler.shared.inbox.is_awake()
+        self.shared().inbox.is_awake()
     }
 
     /// Releases a timer blocked in [`timer_wait`](Self::timer_wait) (the
     /// model's stand-in for its timeout).
     pub fn release_timer(&self) {
-        self.scheduler.shared.inbox.nudge();
+        self.shared().inbox.nudge();
     }
 
     /// The deadline (µs) of `trigger`'s live request, if it is a delayed one.
     pub fn live_deadline(&self, trigger: &Trigger) -> Option<u64> {
-        let now = self.scheduler.shared.clock.now_us();
+        let now = self.shared().clock.now_us();
         trigger.core().request().load().kind().deadline(now)
     }
 
     /// Number of dispatches waiting in the run queue.
     pub fn queued(&self) -> usize {
-        self.scheduler.shared.run_queue.len()
+        self.shared().run_queue.len()
     }
 
     /// The time the timer would next wake at (`u64::MAX`: never).
     pub fn next_wake(&self) -> u64 {
-        lock(&self.timer).next_wake()
+        self.driver.next_wake()
     }
 
     /// Number of wheel entries.
     pub fn timer_entries(&self) -> usize {
-        lock(&self.timer).len()
+        self.driver.timer_entries()
     }
 
     /// The state word of `trigger`.

@@ -121,3 +121,80 @@ fn a_million_entries_expire_in_order() {
     });
     assert_eq!(count, 1_000_000);
 }
+
+/// Millions of random operations against the model: inserts, re-keys,
+/// removals and polls, with deadlines near level boundaries and far beyond
+/// every level's range. Deterministic (fixed seed), so a failure replays.
+#[test]
+fn millions_of_random_operations_match_the_model() {
+    let mut rng = 0x0123_4567_89AB_CDEFu64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut wheel = Wheel::new(1 << 20);
+    let mut model: BTreeMap<(u64, u32), Key> = BTreeMap::new(); // (deadline, id) -> key
+    let mut by_key: std::collections::HashMap<u32, (u64, u32)> = Default::default();
+    let mut live: Vec<Key> = Vec::new();
+    let mut id = 0u32;
+    for _ in 0..2_000_000 {
+        let now = wheel.elapsed();
+        let offset = match next() % 8 {
+            0 => next() % 64,
+            1 => next() % 4_096,
+            2 => {
+                let edge = 1u64 << (6 * (1 + next() % 10));
+                edge.wrapping_sub(1 + next() % 3) // just below a level boundary
+            }
+            3 => u64::MAX - now - next() % 1_000, // the far end of the range
+            _ => next() % 5_000_000,
+        };
+        let when = now.saturating_add(offset);
+        match next() % 10 {
+            0..=3 => {
+                let key = wheel.insert(when, id);
+                model.insert((when, id), key);
+                by_key.insert(key.into_raw(), (when, id));
+                live.push(key);
+                id += 1;
+            }
+            4..=5 if !live.is_empty() => {
+                let key = live[(next() % live.len() as u64) as usize];
+                let old = by_key[&key.into_raw()];
+                model.remove(&old);
+                wheel.reschedule(key, when);
+                model.insert((when, old.1), key);
+                by_key.insert(key.into_raw(), (when, old.1));
+            }
+            6 if !live.is_empty() => {
+                let key = live.swap_remove((next() % live.len() as u64) as usize);
+                let entry = by_key.remove(&key.into_raw()).unwrap();
+                model.remove(&entry);
+                assert_eq!(wheel.remove(key), entry.1);
+            }
+            _ => {
+                let to = now.saturating_add(next() % 3_000_000);
+                let mut expected = Vec::new();
+                while let Some((&(w, i), _)) = model.first_key_value() {
+                    if w > to {
+                        break;
+                    }
+                    let key = model.remove(&(w, i)).unwrap();
+                    by_key.remove(&key.into_raw());
+                    expected.push((w, i));
+                }
+                let mut got = Vec::new();
+                wheel.poll(to, |key, w, i| {
+                    got.push((w, i));
+                    live.retain(|k| *k != key);
+                });
+                assert!(got.windows(2).all(|p| p[0].0 <= p[1].0), "deadline order");
+                got.sort_unstable();
+                assert_eq!(got, expected);
+            }
+        }
+        assert_eq!(wheel.len(), model.len());
+    }
+}

@@ -124,7 +124,6 @@ impl Inbox {
     }
 
     /// Takes the pending triggers without sleeping.
-    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn drain(&self) -> Vec<Weak<Core>> {
         std::mem::take(&mut lock(&self.inner).items)
     }

@@ -8,10 +8,10 @@
 //! ```
 
 mod inbox;
+pub(crate) mod manual;
 mod run_queue;
 mod timer;
 
-#[cfg(loom)]
 pub(crate) use timer::Timer;
 pub(crate) use timer::NO_KEY;
 
@@ -215,6 +215,40 @@ impl Builder {
         self
     }
 
+    /// Builds a scheduler on **virtual time** instead: no threads, a clock
+    /// at zero that moves only in [`VirtualScheduler::advance`](crate::VirtualScheduler::advance), which runs
+    /// the due iterations on the calling thread. `workers` and
+    /// `thread_name_prefix` do not apply; `tick` and `panic_hook` do.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let runs = Arc::new(AtomicU32::new(0));
+    /// let r = runs.clone();
+    /// let trigger = Trigger::bind(&sim, move || {
+    ///     r.fetch_add(1, Ordering::Relaxed);
+    ///     Some(Duration::from_secs(30))
+    /// });
+    /// trigger.fire().unwrap();
+    /// sim.advance(Duration::from_secs(95)); // runs at 0, 30, 60, 90 s
+    /// assert_eq!(runs.load(Ordering::Relaxed), 4);
+    /// ```
+    pub fn build_virtual(self) -> crate::VirtualScheduler {
+        let time = Arc::new(crate::clock::ManualTime::default());
+        let tick_us = u64::try_from(self.tick.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let clock = Clock::Manual(Arc::clone(&time));
+        let shared = Shared::new(clock, tick_us, self.panic_hook);
+        crate::VirtualScheduler::new(Scheduler::threadless(shared), time)
+    }
+
     /// Starts the timer thread and the workers.
     ///
     /// # Errors
@@ -313,11 +347,10 @@ impl Scheduler {
         Builder::new()
     }
 
-    /// A scheduler without threads, driven by hand (`model` harness).
-    #[cfg(loom)]
-    pub(crate) fn manual(clock: Clock) -> Self {
+    /// A scheduler without threads, driven by hand (virtual time, models).
+    pub(crate) fn threadless(shared: Shared) -> Self {
         Self {
-            shared: Arc::new(Shared::new(clock, 1, None)),
+            shared: Arc::new(shared),
             threads: Mutex::new(Vec::new()),
         }
     }

@@ -54,7 +54,6 @@ impl RunQueue {
     }
 
     /// Takes the next trigger without waiting.
-    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn try_pop(&self) -> Option<Weak<Core>> {
         lock(&self.inner).queue.pop_front()
     }

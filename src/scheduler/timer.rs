@@ -49,13 +49,17 @@ impl Timer {
         });
     }
 
+    /// The wheel's current time (µs).
+    pub(crate) fn elapsed(&self) -> u64 {
+        self.wheel.elapsed()
+    }
+
     /// The next time the timer has work, or [`NEVER`].
     pub(crate) fn next_wake(&self) -> u64 {
         self.wheel.next_expiration().unwrap_or(NEVER)
     }
 
     /// Number of wheel entries (one per armed trigger at most).
-    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         self.wheel.len()
     }

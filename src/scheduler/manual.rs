@@ -1,0 +1,103 @@
+//! A hand-driven scheduler core: no threads; whoever holds the driver plays
+//! the timer and the workers, and moves a manual clock. The public
+//! [`VirtualScheduler`](crate::VirtualScheduler) and the loom harness are
+//! both built on it, so they run exactly the threaded scheduler's code
+//! paths (`Core`, run queue, inbox, timer) minus the sleeping.
+
+use super::{Shared, Timer};
+use crate::clock::ManualTime;
+use crate::core::Core;
+use crate::sync::{lock, Arc, Mutex, Weak};
+
+/// The timer and the clock of a thread-less scheduler.
+pub(crate) struct Driver {
+    pub(crate) time: Arc<ManualTime>,
+    timer: Mutex<Timer>,
+    /// Triggers a blocking wait took from the inbox, for the next turn.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    parked: Mutex<Vec<Weak<Core>>>,
+}
+
+impl Driver {
+    pub(crate) fn new(time: Arc<ManualTime>) -> Self {
+        Self {
+            time,
+            timer: Mutex::new(Timer::new(0)),
+            parked: Mutex::default(),
+        }
+    }
+
+    /// Plays a worker: runs one queued dispatch; returns whether there was
+    /// one.
+    pub(crate) fn run_one(&self, shared: &Shared) -> bool {
+        match shared.run_queue.try_pop() {
+            Some(core) => {
+                if let Some(core) = core.upgrade() {
+                    core.dispatch();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Plays the timer at `now_us`: moves the clock there (never back),
+    /// re-reads the inbox, queues every run due.
+    pub(crate) fn turn(&self, shared: &Shared, now_us: u64) {
+        self.time.set_us(now_us);
+        let mut items = std::mem::take(&mut *lock(&self.parked));
+        items.extend(shared.inbox.drain());
+        lock(&self.timer).turn(now_us, items);
+    }
+
+    /// The time the timer next has work at (`u64::MAX`: never).
+    pub(crate) fn next_wake(&self) -> u64 {
+        lock(&self.timer).next_wake()
+    }
+
+    /// Number of wheel entries.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub(crate) fn timer_entries(&self) -> usize {
+        lock(&self.timer).len()
+    }
+
+    /// Plays the timer going to sleep toward `until_us` through the real
+    /// wake-up protocol, without a timeout (for the loom models).
+    #[cfg(loom)]
+    pub(crate) fn wait(&self, shared: &Shared, until_us: u64) {
+        let items = shared.inbox.wait(until_us, None).unwrap_or_default();
+        lock(&self.parked).extend(items);
+    }
+
+    /// Runs every iteration due up to `target_us`, in deadline order, moving
+    /// the clock from deadline to deadline; runs at one instant go in the
+    /// order they became due. Returns the number of dispatches processed.
+    pub(crate) fn advance_to(&self, shared: &Shared, target_us: u64) -> usize {
+        /// Runs at one instant before concluding a task loops on zero delays.
+        const SPIN_LIMIT: usize = 1_000_000;
+        let mut dispatched = 0;
+        let mut at_this_instant = 0;
+        let mut now = self.time.now_us().max(lock(&self.timer).elapsed());
+        loop {
+            self.turn(shared, now);
+            if self.run_one(shared) {
+                dispatched += 1;
+                at_this_instant += 1;
+                assert!(
+                    at_this_instant < SPIN_LIMIT,
+                    "virtual time cannot advance: {SPIN_LIMIT} runs at {now} µs \
+                     (a task keeps returning Some(Duration::ZERO)?)"
+                );
+                continue;
+            }
+            at_this_instant = 0;
+            let next = self.next_wake();
+            if next > target_us {
+                break;
+            }
+            now = now.max(next);
+        }
+        self.turn(shared, target_us.max(now));
+        dispatched
+    }
+}

@@ -1,0 +1,311 @@
+//! Virtual time: deterministic tests of the scheduler, and property tests
+//! of the trigger contract (SPEC §3–§4) against a small sequential
+//! reference model: which iterations run, at which virtual instants.
+
+use circulation_trigger::{Scheduler, Trigger, VirtualScheduler, WeakTrigger};
+use proptest::prelude::*;
+use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::time::Duration;
+
+/// What a scripted task does on one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Return `Some(µs)`.
+    Again(u64),
+    /// Return `None`.
+    Stop,
+    /// Panic (the trigger then stops circulating).
+    Panic,
+    /// `fire()` its own trigger, then return `Some(1 s)` (ignored: superseded).
+    FireSelf,
+    /// `fire_after(µs)` its own trigger, then return `Some(1 s)` (ignored).
+    FireAfterSelf(u64),
+    /// `suspend()` its own trigger, then return `Some(1 s)` (ignored).
+    SuspendSelf,
+}
+
+/// What the test does.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Fire,
+    FireAfter(u64),
+    Suspend,
+    Advance(u64),
+}
+
+/// Marks panics the scripts raise on purpose, so the hook keeps them quiet.
+struct Scripted;
+
+fn quiet_scripted_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<Scripted>().is_none() {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// The sequential reference model of one trigger (SPEC §3–§4).
+#[derive(Debug, Default)]
+struct Model {
+    now: u64,
+    /// The live request: run at this instant (µs), or nothing.
+    pending: Option<u64>,
+    step: usize,
+    runs: Vec<u64>,
+}
+
+impl Model {
+    fn apply(&mut self, op: Op, script: &[Step]) {
+        match op {
+            Op::Fire => self.pending = Some(self.now),
+            Op::FireAfter(d) => self.pending = Some(self.now + d),
+            Op::Suspend => self.pending = None,
+            Op::Advance(d) => {
+                let target = self.now + d;
+                while let Some(at) = self.pending.filter(|&at| at <= target) {
+                    self.now = self.now.max(at);
+                    self.run(script);
+                }
+                self.now = target;
+            }
+        }
+    }
+
+    fn run(&mut self, script: &[Step]) {
+        self.runs.push(self.now);
+        let step = script[self.step % script.len()];
+        self.step += 1;
+        self.pending = match step {
+            Step::Again(d) => Some(self.now + d),
+            Step::Stop | Step::Panic | Step::SuspendSelf => None,
+            Step::FireSelf => Some(self.now),
+            Step::FireAfterSelf(d) => Some(self.now + d),
+        };
+    }
+}
+
+/// The real thing: a trigger on a virtual scheduler running `script`.
+fn scripted(
+    sim: &VirtualScheduler,
+    version: u32,
+    script: Vec<Step>,
+) -> (Trigger, Arc<Mutex<Vec<u64>>>) {
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let me: Arc<OnceLock<WeakTrigger>> = Arc::default();
+    let (log, cell, clock) = (runs.clone(), me.clone(), sim.clock());
+    let mut index = 0;
+    let trigger = Trigger::builder(sim).start_version(version).bind(move || {
+        log.lock().unwrap().push(clock.now().as_micros() as u64);
+        let step = script[index % script.len()];
+        index += 1;
+        let me = cell
+            .get()
+            .and_then(WeakTrigger::upgrade)
+            .expect("handle alive");
+        match step {
+            Step::Again(d) => return Some(Duration::from_micros(d)),
+            Step::Stop => return None,
+            Step::Panic => std::panic::panic_any(Scripted),
+            Step::FireSelf => me.fire().unwrap(),
+            Step::FireAfterSelf(d) => me.fire_after(Duration::from_micros(d)).unwrap(),
+            Step::SuspendSelf => me.suspend(),
+        }
+        Some(Duration::from_secs(1))
+    });
+    me.set(trigger.downgrade()).unwrap();
+    (trigger, runs)
+}
+
+fn apply(trigger: &Trigger, sim: &VirtualScheduler, op: Op) {
+    match op {
+        Op::Fire => trigger.fire().unwrap(),
+        Op::FireAfter(d) => trigger.fire_after(Duration::from_micros(d)).unwrap(),
+        Op::Suspend => trigger.suspend(),
+        Op::Advance(d) => {
+            sim.advance(Duration::from_micros(d));
+        }
+    }
+}
+
+/// Delays under 67 s keep exact microseconds (see `request.rs`).
+fn delay() -> impl Strategy<Value = u64> {
+    prop_oneof![1u64..100, 100u64..100_000, 100_000u64..60_000_000]
+}
+
+/// A task's own re-arm delay: at least 500 µs, so an `Advance` (≤ 2 s)
+/// runs a bounded number of iterations.
+fn period() -> impl Strategy<Value = u64> {
+    prop_oneof![500u64..5_000, 5_000u64..1_000_000, 1_000_000u64..60_000_000]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => period().prop_map(Step::Again),
+        1 => Just(Step::Again(0)),
+        1 => Just(Step::Stop),
+        1 => Just(Step::Panic),
+        1 => Just(Step::FireSelf),
+        1 => delay().prop_map(Step::FireAfterSelf),
+        1 => Just(Step::SuspendSelf),
+    ]
+}
+
+/// A script that always lets time move on: some step neither re-runs at
+/// once (`Again(0)`, `FireSelf`) nor is missing.
+fn script() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(step(), 1..6).prop_filter("time must be able to move", |s| {
+        s.iter()
+            .any(|step| !matches!(step, Step::Again(0) | Step::FireSelf))
+    })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => Just(Op::Fire),
+        3 => delay().prop_map(Op::FireAfter),
+        1 => Just(Op::Suspend),
+        4 => prop_oneof![0u64..10, 10u64..1_000_000, 1_000_000u64..2_000_000].prop_map(Op::Advance),
+    ]
+}
+
+fn start_version() -> impl Strategy<Value = u32> {
+    prop_oneof![Just(0u32), ((1u32 << 30) - 8..1 << 30)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+    /// One trigger: the exact run instants match the reference model.
+    #[test]
+    fn a_trigger_runs_exactly_when_the_model_says(
+        version in start_version(),
+        script in script(),
+        ops in prop::collection::vec(op(), 1..40),
+    ) {
+        quiet_scripted_panics();
+        let sim = Scheduler::builder().build_virtual();
+        let (trigger, runs) = scripted(&sim, version, script.clone());
+        let mut model = Model::default();
+        for &op in &ops {
+            apply(&trigger, &sim, op);
+            model.apply(op, &script);
+            prop_assert_eq!(&*runs.lock().unwrap(), &model.runs, "after {:?}", op);
+        }
+    }
+
+    /// Several triggers at once: each follows its own model, whatever the
+    /// others do at the same instants.
+    #[test]
+    fn many_triggers_each_follow_their_model(
+        scripts in prop::collection::vec(script(), 2..6),
+        ops in prop::collection::vec((any::<prop::sample::Index>(), op()), 1..60),
+    ) {
+        quiet_scripted_panics();
+        let sim = Scheduler::builder().build_virtual();
+        let triggers: Vec<_> = scripts.iter().map(|s| scripted(&sim, 0, s.clone())).collect();
+        let mut models: Vec<Model> = scripts.iter().map(|_| Model::default()).collect();
+        for &(index, op) in &ops {
+            match op {
+                Op::Advance(_) => {
+                    apply(&triggers[0].0, &sim, op);
+                    for (model, script) in models.iter_mut().zip(&scripts) {
+                        model.apply(op, script);
+                    }
+                }
+                _ => {
+                    let i = index.index(triggers.len());
+                    apply(&triggers[i].0, &sim, op);
+                    models[i].apply(op, &scripts[i]);
+                }
+            }
+        }
+        for ((_, runs), model) in triggers.iter().zip(&models) {
+            prop_assert_eq!(&*runs.lock().unwrap(), &model.runs);
+        }
+    }
+}
+
+#[test]
+fn time_stands_still_until_advanced() {
+    let sim = Scheduler::builder().build_virtual();
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let (r, clock) = (runs.clone(), sim.clock());
+    let trigger = Trigger::bind(&sim, move || {
+        r.lock().unwrap().push(clock.now());
+        Some(Duration::from_secs(30))
+    });
+    trigger.fire().unwrap();
+    assert!(
+        runs.lock().unwrap().is_empty(),
+        "nothing runs before advance"
+    );
+    sim.advance(Duration::ZERO);
+    assert_eq!(*runs.lock().unwrap(), [Duration::ZERO]);
+    let next = sim.next_deadline().expect("armed");
+    assert!(next <= Duration::from_secs(30), "{next:?}");
+    sim.advance(Duration::from_secs(29));
+    assert_eq!(runs.lock().unwrap().len(), 1);
+    sim.advance_to(Duration::from_secs(90));
+    let secs: Vec<u64> = runs.lock().unwrap().iter().map(Duration::as_secs).collect();
+    assert_eq!(secs, [0, 30, 60, 90]);
+    assert_eq!(sim.now(), Duration::from_secs(90));
+}
+
+#[test]
+fn iterations_run_in_deadline_order_across_triggers() {
+    let sim = Scheduler::builder().build_virtual();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let triggers: Vec<_> = [50u64, 10, 40, 20, 30]
+        .into_iter()
+        .map(|ms| {
+            let o = order.clone();
+            let t = Trigger::bind(&sim, move || {
+                o.lock().unwrap().push(ms);
+                None
+            });
+            t.fire_after(Duration::from_millis(ms)).unwrap();
+            t
+        })
+        .collect();
+    sim.advance(Duration::from_secs(1));
+    assert_eq!(*order.lock().unwrap(), [10, 20, 30, 40, 50]);
+    drop(triggers);
+}
+
+#[test]
+fn a_task_looping_on_zero_delays_is_reported_not_hung() {
+    let sim = Scheduler::builder().build_virtual();
+    let trigger = Trigger::bind(&sim, || Some(Duration::ZERO));
+    trigger.fire().unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sim.advance(Duration::from_secs(1));
+    }));
+    let message = *result.unwrap_err().downcast::<String>().unwrap();
+    assert!(message.contains("cannot advance"), "{message}");
+}
+
+#[test]
+fn shutdown_stops_virtual_time_runs() {
+    let sim = Scheduler::builder().build_virtual();
+    let runs = Arc::new(Mutex::new(0));
+    let r = runs.clone();
+    let trigger = Trigger::bind(&sim, move || {
+        *r.lock().unwrap() += 1;
+        Some(Duration::from_secs(1))
+    });
+    trigger.fire().unwrap();
+    sim.advance(Duration::from_millis(1_500));
+    assert_eq!(*runs.lock().unwrap(), 2);
+    sim.shutdown();
+    assert!(trigger.fire().is_err());
+    sim.advance(Duration::from_secs(10));
+    assert_eq!(*runs.lock().unwrap(), 2);
+    assert!(
+        sim.await_termination(Duration::ZERO),
+        "no threads to wait for"
+    );
+}
