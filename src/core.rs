@@ -29,6 +29,7 @@
 use crate::clock::deadline_us;
 use crate::error::FireError;
 use crate::request::{Kind, Request};
+use crate::scheduler::lifecycle::{self, Outcome};
 use crate::scheduler::Shared;
 use crate::state::{Enter, Exit, Snapshot, State};
 use crate::sync::{Arc, AtomicBool, Ordering, UnsafeCell};
@@ -48,7 +49,15 @@ pub(crate) struct Core {
     /// (between `State::enter` returning `Entered` and `State::exit`).
     task: UnsafeCell<Box<dyn Task>>,
     pub(crate) name: Option<Box<str>>,
+    /// This trigger's slot in the scheduler's registry.
+    slot: u32,
     pub(crate) shared: Arc<Shared>,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.shared.lifecycle.unregister(self.slot);
+    }
 }
 
 // SAFETY: `Core` is shared between threads by `Arc`. Every field but `task`
@@ -60,21 +69,28 @@ pub(crate) struct Core {
 unsafe impl Sync for Core {}
 
 impl Core {
+    /// A new idle trigger, registered with its scheduler.
     pub(crate) fn new(
         shared: Arc<Shared>,
         task: Box<dyn Task>,
         name: Option<Box<str>>,
         version: u32,
-    ) -> Self {
-        Self {
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|weak| Self {
             state: State::new(version),
             request: Request::new(version),
             queued: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(crate::scheduler::NO_KEY),
             task: UnsafeCell::new(task),
             name,
+            slot: shared.lifecycle.register(weak.clone()),
             shared,
-        }
+        })
+    }
+
+    /// Reads the state word with an RMW, for the shutdown scan.
+    pub(crate) fn touch_state(&self) -> Snapshot {
+        self.state.touch()
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
@@ -94,6 +110,17 @@ impl Core {
         if self.request.publish(version, Kind::Due, false).is_some() {
             self.schedule_run();
         }
+        self.confirm(version, Kind::Due)
+    }
+
+    /// The firer's re-check after publishing (see `scheduler/lifecycle.rs`):
+    /// if shutdown began meanwhile and no one has listed or served the
+    /// request, take it back and refuse the fire.
+    #[inline]
+    fn confirm(&self, version: u32, kind: Kind) -> Result<(), FireError> {
+        if self.shared.is_closed() && self.request.withdraw_own(version, kind) {
+            return Err(FireError::Shutdown);
+        }
         Ok(())
     }
 
@@ -111,8 +138,8 @@ impl Core {
             return Err(FireError::Shutdown);
         }
         let version = self.state.advance();
-        self.publish_at(version, deadline, now_ns / 1_000);
-        Ok(())
+        let kind = self.publish_at(version, deadline, now_ns / 1_000);
+        self.confirm(version, kind)
     }
 
     /// Cancels every pending request; an iteration in flight finishes.
@@ -126,8 +153,14 @@ impl Core {
     /// Puts the trigger in the run queue unless it is there already.
     fn schedule_run(self: &Arc<Self>) {
         // AcqRel: see `# Orderings` (queued).
-        if !self.queued.swap(true, Ordering::AcqRel) {
-            self.shared.run_queue.push(Arc::downgrade(self));
+        let pushed = if self.queued.swap(true, Ordering::AcqRel) {
+            // Already queued — unless the queue was closed under it.
+            !self.shared.is_closed()
+        } else {
+            self.shared.run_queue.push(Arc::downgrade(self))
+        };
+        if !pushed {
+            self.shared.lifecycle.discard_live(self);
         }
     }
 
@@ -135,13 +168,20 @@ impl Core {
     /// publish that sets IN_INBOX pushes the trigger to the inbox; one that
     /// finds it set only wakes the timer if the deadline is earlier than its
     /// sleep target.
-    fn publish_at(self: &Arc<Self>, version: u32, deadline: u64, now_us: u64) {
+    fn publish_at(self: &Arc<Self>, version: u32, deadline: u64, now_us: u64) -> Kind {
         let kind = Kind::at(deadline, now_us);
-        match self.request.publish(version, kind, true) {
+        let delivered = match self.request.publish(version, kind, true) {
             Some(old) if !old.in_inbox() => self.shared.inbox.push(self, now_us),
-            Some(_) => self.shared.inbox.poke(deadline),
-            None => {} // a newer request won; its caller tells the timer
+            Some(_) => {
+                self.shared.inbox.poke(deadline);
+                !self.shared.is_closed()
+            }
+            None => true, // a newer request won; its caller tells the timer
+        };
+        if !delivered {
+            self.shared.lifecycle.discard_live(self);
         }
+        kind
     }
 
     /// Timer side: the AT request the timer read is due. Queues a run unless
@@ -160,19 +200,28 @@ impl Core {
             return;
         };
         match self.state.enter(version) {
-            // A run claimed as shutdown began is discarded like an armed
-            // one: only iterations already running finish.
-            Enter::Entered if self.shared.is_closed() => {
-                let _ = self.state.exit(version);
+            Enter::Entered => {
+                // Entered after the shutdown scan? Then the run is discarded
+                // (and listed), like any armed run: only iterations already
+                // running when shutdown began finish.
+                let discard = || {
+                    let _ = self.state.exit(version);
+                };
+                if self.shared.is_closed() && !self.shared.lifecycle.admit_late(self, discard) {
+                    return;
+                }
+                self.run(version);
             }
-            Enter::Entered => self.run(version),
             Enter::Reserved | Enter::Stale => {}
         }
     }
 
     /// Runs one iteration (this worker holds RUNNING), then exits.
     fn run(self: &Arc<Self>, version: u32) {
-        let next = self.call_task();
+        let (next, outcome) = self.call_task();
+        if self.shared.is_closed() {
+            self.shared.lifecycle.finish(self, outcome);
+        }
         match self.state.exit(version) {
             Exit::Rerun { version } => {
                 // The follow-up goes back through the pool rather than
@@ -191,7 +240,8 @@ impl Core {
     }
 
     /// Calls the task, catching a panic (reported, then treated as `None`).
-    fn call_task(&self) -> Option<Duration> {
+    fn call_task(&self) -> (Option<Duration>, Outcome) {
+        lifecycle::reset_observed();
         let result = self.task.with_mut(|task| {
             catch_unwind(AssertUnwindSafe(|| {
                 // SAFETY:
@@ -204,18 +254,19 @@ impl Core {
                 unsafe { (*task).run() }
             }))
         });
-        result.unwrap_or_else(|payload| {
-            self.shared
-                .report_panic(self.name.as_deref(), payload.as_ref());
-            None
-        })
+        match result {
+            Ok(next) if lifecycle::observed() => (next, Outcome::Cancelled),
+            Ok(next) => (next, Outcome::Completed),
+            Err(payload) => {
+                self.shared
+                    .report_panic(self.name.as_deref(), payload.as_ref());
+                (None, Outcome::Panicked)
+            }
+        }
     }
 
     /// The iteration of the live `version` asked for its next run.
     fn rearm(self: &Arc<Self>, version: u32, delay: Duration) {
-        if self.shared.is_closed() {
-            return;
-        }
         if delay.is_zero() {
             if self.request.publish(version, Kind::Due, false).is_some() {
                 self.schedule_run();
@@ -228,6 +279,6 @@ impl Core {
         let Some(deadline) = deadline_us(now_ns, delay, self.shared.tick_us) else {
             return;
         };
-        self.publish_at(version, deadline, now_ns / 1_000);
+        let _ = self.publish_at(version, deadline, now_ns / 1_000);
     }
 }

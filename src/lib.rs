@@ -100,11 +100,20 @@
 //!
 //! # Shutdown
 //!
-//! [`Scheduler::shutdown`] is graceful: fires are refused with
-//! [`FireError::Shutdown`], armed runs are discarded, iterations in flight
-//! finish, then the threads exit; [`Scheduler::await_termination`] waits
-//! for that. Dropping the scheduler does both. Shutting down or dropping
-//! the scheduler from inside a task does not deadlock.
+//! | | new fires | armed runs | runs in flight |
+//! |---|---|---|---|
+//! | [`Scheduler::shutdown`] | refused ([`FireError::Shutdown`]) | discarded and listed | finish |
+//! | [`Scheduler::shutdown_now`] | refused | discarded and listed | told to stop ([`cancelled`]), waited for up to the grace period |
+//! | drop | refused | discarded | finish, waited for up to the grace period, then detached |
+//!
+//! Both kinds of shutdown produce a [`ShutdownReport`]
+//! ([`Scheduler::shutdown_report`]; `shutdown_now` returns it): every
+//! trigger that had an armed run and every iteration in flight with its
+//! [`Outcome`]. It is exact — a fire racing the shutdown is either refused
+//! to its caller or listed, never both and never neither — because the
+//! state and request words say precisely what is armed and what runs.
+//! Shutting down or dropping the scheduler from inside a task does not
+//! deadlock.
 //!
 //! # Safety and correctness
 //!
@@ -145,6 +154,7 @@ mod virtual_time;
 pub mod wheel;
 
 pub use error::{BuildError, FireError};
+pub use scheduler::lifecycle::{cancelled, DiscardedRun, InFlightRun, Outcome, ShutdownReport};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
 pub use state::Snapshot;
 pub use task::Task;

@@ -283,6 +283,54 @@ impl Request {
         Word(self.word.fetch_and(!IN_INBOX, Ordering::AcqRel) & !IN_INBOX)
     }
 
+    /// Shutdown: claims whatever request is armed (AT or DUE) and leaves
+    /// IDLE in its place; returns what it claimed. AcqRel: a publish that
+    /// comes later in this word's modification order synchronizes with it
+    /// and so sees the scheduler closed (see `scheduler/lifecycle.rs`).
+    pub(crate) fn withdraw(&self) -> Option<Kind> {
+        let mut current = self.word.load(Ordering::Relaxed);
+        loop {
+            let word = Word(current);
+            if !matches!(word.kind(), Kind::At { .. } | Kind::Due) {
+                return None;
+            }
+            let idle = Word::new(word.version(), Kind::Idle).with_inbox_of(current);
+            match self.word.compare_exchange_weak(
+                current,
+                idle,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(word.kind()),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// A firer that found the scheduler closed takes its own request back:
+    /// succeeds only if the word still holds exactly `version`/`kind` (no
+    /// one listed, served or superseded it). Relaxed: the caller returns an
+    /// error; no data is handed over.
+    pub(crate) fn withdraw_own(&self, version: u32, kind: Kind) -> bool {
+        let mut current = self.word.load(Ordering::Relaxed);
+        loop {
+            let word = Word(current);
+            if word.version() != version || word.kind() != kind {
+                return false;
+            }
+            let idle = Word::new(version, Kind::Idle).with_inbox_of(current);
+            match self.word.compare_exchange_weak(
+                current,
+                idle,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
     /// Reads the word with an RMW (AcqRel), for the inbox pusher: see the
     /// wake-up protocol in `scheduler/inbox.rs`.
     pub(crate) fn touch(&self) -> Word {

@@ -145,6 +145,13 @@ impl State {
         Snapshot(self.word.load(Ordering::Acquire))
     }
 
+    /// Reads the word with an RMW, for the shutdown scan: AcqRel, so a later
+    /// `enter` (which reads this write) synchronizes with it and sees the
+    /// scheduler closed (see `scheduler/lifecycle.rs`).
+    pub fn touch(&self) -> Snapshot {
+        Snapshot(self.word.fetch_or(0, Ordering::AcqRel))
+    }
+
     /// The single compare-exchange helper every transition goes through.
     /// `success` is chosen per transition (see the module's `# Orderings`);
     /// failure is Relaxed because a failed attempt only feeds the next try.

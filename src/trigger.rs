@@ -78,11 +78,9 @@ impl Trigger {
         }
     }
 
-    pub(crate) fn from_core(core: Core) -> Self {
+    pub(crate) fn from_core(core: Arc<Core>) -> Self {
         Self {
-            handle: Arc::new(Handle {
-                core: Arc::new(core),
-            }),
+            handle: Arc::new(Handle { core }),
         }
     }
 

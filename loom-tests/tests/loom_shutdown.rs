@@ -48,3 +48,53 @@ fn shutdown_racing_fire_refuses_or_accepts_and_runs_nothing_after() {
         assert!(runs.get() <= after_shutdown + 1, "runs {}", runs.get());
     });
 }
+
+/// The report is exact: a fire racing shutdown is refused to its caller,
+/// or accepted and then run or listed as discarded — exactly one of them.
+#[test]
+fn a_fire_racing_shutdown_is_refused_or_listed_never_lost() {
+    for delayed in [false, true] {
+        run_model(move || {
+            let h = Arc::new(Harness::new());
+            let runs = Count::default();
+            let r = runs.clone();
+            let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+                .name("raced")
+                .bind(move || {
+                    r.bump();
+                    None
+                });
+            let firer = {
+                let t = trigger.clone();
+                thread::spawn(move || {
+                    if delayed {
+                        t.fire_after(Duration::from_micros(5))
+                    } else {
+                        t.fire()
+                    }
+                })
+            };
+            let worker = {
+                let h = h.clone();
+                thread::spawn(move || {
+                    h.timer_turn(5);
+                    h.run_one();
+                })
+            };
+            h.scheduler().shutdown();
+            let accepted = firer.join().unwrap().is_ok();
+            worker.join().unwrap();
+            h.timer_turn(10);
+            h.run_all();
+            let report = h.scheduler().shutdown_report().unwrap();
+            let listed = report.discarded().len();
+            let ran = runs.get();
+            assert!(listed <= 1 && ran <= 1, "listed {listed}, ran {ran}");
+            if accepted {
+                assert_eq!(listed + ran, 1, "accepted: ran {ran}, listed {listed}");
+            } else {
+                assert_eq!(listed + ran, 0, "refused: ran {ran}, listed {listed}");
+            }
+        });
+    }
+}

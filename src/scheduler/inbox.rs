@@ -62,10 +62,11 @@ impl Default for Inbox {
 impl Inbox {
     /// Adds `core` (whose IN_INBOX flag this caller set); wakes the timer if
     /// the trigger's current deadline is earlier than its sleep target.
-    pub(crate) fn push(&self, core: &Arc<Core>, now_us: u64) {
+    /// Returns `false` if the inbox is closed (shut down).
+    pub(crate) fn push(&self, core: &Arc<Core>, now_us: u64) -> bool {
         let mut inner = lock(&self.inner);
         if inner.closed {
-            return;
+            return false;
         }
         inner.items.push(Arc::downgrade(core));
         let deadline = core.request().touch().kind().deadline(now_us);
@@ -74,6 +75,7 @@ impl Inbox {
         if wake {
             self.wake.notify_one();
         }
+        true
     }
 
     /// A trigger already in the inbox got a new deadline: wake the timer if

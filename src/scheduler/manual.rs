@@ -73,6 +73,13 @@ impl Driver {
     /// the clock from deadline to deadline; runs at one instant go in the
     /// order they became due. Returns the number of dispatches processed.
     pub(crate) fn advance_to(&self, shared: &Shared, target_us: u64) -> usize {
+        let previous = super::lifecycle::enter_thread(shared);
+        let dispatched = self.advance_inner(shared, target_us);
+        super::lifecycle::leave_thread(previous);
+        dispatched
+    }
+
+    fn advance_inner(&self, shared: &Shared, target_us: u64) -> usize {
         /// Runs at one instant before concluding a task loops on zero delays.
         const SPIN_LIMIT: usize = 1_000_000;
         let mut dispatched = 0;

@@ -8,6 +8,7 @@
 //! ```
 
 mod inbox;
+pub(crate) mod lifecycle;
 pub(crate) mod manual;
 mod run_queue;
 mod timer;
@@ -20,6 +21,7 @@ use crate::error::BuildError;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 use inbox::Inbox;
+use lifecycle::{Lifecycle, ShutdownReport};
 use run_queue::RunQueue;
 use std::any::Any;
 use std::fmt;
@@ -64,6 +66,9 @@ pub(crate) struct Shared {
     pub(crate) run_queue: CachePadded<RunQueue>,
     pub(crate) inbox: CachePadded<Inbox>,
     closed: AtomicBool,
+    pub(crate) lifecycle: Lifecycle,
+    /// How long `shutdown_now` and drop wait for iterations in flight.
+    grace: Duration,
     panics: AtomicU64,
     panic_hook: Option<PanicHook>,
     /// Threads started and not yet exited, and their bed.
@@ -79,6 +84,8 @@ impl Shared {
             run_queue: CachePadded::default(),
             inbox: CachePadded::default(),
             closed: AtomicBool::new(false),
+            lifecycle: Lifecycle::default(),
+            grace: DEFAULT_GRACE,
             panics: AtomicU64::new(0),
             panic_hook,
             alive: Mutex::new(0),
@@ -95,14 +102,17 @@ impl Shared {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Begins shutdown: refuse fires, discard armed runs, wake every thread.
+    /// Begins shutdown: refuse fires, discard armed runs (listing them in
+    /// the report), wake every thread.
     fn close(&self) {
-        // Release: see `is_closed`.
+        // AcqRel: Release publishes `closed` before the scan's RMWs, which
+        // later publishes/enters synchronize with (see `lifecycle.rs`).
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
         self.run_queue.close();
         self.inbox.close();
+        self.lifecycle.scan(self.clock.now_us());
     }
 
     pub(crate) fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
@@ -126,9 +136,9 @@ impl Shared {
     fn thread_exited(&self) {
         let mut alive = lock(&self.alive);
         *alive -= 1;
-        if *alive == 0 {
-            self.terminated.notify_all();
-        }
+        // Every exit, not only the last: a task awaiting termination from
+        // inside waits for all threads but its own.
+        self.terminated.notify_all();
     }
 }
 
@@ -141,6 +151,9 @@ impl Drop for ExitGuard {
         self.0.thread_exited();
     }
 }
+
+/// Default grace period of [`Scheduler::shutdown_now`] and of drop.
+const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// Configures and starts a [`Scheduler`].
 ///
@@ -163,6 +176,7 @@ pub struct Builder {
     tick: Duration,
     prefix: String,
     panic_hook: Option<PanicHook>,
+    grace: Duration,
 }
 
 impl fmt::Debug for Builder {
@@ -172,6 +186,7 @@ impl fmt::Debug for Builder {
             .field("tick", &self.tick)
             .field("prefix", &self.prefix)
             .field("panic_hook", &self.panic_hook.is_some())
+            .field("shutdown_grace", &self.grace)
             .finish()
     }
 }
@@ -183,7 +198,17 @@ impl Builder {
             tick: Duration::from_micros(1),
             prefix: "circulation-".to_owned(),
             panic_hook: None,
+            grace: DEFAULT_GRACE,
         }
+    }
+
+    /// How long [`Scheduler::shutdown_now`] and dropping the scheduler wait
+    /// for iterations in flight (default 5 s). Drop then detaches the
+    /// threads whose task has not returned (a task that never returns
+    /// must not hang `drop`), and the report counts them.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
     }
 
     /// Number of worker threads that run iterations (default: the
@@ -245,7 +270,8 @@ impl Builder {
             .unwrap_or(u64::MAX)
             .max(1);
         let clock = Clock::Manual(Arc::clone(&time));
-        let shared = Shared::new(clock, tick_us, self.panic_hook);
+        let mut shared = Shared::new(clock, tick_us, self.panic_hook);
+        shared.grace = self.grace;
         crate::VirtualScheduler::new(Scheduler::threadless(shared), time)
     }
 
@@ -267,7 +293,9 @@ impl Builder {
         if tick_us == 0 {
             return Err(BuildError::TickTooSmall(self.tick));
         }
-        let shared = Arc::new(Shared::new(Clock::real(), tick_us, self.panic_hook));
+        let mut shared = Shared::new(Clock::real(), tick_us, self.panic_hook);
+        shared.grace = self.grace;
+        let shared = Arc::new(shared);
         let scheduler = Scheduler {
             shared,
             threads: Mutex::new(Vec::with_capacity(workers + 1)),
@@ -282,6 +310,7 @@ impl Builder {
 
 /// Runs dispatches until the run queue closes.
 fn worker_loop(shared: &Shared) {
+    let _ = lifecycle::enter_thread(shared);
     while let Some(core) = shared.run_queue.pop_blocking() {
         if let Some(core) = core.upgrade() {
             core.dispatch();
@@ -385,6 +414,44 @@ impl Scheduler {
         self.shared.close();
     }
 
+    /// Abrupt shutdown: as [`shutdown`](Self::shutdown), and iterations in
+    /// flight are told to stop early ([`cancelled`](crate::cancelled) turns
+    /// `true`). Waits up to the grace period
+    /// ([`Builder::shutdown_grace`]) for them, then returns the report:
+    /// every armed run discarded, every iteration in flight with its
+    /// outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let scheduler = Scheduler::new();
+    /// let trigger = Trigger::builder(&scheduler).name("nightly").bind(|| None);
+    /// trigger.fire_after(Duration::from_secs(3600))?;
+    /// let report = scheduler.shutdown_now();
+    /// assert_eq!(report.discarded()[0].trigger(), Some("nightly"));
+    /// assert!(report.in_flight().is_empty());
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn shutdown_now(&self) -> ShutdownReport {
+        // Close (and scan) first, so the iterations told to stop are the
+        // ones the report lists in flight.
+        self.shared.close();
+        // Release: pairs with the Acquire in `cancelled()`.
+        self.shared.lifecycle.cancel.store(true, Ordering::Release);
+        self.await_termination(self.shared.grace);
+        self.shutdown_report().unwrap_or_default()
+    }
+
+    /// The shutdown report so far: `None` before shutdown; after it, the
+    /// armed runs discarded and the iterations in flight (outcomes fill in
+    /// as they end).
+    pub fn shutdown_report(&self) -> Option<ShutdownReport> {
+        self.shared.lifecycle.report()
+    }
+
     /// Whether [`shutdown`](Self::shutdown) has been called.
     pub fn is_shutdown(&self) -> bool {
         self.shared.is_closed()
@@ -396,13 +463,15 @@ impl Scheduler {
     }
 
     /// Waits up to `timeout` for every thread to exit after a shutdown;
-    /// returns whether they all did. Called from inside a task, it cannot
-    /// succeed (the calling worker is still running) and returns `false`
-    /// after the timeout.
+    /// returns whether they all did. Called from inside a task, it waits
+    /// for the *other* threads (the calling worker exits when its task
+    /// returns).
     pub fn await_termination(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
+        let me = thread::current().id();
+        let own = usize::from(lock(&self.threads).iter().any(|(id, _)| *id == me));
         let mut alive = lock(&self.shared.alive);
-        while *alive > 0 {
+        while *alive > own {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return false;
@@ -434,9 +503,18 @@ impl Scheduler {
 
 impl Drop for Scheduler {
     /// Shuts down gracefully and joins every thread (except the calling
-    /// one, if a task drops its own scheduler).
+    /// one, if a task drops its own scheduler). Threads whose task has not
+    /// returned within the grace period ([`Builder::shutdown_grace`]) are
+    /// detached rather than waited for, and counted in the report.
     fn drop(&mut self) {
         self.shutdown();
+        if !self.await_termination(self.shared.grace) {
+            let me = thread::current().id();
+            let mut threads = lock(&self.threads);
+            let before = threads.len();
+            threads.retain(|(id, handle)| *id == me || handle.is_finished());
+            self.shared.lifecycle.detached(before - threads.len());
+        }
         self.join_all();
     }
 }

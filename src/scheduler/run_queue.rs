@@ -23,11 +23,12 @@ pub(crate) struct RunQueue {
 }
 
 impl RunQueue {
-    /// Appends a trigger; dropped if the queue is closed (shut down).
-    pub(crate) fn push(&self, core: Weak<Core>) {
+    /// Appends a trigger; returns `false` (and drops it) if the queue is
+    /// closed (shut down).
+    pub(crate) fn push(&self, core: Weak<Core>) -> bool {
         let mut inner = lock(&self.inner);
         if inner.closed {
-            return;
+            return false;
         }
         inner.queue.push_back(core);
         let wake = inner.idle > 0;
@@ -35,6 +36,7 @@ impl RunQueue {
         if wake {
             self.ready.notify_one();
         }
+        true
     }
 
     /// Takes the next trigger, waiting for one; `None` once closed.
@@ -64,14 +66,13 @@ impl RunQueue {
         lock(&self.inner).queue.len()
     }
 
-    /// Closes the queue, discarding queued runs; wakes every worker.
-    pub(crate) fn close(&self) -> usize {
+    /// Closes the queue, dropping queued dispatches (the shutdown scan
+    /// reports their requests); wakes every worker.
+    pub(crate) fn close(&self) {
         let mut inner = lock(&self.inner);
         inner.closed = true;
-        let discarded = inner.queue.len();
         inner.queue.clear();
         drop(inner);
         self.ready.notify_all();
-        discarded
     }
 }

@@ -1,0 +1,370 @@
+//! Shutdown bookkeeping: the registry of live triggers, the exact shutdown
+//! report, and the cancellation signal tasks can poll.
+//!
+//! # Exactness: how a fire racing shutdown is never lost
+//!
+//! Shutdown sets `closed`, closes the queues, then scans every registered
+//! trigger under the report lock: it *withdraws* the armed request (an RMW
+//! on the request word that claims AT/DUE and leaves IDLE) and lists it,
+//! and reads the state word with an RMW to list the iteration in flight.
+//!
+//! * A firer re-checks `closed` after publishing. If the scan's withdraw
+//!   came first in the request word's modification order, the firer's
+//!   publish synchronized with it (both AcqRel), so the firer sees `closed`
+//!   and takes its request back (`withdraw_own`): the fire is **rejected**.
+//!   Otherwise the scan claimed the firer's request (or a newer one): it is
+//!   **listed**, and `withdraw_own` fails, so the firer reports success.
+//! * Scheduler-internal requests (timer expiry, re-runs, re-arms) that meet
+//!   a closed queue are claimed and listed by whoever met it
+//!   ([`Lifecycle::discard_live`]).
+//! * A worker that *entered* an iteration after the scan read its state
+//!   word synchronized with that read, so it sees `closed`; under the report
+//!   lock it then finds the trigger not listed in flight, and discards the
+//!   run, listing it as discarded. One that entered before the scan is
+//!   listed in flight and runs to completion; its outcome is recorded.
+//!
+//! The report lock serializes the scan of each trigger with these
+//! decisions, so a run is listed once: as discarded or as in flight.
+
+use super::Shared;
+use crate::core::Core;
+use crate::request::Kind;
+use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::time::Duration;
+
+/// What became of an iteration that was running when shutdown began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// It returned normally.
+    Completed,
+    /// It panicked (the panic was caught and reported).
+    Panicked,
+    /// It saw [`cancelled`](crate::cancelled) return `true` and returned.
+    Cancelled,
+    /// It had not returned when the report was taken (see
+    /// [`Builder::shutdown_grace`](crate::Builder::shutdown_grace)).
+    StillRunning,
+}
+
+/// A run that was armed when shutdown began, and was discarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscardedRun {
+    trigger: Option<String>,
+    due_in: Duration,
+}
+
+impl DiscardedRun {
+    /// The trigger's name, if it has one.
+    pub fn trigger(&self) -> Option<&str> {
+        self.trigger.as_deref()
+    }
+
+    /// How long after shutdown began the run was due (`ZERO`: due at once).
+    pub fn due_in(&self) -> Duration {
+        self.due_in
+    }
+}
+
+/// An iteration that was running when shutdown began.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlightRun {
+    trigger: Option<String>,
+    outcome: Outcome,
+}
+
+impl InFlightRun {
+    /// The trigger's name, if it has one.
+    pub fn trigger(&self) -> Option<&str> {
+        self.trigger.as_deref()
+    }
+
+    /// How the iteration ended (or that it had not yet).
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+/// Exactly what a shutdown discarded and what it let finish: every trigger
+/// that had an armed run (with its deadline), and every iteration in flight
+/// with its outcome. No false positives, no omissions: a fire racing the
+/// shutdown is either refused to its caller or listed here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    discarded: Vec<DiscardedRun>,
+    in_flight: Vec<InFlightRun>,
+    detached_threads: usize,
+}
+
+impl ShutdownReport {
+    /// Armed runs that were discarded, in no particular order.
+    pub fn discarded(&self) -> &[DiscardedRun] {
+        &self.discarded
+    }
+
+    /// Iterations that were running when shutdown began.
+    pub fn in_flight(&self) -> &[InFlightRun] {
+        &self.in_flight
+    }
+
+    /// Threads left running (detached) when the scheduler was dropped
+    /// after its grace period: their tasks had not returned.
+    pub fn detached_threads(&self) -> usize {
+        self.detached_threads
+    }
+}
+
+fn name(trigger: Option<&str>) -> &str {
+    trigger.unwrap_or("<unnamed>")
+}
+
+impl fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "shutdown report: {} armed run(s) discarded, {} iteration(s) in flight",
+            self.discarded.len(),
+            self.in_flight.len()
+        )?;
+        for run in &self.discarded {
+            writeln!(
+                f,
+                "  discarded  {:<24} due in {:?}",
+                name(run.trigger()),
+                run.due_in
+            )?;
+        }
+        for run in &self.in_flight {
+            writeln!(
+                f,
+                "  in flight  {:<24} {:?}",
+                name(run.trigger()),
+                run.outcome
+            )?;
+        }
+        if self.detached_threads > 0 {
+            writeln!(
+                f,
+                "  {} thread(s) detached after the grace period",
+                self.detached_threads
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The report while shutdown proceeds; in-flight entries are keyed by the
+/// trigger's address (stable while the scanning worker holds the `Arc`).
+#[derive(Default)]
+struct Draft {
+    began_us: u64,
+    report: ShutdownReport,
+    /// Parallel to `report.in_flight`; `None` once the iteration finished
+    /// (so a later trigger at a reused address is never mistaken for it).
+    in_flight_keys: Vec<Option<usize>>,
+}
+
+/// Registry, report and cancellation of one scheduler.
+#[derive(Default)]
+pub(crate) struct Lifecycle {
+    registry: Mutex<Registry>,
+    draft: Mutex<Option<Draft>>,
+    /// Set by `shutdown_now`; polled by tasks through [`cancelled`].
+    pub(crate) cancel: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct Registry {
+    slots: Vec<Weak<Core>>,
+    free: Vec<u32>,
+}
+
+fn key(core: &Core) -> usize {
+    core as *const Core as usize
+}
+
+impl Lifecycle {
+    /// Registers a new trigger; returns its slot.
+    pub(crate) fn register(&self, core: Weak<Core>) -> u32 {
+        let mut registry = lock(&self.registry);
+        match registry.free.pop() {
+            Some(slot) => {
+                registry.slots[slot as usize] = core;
+                slot
+            }
+            None => {
+                registry.slots.push(core);
+                u32::try_from(registry.slots.len() - 1).expect("fewer than 2^32 triggers")
+            }
+        }
+    }
+
+    /// Forgets a dropped trigger's slot.
+    pub(crate) fn unregister(&self, slot: u32) {
+        let mut registry = lock(&self.registry);
+        registry.slots[slot as usize] = Weak::new();
+        registry.free.push(slot);
+    }
+
+    /// The shutdown scan (see the module docs). Called once, by the thread
+    /// that closed the scheduler, after the queues are closed.
+    pub(crate) fn scan(&self, now_us: u64) {
+        let cores: Vec<Arc<Core>> = lock(&self.registry)
+            .slots
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut draft = lock(&self.draft);
+        let draft = draft.insert(Draft {
+            began_us: now_us,
+            ..Draft::default()
+        });
+        for core in &cores {
+            if let Some(kind) = core.request().withdraw() {
+                draft.list_discarded(core, kind);
+            }
+            if core.touch_state().is_running() {
+                draft.in_flight_keys.push(Some(key(core)));
+                draft.report.in_flight.push(InFlightRun {
+                    trigger: core.name.as_deref().map(str::to_owned),
+                    outcome: Outcome::StillRunning,
+                });
+            }
+        }
+    }
+
+    /// A request met a closed scheduler: claim whatever `core` has armed and
+    /// list it as discarded (nothing if the scan or someone else did).
+    pub(crate) fn discard_live(&self, core: &Core) {
+        let mut draft = lock(&self.draft);
+        // Before the scan has run, leave the request for the scan to list.
+        if let Some(draft) = draft.as_mut() {
+            if let Some(kind) = core.request().withdraw() {
+                draft.list_discarded(core, kind);
+            }
+        }
+    }
+
+    /// A worker entered an iteration and then saw the scheduler closed:
+    /// returns whether to run it (the scan listed it in flight). If not,
+    /// `discard` is called under the report lock and the run is listed.
+    pub(crate) fn admit_late(&self, core: &Core, discard: impl FnOnce()) -> bool {
+        let mut draft = lock(&self.draft);
+        let Some(draft) = draft.as_mut() else {
+            return true; // closed, but the scan has not run yet: it will list it
+        };
+        if draft.in_flight_keys.contains(&Some(key(core))) {
+            return true;
+        }
+        discard();
+        draft.list_discarded(core, Kind::Due);
+        false
+    }
+
+    /// Records how an iteration listed in flight ended.
+    pub(crate) fn finish(&self, core: &Core, outcome: Outcome) {
+        let mut draft = lock(&self.draft);
+        let Some(draft) = draft.as_mut() else {
+            return;
+        };
+        if let Some(index) = draft
+            .in_flight_keys
+            .iter()
+            .position(|&k| k == Some(key(core)))
+        {
+            draft.in_flight_keys[index] = None;
+            draft.report.in_flight[index].outcome = outcome;
+        }
+    }
+
+    /// Notes threads detached after the grace period.
+    pub(crate) fn detached(&self, threads: usize) {
+        if let Some(draft) = lock(&self.draft).as_mut() {
+            draft.report.detached_threads += threads;
+        }
+    }
+
+    /// The report so far (`None` before shutdown).
+    pub(crate) fn report(&self) -> Option<ShutdownReport> {
+        lock(&self.draft).as_ref().map(|draft| draft.report.clone())
+    }
+}
+
+impl Draft {
+    fn list_discarded(&mut self, core: &Core, kind: Kind) {
+        let due_in = kind
+            .deadline(self.began_us)
+            .map_or(0, |at| at.saturating_sub(self.began_us));
+        self.report.discarded.push(DiscardedRun {
+            trigger: core.name.as_deref().map(str::to_owned),
+            due_in: Duration::from_micros(due_in),
+        });
+    }
+}
+
+thread_local! {
+    /// The cancellation flag of the scheduler whose task runs on this thread.
+    static CANCEL: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+    /// Whether the running task has seen `cancelled()` return `true`.
+    static OBSERVED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the scheduler running the current task was shut down with
+/// [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now): a long task
+/// should return soon. Cheap enough to poll in a loop; `false` outside
+/// tasks.
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{cancelled, Scheduler, Trigger};
+///
+/// let scheduler = Scheduler::new();
+/// let trigger = Trigger::bind(&scheduler, || {
+///     for _chunk in 0..1_000 {
+///         if cancelled() {
+///             return None; // stop early; the report says "Cancelled"
+///         }
+///         // ... process a chunk ...
+///     }
+///     None
+/// });
+/// trigger.fire().unwrap();
+/// let report = scheduler.shutdown_now();
+/// println!("{report}");
+/// ```
+pub fn cancelled() -> bool {
+    let cancelled = CANCEL.with(|cell| {
+        cell.borrow()
+            .as_ref()
+            // Acquire: pairs with the Release in `shutdown_now`.
+            .is_some_and(|flag| flag.load(Ordering::Acquire))
+    });
+    if cancelled {
+        OBSERVED.with(|seen| seen.set(true));
+    }
+    cancelled
+}
+
+/// Makes [`cancelled`] answer for `shared` on this thread (worker threads
+/// for their lifetime; the virtual driver for the length of a call).
+pub(crate) fn enter_thread(shared: &Shared) -> Option<Arc<AtomicBool>> {
+    CANCEL.with(|cell| cell.replace(Some(Arc::clone(&shared.lifecycle.cancel))))
+}
+
+/// Restores what [`enter_thread`] replaced.
+pub(crate) fn leave_thread(previous: Option<Arc<AtomicBool>>) {
+    CANCEL.with(|cell| *cell.borrow_mut() = previous);
+}
+
+/// Resets the "saw cancellation" mark before an iteration.
+pub(crate) fn reset_observed() {
+    OBSERVED.with(|seen| seen.set(false));
+}
+
+/// Whether the iteration just run saw cancellation.
+pub(crate) fn observed() -> bool {
+    OBSERVED.with(Cell::get)
+}

@@ -1,0 +1,272 @@
+//! Lifecycle: graceful and abrupt shutdown, the exact shutdown report,
+//! cancellation, bounded drop, and a stress test of fires racing shutdown.
+
+mod common;
+
+use circulation_trigger::{cancelled, FireError, Outcome, Scheduler, Trigger};
+use common::{eventually, Counter, PATIENCE};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[test]
+fn graceful_shutdown_reports_armed_runs_and_the_run_in_flight() {
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let busy = Trigger::builder(&scheduler).name("busy").bind(move || {
+        entered_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        None
+    });
+    let hourly = Trigger::builder(&scheduler).name("hourly").bind(|| None);
+    let queued = Trigger::builder(&scheduler).name("queued").bind(|| None);
+    let idle = Trigger::builder(&scheduler).name("idle").bind(|| None);
+    busy.fire().unwrap();
+    entered_rx.recv().unwrap(); // the only worker is busy from here on
+    hourly.fire_after(Duration::from_secs(3600)).unwrap();
+    queued.fire().unwrap();
+    idle.fire_after(Duration::from_secs(5)).unwrap();
+    idle.suspend();
+
+    scheduler.shutdown();
+    let report = scheduler.shutdown_report().expect("shut down");
+    let mut discarded: Vec<_> = report
+        .discarded()
+        .iter()
+        .map(|run| (run.trigger().unwrap().to_owned(), run.due_in()))
+        .collect();
+    discarded.sort();
+    assert_eq!(discarded.len(), 2, "{report}");
+    assert_eq!(discarded[0].0, "hourly");
+    assert!(
+        discarded[0].1 > Duration::from_secs(3590) && discarded[0].1 <= Duration::from_secs(3601)
+    );
+    assert_eq!(discarded[1], ("queued".to_owned(), Duration::ZERO));
+    assert_eq!(report.in_flight().len(), 1);
+    assert_eq!(report.in_flight()[0].trigger(), Some("busy"));
+    assert_eq!(report.in_flight()[0].outcome(), Outcome::StillRunning);
+
+    release_tx.send(()).unwrap();
+    assert!(scheduler.await_termination(PATIENCE));
+    let report = scheduler.shutdown_report().unwrap();
+    assert_eq!(report.in_flight()[0].outcome(), Outcome::Completed);
+    let text = report.to_string();
+    assert!(text.contains("hourly") && text.contains("busy"), "{text}");
+}
+
+#[test]
+fn shutdown_now_cancels_and_reports_each_outcome() {
+    let scheduler = Scheduler::builder()
+        .workers(3)
+        .shutdown_grace(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let started = Arc::new(Barrier::new(4));
+    let polite = {
+        let s = started.clone();
+        Trigger::builder(&scheduler).name("polite").bind(move || {
+            s.wait();
+            while !cancelled() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            None
+        })
+    };
+    let panicky = {
+        let s = started.clone();
+        Trigger::builder(&scheduler).name("panicky").bind(move || {
+            s.wait();
+            while !cancelled() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            panic!("gave up");
+        })
+    };
+    let stubborn_release = Arc::new(AtomicBool::new(false));
+    let stubborn = {
+        let (s, release) = (started.clone(), stubborn_release.clone());
+        Trigger::builder(&scheduler).name("stubborn").bind(move || {
+            s.wait();
+            while !release.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
+            None
+        })
+    };
+    for trigger in [&polite, &panicky, &stubborn] {
+        trigger.fire().unwrap();
+    }
+    started.wait();
+    assert!(!cancelled(), "false outside tasks");
+    let began = Instant::now();
+    let report = scheduler.shutdown_now();
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "bounded by the grace period"
+    );
+    let outcome = |name: &str| {
+        report
+            .in_flight()
+            .iter()
+            .find(|run| run.trigger() == Some(name))
+            .map(|run| run.outcome())
+    };
+    assert_eq!(outcome("polite"), Some(Outcome::Cancelled), "{report}");
+    assert_eq!(outcome("panicky"), Some(Outcome::Panicked), "{report}");
+    assert_eq!(outcome("stubborn"), Some(Outcome::StillRunning), "{report}");
+    assert!(report.discarded().is_empty(), "{report}");
+    stubborn_release.store(true, Ordering::SeqCst);
+    assert!(scheduler.await_termination(PATIENCE));
+    let later = scheduler.shutdown_report().unwrap();
+    let stubborn_now = later
+        .in_flight()
+        .iter()
+        .find(|r| r.trigger() == Some("stubborn"))
+        .unwrap();
+    assert_eq!(stubborn_now.outcome(), Outcome::Completed);
+}
+
+#[test]
+fn drop_is_bounded_by_the_grace_period() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .shutdown_grace(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let release = Arc::new(AtomicBool::new(false));
+    let r = release.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        entered_tx.send(()).unwrap();
+        while !r.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        None
+    });
+    trigger.fire().unwrap();
+    entered_rx.recv().unwrap();
+    let began = Instant::now();
+    drop(scheduler); // the task never returns on its own: detach, don't hang
+    assert!(began.elapsed() < Duration::from_secs(5));
+    release.store(true, Ordering::SeqCst);
+}
+
+#[test]
+fn the_report_is_none_before_shutdown_and_shutdown_is_idempotent() {
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    assert!(scheduler.shutdown_report().is_none());
+    assert!(!scheduler.is_shutdown());
+    scheduler.shutdown();
+    scheduler.shutdown();
+    let _ = scheduler.shutdown_now();
+    assert!(scheduler.is_shutdown());
+    assert!(scheduler.await_termination(PATIENCE));
+    assert!(scheduler.is_terminated());
+    assert_eq!(scheduler.shutdown_report().unwrap().discarded().len(), 0);
+}
+
+/// Many threads fire many triggers once each while the scheduler shuts
+/// down. Every fire is accounted for exactly once: refused to its caller,
+/// or accepted and then either run or listed as discarded — never both,
+/// never neither.
+#[test]
+fn fires_racing_shutdown_are_refused_or_accounted_for() {
+    let (mut refused, mut listed_total, mut ran_total) = (0, 0, 0);
+    for round in 0..20 {
+        let scheduler = Scheduler::builder().workers(2).build().unwrap();
+        let ran: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let triggers: Vec<Trigger> = (0..400)
+            .map(|i| {
+                let (ran, name) = (ran.clone(), format!("t{i}"));
+                Trigger::builder(&scheduler)
+                    .name(name.clone())
+                    .bind(move || {
+                        ran.lock().unwrap().insert(name.clone());
+                        None
+                    })
+            })
+            .collect();
+        let triggers = Arc::new(triggers);
+        let go = Arc::new(Barrier::new(5));
+        let firers: Vec<_> = (0..4)
+            .map(|t| {
+                let (triggers, go) = (triggers.clone(), go.clone());
+                thread::spawn(move || {
+                    go.wait();
+                    let mut accepted = Vec::new();
+                    for i in (t..triggers.len()).step_by(4) {
+                        let result = if i % 3 == 0 {
+                            triggers[i].fire()
+                        } else {
+                            triggers[i].fire_after(Duration::from_micros((i as u64 % 7) * 300))
+                        };
+                        match result {
+                            Ok(()) => accepted.push(format!("t{i}")),
+                            Err(FireError::Shutdown) => {}
+                            Err(other) => panic!("unexpected {other}"),
+                        }
+                    }
+                    accepted
+                })
+            })
+            .collect();
+        go.wait();
+        thread::sleep(Duration::from_micros(200 * (round % 5)));
+        scheduler.shutdown();
+        let accepted: HashSet<String> =
+            firers.into_iter().flat_map(|f| f.join().unwrap()).collect();
+        assert!(scheduler.await_termination(PATIENCE));
+        let report = scheduler.shutdown_report().unwrap();
+        let listed: Vec<String> = report
+            .discarded()
+            .iter()
+            .map(|r| r.trigger().unwrap().to_owned())
+            .collect();
+        let listed_set: HashSet<String> = listed.iter().cloned().collect();
+        assert_eq!(listed.len(), listed_set.len(), "listed twice: {report}");
+        let ran = ran.lock().unwrap();
+        for name in accepted.iter() {
+            let (r, l) = (ran.contains(name), listed_set.contains(name));
+            assert!(r ^ l, "round {round}: accepted {name}: ran {r}, listed {l}");
+        }
+        for name in listed_set.iter().chain(ran.iter()) {
+            assert!(
+                accepted.contains(name),
+                "round {round}: {name} was never accepted"
+            );
+        }
+        assert!(report
+            .in_flight()
+            .iter()
+            .all(|r| r.outcome() == Outcome::Completed));
+        refused += triggers.len() - accepted.len();
+        listed_total += listed.len();
+        ran_total += ran.len();
+    }
+    // The race was real: every kind of outcome happened.
+    assert!(
+        refused > 0 && listed_total > 0 && ran_total > 0,
+        "{refused} {listed_total} {ran_total}"
+    );
+}
+
+#[test]
+fn virtual_schedulers_report_too() {
+    let sim = Scheduler::builder().build_virtual();
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::builder(&sim).name("periodic").bind(move || {
+        r.bump();
+        Some(Duration::from_secs(10))
+    });
+    trigger.fire().unwrap();
+    sim.advance(Duration::from_secs(25));
+    assert_eq!(runs.get(), 3);
+    let report = sim.shutdown_now();
+    assert_eq!(report.discarded().len(), 1);
+    assert_eq!(report.discarded()[0].due_in(), Duration::from_secs(5));
+    eventually("no threads to wait for", || sim.is_terminated());
+}
