@@ -32,6 +32,7 @@ use crate::request::{Kind, Request};
 use crate::scheduler::lifecycle::{self, Outcome};
 use crate::scheduler::Shared;
 use crate::state::{Enter, Exit, Snapshot, State};
+use crate::stats::{Counters, TriggerStats};
 use crate::sync::{Arc, AtomicBool, Ordering, UnsafeCell};
 use crate::task::Task;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -51,6 +52,7 @@ pub(crate) struct Core {
     pub(crate) name: Option<Box<str>>,
     /// This trigger's slot in the scheduler's registry.
     slot: u32,
+    stats: Counters,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -84,8 +86,18 @@ impl Core {
             task: UnsafeCell::new(task),
             name,
             slot: shared.lifecycle.register(weak.clone()),
+            stats: Counters::new(version & crate::state::VERSION_MASK),
             shared,
         })
+    }
+
+    /// A statistics snapshot.
+    pub(crate) fn stats(&self) -> TriggerStats {
+        let state = self.state.snapshot();
+        let request = self.request.peek();
+        let now = self.shared.clock.now_us();
+        self.stats
+            .snapshot(self.name.as_deref(), state, request, now)
     }
 
     /// Reads the state word with an RMW, for the shutdown scan.
@@ -107,6 +119,7 @@ impl Core {
             return Err(FireError::Shutdown);
         }
         let version = self.state.advance();
+        self.stats.advanced(version);
         if self.request.publish(version, Kind::Due, false).is_some() {
             self.schedule_run();
         }
@@ -138,13 +151,26 @@ impl Core {
             return Err(FireError::Shutdown);
         }
         let version = self.state.advance();
+        self.stats.advanced(version);
         let kind = self.publish_at(version, deadline, now_ns / 1_000);
         self.confirm(version, kind)
+    }
+
+    /// Requests a run after a uniformly random delay in `[0, window)`.
+    pub(crate) fn fire_within(self: &Arc<Self>, window: Duration) -> Result<(), FireError> {
+        let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+        if nanos == 0 {
+            return self.fire();
+        }
+        let delay = Duration::from_nanos(self.shared.random_below(nanos));
+        self.fire_after(delay)
     }
 
     /// Cancels every pending request; an iteration in flight finishes.
     pub(crate) fn suspend(&self) {
         let version = self.state.advance();
+        self.stats.advanced(version);
+        self.stats.suspended(version);
         // A newer request may already be installed: then it wins, as the
         // later call.
         let _ = self.request.publish(version, Kind::Idle, false);
@@ -186,7 +212,8 @@ impl Core {
 
     /// Timer side: the AT request the timer read is due. Queues a run unless
     /// a newer request replaced it.
-    pub(crate) fn expire(self: &Arc<Self>, seen: crate::request::Word) {
+    pub(crate) fn expire(self: &Arc<Self>, seen: crate::request::Word, due_at_us: u64) {
+        self.stats.marked_due(seen.version(), due_at_us);
         if self.request.expire(seen) {
             self.schedule_run();
         }
@@ -218,7 +245,10 @@ impl Core {
 
     /// Runs one iteration (this worker holds RUNNING), then exits.
     fn run(self: &Arc<Self>, version: u32) {
+        self.stats.started(version, self.shared.clock.now_us());
         let (next, outcome) = self.call_task();
+        let panicked = outcome == Outcome::Panicked;
+        self.stats.ended(self.shared.clock.now_us(), panicked);
         if self.shared.is_closed() {
             self.shared.lifecycle.finish(self, outcome);
         }

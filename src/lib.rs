@@ -141,12 +141,14 @@
 mod clock;
 mod core;
 mod error;
+mod jitter;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;
 mod request;
 mod scheduler;
 mod state;
+mod stats;
 mod sync;
 mod task;
 mod trigger;
@@ -154,9 +156,11 @@ mod virtual_time;
 pub mod wheel;
 
 pub use error::{BuildError, FireError};
+pub use jitter::{jittered, seed_jitter, Backoff};
 pub use scheduler::lifecycle::{cancelled, DiscardedRun, InFlightRun, Outcome, ShutdownReport};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
 pub use state::Snapshot;
+pub use stats::{SchedulerStats, TriggerState, TriggerStats};
 pub use task::Task;
 pub use trigger::{Trigger, TriggerBuilder, WeakTrigger};
 pub use virtual_time::{VirtualClock, VirtualScheduler};

@@ -202,6 +202,11 @@ impl Request {
         }
     }
 
+    /// Reads the word for statistics. Relaxed: a recent value is enough.
+    pub(crate) fn peek(&self) -> Word {
+        Word(self.word.load(Ordering::Relaxed))
+    }
+
     /// Reads the word, for models and tests. Relaxed: it orders nothing;
     /// the scheduler itself reads this word only through RMWs.
     #[cfg(any(test, loom))]
@@ -267,11 +272,12 @@ impl Request {
     /// IN_INBOX, so the timer will read that one).
     pub(crate) fn expire(&self, expected: Word) -> bool {
         let due = Word::new(expected.version(), Kind::Due).with_inbox_of(expected.raw());
-        // Relaxed: an RMW continues the release sequence of the publish it
-        // replaces, so `take_due`'s Acquire still synchronizes with the
-        // caller; the timer itself reads no caller data.
+        // Release: hands the timer's statistics (the deadline it marked due)
+        // to the worker's Acquire in `take_due`. The caller's data needs no
+        // more: an RMW continues the release sequence of the publish it
+        // replaces.
         self.word
-            .compare_exchange(expected.raw(), due, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(expected.raw(), due, Ordering::Release, Ordering::Relaxed)
             .is_ok()
     }
 

@@ -125,3 +125,10 @@ impl Backoff {
 /// loom atomic on purpose: a single thread reads and writes it, so there is
 /// no interleaving to explore; Relaxed is always enough.
 pub(crate) type TimerOwned = std::sync::atomic::AtomicU32;
+
+/// Statistics counters: std atomics even under loom, on purpose. They are
+/// Relaxed and order nothing, so modelling them would only grow the state
+/// space the models explore.
+pub(crate) type StatU64 = std::sync::atomic::AtomicU64;
+/// See [`StatU64`].
+pub(crate) type StatU32 = std::sync::atomic::AtomicU32;

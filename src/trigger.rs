@@ -141,6 +141,34 @@ impl Trigger {
         self.handle.core.fire_after(delay)
     }
 
+    /// Runs the task after a uniformly random delay in `[0, window)`,
+    /// superseding earlier requests like [`fire_after`](Self::fire_after).
+    /// A "refresh now" broadcast to a fleet spread over a window does not
+    /// stampede the service every client calls.
+    ///
+    /// # Errors
+    ///
+    /// As [`fire_after`](Self::fire_after).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::bind(&sim, || None);
+    /// trigger.fire_within(Duration::from_secs(10))?;
+    /// sim.advance(Duration::from_secs(10));
+    /// let ran_at = trigger.stats().last_start.unwrap();
+    /// assert!(ran_at < Duration::from_secs(10));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    #[inline]
+    pub fn fire_within(&self, window: Duration) -> Result<(), FireError> {
+        self.handle.core.fire_within(window)
+    }
+
     /// Stops the trigger: no new iteration starts after `suspend` returns
     /// (until the next fire); an iteration in flight finishes and its
     /// returned delay is ignored. Works after shutdown too.
@@ -159,6 +187,31 @@ impl Trigger {
     /// The trigger's name, if it was built with one.
     pub fn name(&self) -> Option<&str> {
         self.handle.core.name.as_deref()
+    }
+
+    /// Statistics: fires, coalesced fires, iterations, panics, last start
+    /// and end, last and maximum lateness, and the current state. Cheap:
+    /// always on, nothing is counted on the fire path itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger, TriggerState};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::builder(&sim).name("poll").bind(|| Some(Duration::from_secs(10)));
+    /// for _ in 0..3 {
+    ///     trigger.fire()?; // three fires, one iteration: two coalesced
+    /// }
+    /// sim.advance(Duration::from_secs(15)); // runs at 0 s and 10 s
+    /// let stats = trigger.stats();
+    /// assert_eq!((stats.fires, stats.coalesced_fires, stats.iterations), (3, 2, 2));
+    /// assert_eq!(stats.state, TriggerState::Armed(Duration::from_secs(20)));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn stats(&self) -> crate::TriggerStats {
+        self.handle.core.stats()
     }
 
     /// A snapshot of the state word (running, reserved, version), for

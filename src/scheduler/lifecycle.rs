@@ -208,14 +208,19 @@ impl Lifecycle {
         registry.free.push(slot);
     }
 
-    /// The shutdown scan (see the module docs). Called once, by the thread
-    /// that closed the scheduler, after the queues are closed.
-    pub(crate) fn scan(&self, now_us: u64) {
-        let cores: Vec<Arc<Core>> = lock(&self.registry)
+    /// Every live trigger (for statistics).
+    pub(crate) fn live(&self) -> Vec<Arc<Core>> {
+        lock(&self.registry)
             .slots
             .iter()
             .filter_map(Weak::upgrade)
-            .collect();
+            .collect()
+    }
+
+    /// The shutdown scan (see the module docs). Called once, by the thread
+    /// that closed the scheduler, after the queues are closed.
+    pub(crate) fn scan(&self, now_us: u64) {
+        let cores = self.live();
         let mut draft = lock(&self.draft);
         let draft = draft.insert(Draft {
             began_us: now_us,

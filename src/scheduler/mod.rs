@@ -71,6 +71,10 @@ pub(crate) struct Shared {
     grace: Duration,
     panics: AtomicU64,
     panic_hook: Option<PanicHook>,
+    /// The generator of `fire_within` on virtual time (seeded: the same
+    /// test gives the same delays); the real scheduler uses a thread-local
+    /// one instead, with no lock on the fire path.
+    rng: Option<Mutex<fastrand::Rng>>,
     /// Threads started and not yet exited, and their bed.
     alive: Mutex<usize>,
     terminated: Condvar,
@@ -88,6 +92,7 @@ impl Shared {
             grace: DEFAULT_GRACE,
             panics: AtomicU64::new(0),
             panic_hook,
+            rng: None,
             alive: Mutex::new(0),
             terminated: Condvar::new(),
         }
@@ -113,6 +118,14 @@ impl Shared {
         self.run_queue.close();
         self.inbox.close();
         self.lifecycle.scan(self.clock.now_us());
+    }
+
+    /// A uniformly random number in `0..bound` (`bound` > 0).
+    pub(crate) fn random_below(&self, bound: u64) -> u64 {
+        match &self.rng {
+            Some(rng) => lock(rng).u64(..bound),
+            None => fastrand::u64(..bound),
+        }
     }
 
     pub(crate) fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
@@ -177,6 +190,7 @@ pub struct Builder {
     prefix: String,
     panic_hook: Option<PanicHook>,
     grace: Duration,
+    seed: u64,
 }
 
 impl fmt::Debug for Builder {
@@ -199,7 +213,17 @@ impl Builder {
             prefix: "circulation-".to_owned(),
             panic_hook: None,
             grace: DEFAULT_GRACE,
+            seed: 0x5EED,
         }
+    }
+
+    /// Seed of [`Trigger::fire_within`](crate::Trigger::fire_within)'s
+    /// random delays on a virtual-time scheduler (default fixed, so a test
+    /// is deterministic). The real scheduler always draws from a
+    /// thread-local generator.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
     }
 
     /// How long [`Scheduler::shutdown_now`] and dropping the scheduler wait
@@ -272,6 +296,7 @@ impl Builder {
         let clock = Clock::Manual(Arc::clone(&time));
         let mut shared = Shared::new(clock, tick_us, self.panic_hook);
         shared.grace = self.grace;
+        shared.rng = Some(Mutex::new(fastrand::Rng::with_seed(self.seed)));
         crate::VirtualScheduler::new(Scheduler::threadless(shared), time)
     }
 
@@ -479,6 +504,19 @@ impl Scheduler {
             alive = crate::sync::wait_timeout(&self.shared.terminated, alive, left);
         }
         true
+    }
+
+    /// Statistics of every live trigger (named ones first, by name) and
+    /// their totals.
+    pub fn stats(&self) -> crate::SchedulerStats {
+        let triggers = self
+            .shared
+            .lifecycle
+            .live()
+            .iter()
+            .map(|core| core.stats())
+            .collect();
+        crate::SchedulerStats::new(triggers, self.panic_count())
     }
 
     /// Number of panics caught in tasks so far.

@@ -41,10 +41,10 @@ impl Timer {
             let seen = core.request().leave_inbox();
             self.update(&core, seen, now_us);
         }
-        self.wheel.poll(now_us, |_, _, entry| {
+        self.wheel.poll(now_us, |_, due_at, entry| {
             if let Some(core) = entry.core.upgrade() {
                 core.timer_key.store(NO_KEY, Ordering::Relaxed);
-                core.expire(entry.seen);
+                core.expire(entry.seen, due_at);
             }
         });
     }

@@ -1,0 +1,173 @@
+//! Randomness for fleets: jittered delays and exponential back-off, so a
+//! cluster reacting to one event does not stampede its config center.
+
+use std::time::Duration;
+
+/// `period` moved by a uniformly random amount within `± fraction` of it
+/// (`fraction` is clamped to `0.0..=1.0`), for a task's return value:
+/// `Some(jittered(Duration::from_secs(30), 0.1))` runs every 27–33 s.
+///
+/// Uses a thread-local generator; [`seed_jitter`] makes it deterministic
+/// on the calling thread (virtual-time tests run tasks on the test thread).
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::jittered;
+/// use std::time::Duration;
+///
+/// let delay = jittered(Duration::from_secs(30), 0.1);
+/// assert!(delay >= Duration::from_secs(27) && delay <= Duration::from_secs(33));
+/// ```
+pub fn jittered(period: Duration, fraction: f64) -> Duration {
+    spread(period, fraction, fastrand::f64())
+}
+
+/// Seeds the generator [`jittered`] uses on this thread.
+pub fn seed_jitter(seed: u64) {
+    fastrand::seed(seed);
+}
+
+/// `period · (1 + fraction · (2u − 1))` for `u` in `[0, 1)`.
+fn spread(period: Duration, fraction: f64, unit: f64) -> Duration {
+    let fraction = fraction.clamp(0.0, 1.0);
+    period.mul_f64(1.0 + fraction * (2.0 * unit - 1.0))
+}
+
+/// Exponential back-off with a cap and jitter, producing what a failing
+/// task should return: the delay before its next attempt.
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Backoff, Scheduler, Trigger};
+/// use std::time::Duration;
+///
+/// let sim = Scheduler::builder().build_virtual();
+/// let clock = sim.clock();
+/// let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+/// let trigger = Trigger::bind(&sim, move || {
+///     let up = clock.now() >= Duration::from_secs(10); // down for 10 s
+///     if up {
+///         backoff.succeeded(Duration::from_secs(30))
+///     } else {
+///         backoff.failed() // 1 s, 2 s, 4 s, 8 s, … up to 60 s
+///     }
+/// });
+/// trigger.fire()?;
+/// sim.advance(Duration::from_secs(20));
+/// assert_eq!(trigger.stats().iterations, 5); // at 0, 1, 3, 7 and 15 s
+/// # Ok::<(), circulation_trigger::FireError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    initial: Duration,
+    max: Duration,
+    jitter: f64,
+    max_retries: Option<u32>,
+    failures: u32,
+    rng: fastrand::Rng,
+}
+
+impl Backoff {
+    /// Doubling delays from `initial`, never above `max`; no jitter, no
+    /// retry limit.
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Self {
+            initial,
+            max: max.max(initial),
+            jitter: 0.0,
+            max_retries: None,
+            failures: 0,
+            rng: fastrand::Rng::new(),
+        }
+    }
+
+    /// Spreads each delay by `± fraction` of it (clamped to `0.0..=1.0`).
+    pub fn jitter(mut self, fraction: f64) -> Self {
+        self.jitter = fraction.clamp(0.0, 1.0);
+        self
+    }
+
+    /// After `retries` consecutive failures, [`failed`](Self::failed)
+    /// returns `None`: the task stops circulating until fired again.
+    pub fn max_retries(mut self, retries: u32) -> Self {
+        self.max_retries = Some(retries);
+        self
+    }
+
+    /// Seeds the jitter, for deterministic tests.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.rng = fastrand::Rng::with_seed(seed);
+        self
+    }
+
+    /// Consecutive failures so far.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// Records a failure; returns the delay before the next attempt, or
+    /// `None` once the retry limit is reached.
+    pub fn failed(&mut self) -> Option<Duration> {
+        if self.max_retries.is_some_and(|limit| self.failures >= limit) {
+            return None;
+        }
+        let doubling = 1u32.checked_shl(self.failures).unwrap_or(u32::MAX);
+        self.failures = self.failures.saturating_add(1);
+        let delay = self.initial.saturating_mul(doubling).min(self.max);
+        Some(spread(delay, self.jitter, self.rng.f64()).min(self.max))
+    }
+
+    /// Records a success and resets; returns `Some(period)`, jittered like
+    /// the back-off delays.
+    pub fn succeeded(&mut self, period: Duration) -> Option<Duration> {
+        self.failures = 0;
+        Some(spread(period, self.jitter, self.rng.f64()))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_caps_and_stops() {
+        let mut backoff =
+            Backoff::new(Duration::from_secs(1), Duration::from_secs(5)).max_retries(5);
+        let delays: Vec<u64> = std::iter::from_fn(|| backoff.failed())
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 5, 5]);
+        assert_eq!(
+            backoff.succeeded(Duration::from_secs(30)),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(backoff.failures(), 0);
+    }
+
+    #[test]
+    fn jitter_stays_in_range_and_is_seedable() {
+        let period = Duration::from_secs(10);
+        for unit in [0.0, 0.25, 0.5, 0.999] {
+            let d = spread(period, 0.2, unit);
+            assert!(
+                d >= Duration::from_secs(8) && d <= Duration::from_secs(12),
+                "{d:?}"
+            );
+        }
+        let a: Vec<_> = {
+            let mut b = Backoff::new(period, period * 10).jitter(0.5).seed(7);
+            (0..5).map(|_| b.failed()).collect()
+        };
+        let b: Vec<_> = {
+            let mut b = Backoff::new(period, period * 10).jitter(0.5).seed(7);
+            (0..5).map(|_| b.failed()).collect()
+        };
+        assert_eq!(a, b);
+        seed_jitter(3);
+        let first = jittered(period, 0.3);
+        seed_jitter(3);
+        assert_eq!(jittered(period, 0.3), first);
+    }
+}

@@ -1,0 +1,234 @@
+//! Per-trigger statistics, always on and off the fire path's critical
+//! cost: fires are *derived* from the version counter (no counter bump per
+//! fire); everything else is written by the one worker holding the RUNNING
+//! bit, or by the timer, with Relaxed stores to trigger-local fields.
+
+use crate::request::{Kind, Word};
+use crate::state::{Snapshot, VERSION_MASK};
+use crate::sync::{Ordering::Relaxed, StatU32 as AtomicU32, StatU64 as AtomicU64};
+use std::time::Duration;
+
+/// "No value" for the version-tagged fields.
+const NONE: u32 = u32::MAX;
+
+/// What a trigger is doing right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TriggerState {
+    /// Never fired, or stopped (its task returned `None` or panicked).
+    Idle,
+    /// The latest call was `suspend`.
+    Suspended,
+    /// A run is due now and waits for a worker.
+    Due,
+    /// A run is armed for this time (since the scheduler started).
+    Armed(Duration),
+    /// An iteration is in flight.
+    Running,
+    /// An iteration is in flight and a fire asked for one more right after.
+    RunningWithRerun,
+}
+
+/// A snapshot of one trigger's statistics; see [`Trigger::stats`](crate::Trigger::stats).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TriggerStats {
+    /// The trigger's name, if it has one.
+    pub name: Option<String>,
+    /// `fire`, `fire_after` and `fire_within` calls.
+    pub fires: u64,
+    /// Fires that got no iteration of their own: served together with
+    /// others, or superseded (latest wins).
+    pub coalesced_fires: u64,
+    /// Iterations run.
+    pub iterations: u64,
+    /// Iterations that panicked.
+    pub panics: u64,
+    /// When the last iteration started (since the scheduler started).
+    pub last_start: Option<Duration>,
+    /// When the last iteration ended (since the scheduler started).
+    pub last_end: Option<Duration>,
+    /// Start minus deadline of the last timed run.
+    pub last_lateness: Option<Duration>,
+    /// The largest lateness seen.
+    pub max_lateness: Option<Duration>,
+    /// What the trigger is doing now.
+    pub state: TriggerState,
+}
+
+/// The counters of one trigger.
+#[derive(Debug)]
+pub(crate) struct Counters {
+    start_version: u32,
+    /// Times the 30-bit version wrapped to 0 (fire side, rare).
+    wraps: AtomicU32,
+    /// `suspend` calls, and the version the last one installed.
+    suspends: AtomicU64,
+    suspend_version: AtomicU32,
+    /// Timer side: the deadline of the run it last marked due, and for
+    /// which version (`NONE` once the worker consumed it).
+    due_at_us: AtomicU64,
+    due_version: AtomicU32,
+    /// Worker side (the holder of RUNNING).
+    iterations: AtomicU64,
+    served_fires: AtomicU64,
+    panics: AtomicU64,
+    last_version: AtomicU32,
+    last_start_us: AtomicU64,
+    last_end_us: AtomicU64,
+    last_lateness_us: AtomicU64,
+    max_lateness_us: AtomicU64,
+}
+
+// Every access below is Relaxed: these are statistics. Each field has one
+// writer at a time (the firer for `wraps`/`suspends`, the timer for `due_*`
+// before its Release expire, the RUNNING holder for the rest), and readers
+// only want a recent value. The `due_*` pair is handed from timer to worker
+// by the expire → take_due Release/Acquire edge on the request word.
+impl Counters {
+    pub(crate) fn new(start_version: u32) -> Self {
+        Self {
+            start_version,
+            wraps: AtomicU32::new(0),
+            suspends: AtomicU64::new(0),
+            suspend_version: AtomicU32::new(NONE),
+            due_at_us: AtomicU64::new(0),
+            due_version: AtomicU32::new(NONE),
+            iterations: AtomicU64::new(0),
+            served_fires: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            last_version: AtomicU32::new(start_version),
+            last_start_us: AtomicU64::new(u64::MAX),
+            last_end_us: AtomicU64::new(u64::MAX),
+            last_lateness_us: AtomicU64::new(u64::MAX),
+            max_lateness_us: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Fire side, after every `advance`: counts wraps of the version.
+    #[inline]
+    pub(crate) fn advanced(&self, version: u32) {
+        if version == 0 {
+            self.wraps.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn suspended(&self, version: u32) {
+        self.suspends.fetch_add(1, Relaxed);
+        self.suspend_version.store(version, Relaxed);
+    }
+
+    /// Timer side: the run of `version` was due at `due_at_us`.
+    pub(crate) fn marked_due(&self, version: u32, due_at_us: u64) {
+        self.due_at_us.store(due_at_us, Relaxed);
+        self.due_version.store(version, Relaxed);
+    }
+
+    /// Worker side: an iteration of `version` starts at `now_us`.
+    pub(crate) fn started(&self, version: u32, now_us: u64) {
+        self.iterations.fetch_add(1, Relaxed);
+        if self.last_version.swap(version, Relaxed) != version {
+            self.served_fires.fetch_add(1, Relaxed);
+        }
+        self.last_start_us.store(now_us, Relaxed);
+        if self.due_version.swap(NONE, Relaxed) == version {
+            let late = now_us.saturating_sub(self.due_at_us.load(Relaxed));
+            self.last_lateness_us.store(late, Relaxed);
+            let max = self.max_lateness_us.load(Relaxed);
+            if max == u64::MAX || late > max {
+                self.max_lateness_us.store(late, Relaxed);
+            }
+        }
+    }
+
+    /// Worker side: the iteration ended at `now_us`.
+    pub(crate) fn ended(&self, now_us: u64, panicked: bool) {
+        self.last_end_us.store(now_us, Relaxed);
+        if panicked {
+            self.panics.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A snapshot, given the state and request words read just before.
+    pub(crate) fn snapshot(
+        &self,
+        name: Option<&str>,
+        state: Snapshot,
+        request: Word,
+        now_us: u64,
+    ) -> TriggerStats {
+        let advances = u64::from(self.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
+            + u64::from(state.version());
+        let advances = advances.saturating_sub(u64::from(self.start_version));
+        let fires = advances.saturating_sub(self.suspends.load(Relaxed));
+        let served = self.served_fires.load(Relaxed);
+        let micros = |value: u64| (value != u64::MAX).then(|| Duration::from_micros(value));
+        TriggerStats {
+            name: name.map(str::to_owned),
+            fires,
+            coalesced_fires: fires.saturating_sub(served),
+            iterations: self.iterations.load(Relaxed),
+            panics: self.panics.load(Relaxed),
+            last_start: micros(self.last_start_us.load(Relaxed)),
+            last_end: micros(self.last_end_us.load(Relaxed)),
+            last_lateness: micros(self.last_lateness_us.load(Relaxed)),
+            max_lateness: micros(self.max_lateness_us.load(Relaxed)),
+            state: self.state(state, request, now_us),
+        }
+    }
+
+    fn state(&self, state: Snapshot, request: Word, now_us: u64) -> TriggerState {
+        if state.is_running() {
+            return if state.is_reserved() {
+                TriggerState::RunningWithRerun
+            } else {
+                TriggerState::Running
+            };
+        }
+        match request.kind() {
+            Kind::At { .. } => TriggerState::Armed(Duration::from_micros(
+                request.kind().deadline(now_us).unwrap_or(u64::MAX),
+            )),
+            Kind::Due => TriggerState::Due,
+            Kind::Taken => TriggerState::Running,
+            Kind::Idle if request.version() == self.suspend_version.load(Relaxed) => {
+                TriggerState::Suspended
+            }
+            Kind::Idle => TriggerState::Idle,
+        }
+    }
+}
+
+/// Statistics of a whole scheduler; see [`Scheduler::stats`](crate::Scheduler::stats).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SchedulerStats {
+    /// Every live trigger, named ones first, by name.
+    pub triggers: Vec<TriggerStats>,
+    /// Sum of the triggers' fires.
+    pub fires: u64,
+    /// Sum of the triggers' coalesced fires.
+    pub coalesced_fires: u64,
+    /// Sum of the triggers' iterations.
+    pub iterations: u64,
+    /// Panics caught in tasks (including triggers since dropped).
+    pub panics: u64,
+}
+
+impl SchedulerStats {
+    pub(crate) fn new(mut triggers: Vec<TriggerStats>, panics: u64) -> Self {
+        triggers.sort_by(|a, b| match (&a.name, &b.name) {
+            (Some(a), Some(b)) => a.cmp(b),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        Self {
+            fires: triggers.iter().map(|t| t.fires).sum(),
+            coalesced_fires: triggers.iter().map(|t| t.coalesced_fires).sum(),
+            iterations: triggers.iter().map(|t| t.iterations).sum(),
+            panics,
+            triggers,
+        }
+    }
+}
