@@ -180,6 +180,11 @@ impl Core {
     fn schedule_run(self: &Arc<Self>) {
         // AcqRel: see `# Orderings` (queued).
         let pushed = if self.queued.swap(true, Ordering::AcqRel) {
+            #[cfg(feature = "tracing")]
+            tracing::trace!(
+                trigger = self.name.as_deref().unwrap_or("<unnamed>"),
+                "fire coalesced into the queued run"
+            );
             // Already queued — unless the queue was closed under it.
             !self.shared.is_closed()
         } else {
@@ -245,6 +250,13 @@ impl Core {
 
     /// Runs one iteration (this worker holds RUNNING), then exits.
     fn run(self: &Arc<Self>, version: u32) {
+        #[cfg(feature = "tracing")]
+        let _span = tracing::trace_span!(
+            "iteration",
+            trigger = self.name.as_deref().unwrap_or("<unnamed>"),
+            version
+        )
+        .entered();
         self.stats.started(version, self.shared.clock.now_us());
         let (next, outcome) = self.call_task();
         let panicked = outcome == Outcome::Panicked;

@@ -179,7 +179,9 @@ impl Counters {
 
     fn state(&self, state: Snapshot, request: Word, now_us: u64) -> TriggerState {
         if state.is_running() {
-            return if state.is_reserved() {
+            // A follow-up is pending once a due run found it busy (RESERVED)
+            // or is queued for a worker (DUE).
+            return if state.is_reserved() || request.kind() == Kind::Due {
                 TriggerState::RunningWithRerun
             } else {
                 TriggerState::Running
@@ -190,7 +192,9 @@ impl Counters {
                 request.kind().deadline(now_us).unwrap_or(u64::MAX),
             )),
             Kind::Due => TriggerState::Due,
-            Kind::Taken => TriggerState::Running,
+            // Claimed by a worker that is about to enter, or left by the
+            // iteration that just ended: not running either way.
+            Kind::Taken => TriggerState::Idle,
             Kind::Idle if request.version() == self.suspend_version.load(Relaxed) => {
                 TriggerState::Suspended
             }

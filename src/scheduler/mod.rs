@@ -58,6 +58,15 @@ impl fmt::Display for TaskPanic {
 
 type PanicHook = Box<dyn Fn(&TaskPanic) + Send + Sync>;
 
+/// The text of a panic payload.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic payload>".to_owned())
+}
+
 /// State shared by the scheduler's threads and every trigger bound to it.
 pub(crate) struct Shared {
     pub(crate) clock: Clock,
@@ -118,6 +127,14 @@ impl Shared {
         self.run_queue.close();
         self.inbox.close();
         self.lifecycle.scan(self.clock.now_us());
+        #[cfg(feature = "tracing")]
+        if let Some(report) = self.lifecycle.report() {
+            tracing::info!(
+                discarded = report.discarded().len(),
+                in_flight = report.in_flight().len(),
+                "scheduler shut down"
+            );
+        }
     }
 
     /// A uniformly random number in `0..bound` (`bound` > 0).
@@ -131,15 +148,16 @@ impl Shared {
     pub(crate) fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
         // Relaxed: a statistic; it orders nothing.
         self.panics.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::error!(
+            trigger = trigger.unwrap_or("<unnamed>"),
+            message = panic_message(payload).as_str(),
+            "task panicked"
+        );
         if let Some(hook) = &self.panic_hook {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "<non-string panic payload>".to_owned());
             let report = TaskPanic {
                 trigger: trigger.map(str::to_owned),
-                message,
+                message: panic_message(payload),
             };
             // A panicking hook must not take the worker down with it.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
