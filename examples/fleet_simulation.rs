@@ -1,0 +1,252 @@
+//! A fleet of 100,000 clients refreshing their configuration from one
+//! config center with a QPS cap, in virtual time. At t = 60 s a "refresh
+//! now" broadcast reaches every client at once. Compares answering it with
+//! `fire()` (a stampede) against `fire_within(10 s)` (spread over 10 s):
+//! peak load on the config center, requests rejected by its cap, and time
+//! until every client has the new configuration. Rejected clients retry
+//! with jittered exponential back-off.
+//!
+//! Writes an SVG plot of the offered load per second for both policies.
+//!
+//! Run: `cargo run --release --example fleet_simulation [-- --svg PATH]`
+
+use circulation_trigger::{jittered, seed_jitter, Backoff, Scheduler, Trigger};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const CLIENTS: usize = 100_000;
+const QPS_CAP: u64 = 15_000;
+const PERIOD: Duration = Duration::from_secs(60);
+const BROADCAST_AT: Duration = Duration::from_secs(60);
+const END: Duration = Duration::from_secs(180);
+const SPREAD: Duration = Duration::from_secs(10);
+
+/// The config center: answers at most `QPS_CAP` queries per (virtual)
+/// second and rejects the rest.
+struct Center {
+    version: u64,
+    /// (accepted, rejected) per second.
+    seconds: Vec<(u64, u64)>,
+}
+
+impl Center {
+    fn query(&mut self, now: Duration) -> Option<u64> {
+        let second = now.as_secs() as usize;
+        if self.seconds.len() <= second {
+            self.seconds.resize(second + 1, (0, 0));
+        }
+        let (accepted, rejected) = &mut self.seconds[second];
+        if *accepted >= QPS_CAP {
+            *rejected += 1;
+            return None;
+        }
+        *accepted += 1;
+        Some(self.version)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Policy {
+    Fire,
+    FireWithin,
+}
+
+struct Run {
+    name: &'static str,
+    /// Offered load (accepted + rejected) per second.
+    offered: Vec<u64>,
+    peak: u64,
+    rejected_after_broadcast: u64,
+    all_updated_after: Option<Duration>,
+    wall: Duration,
+}
+
+fn simulate(policy: Policy) -> Run {
+    let started = Instant::now();
+    seed_jitter(7); // tasks run on this thread in virtual time: deterministic
+    let sim = Scheduler::builder().seed(42).build_virtual();
+    let clock = sim.clock();
+    let center = Arc::new(Mutex::new(Center {
+        version: 0,
+        seconds: Vec::new(),
+    }));
+    let updated = Arc::new(AtomicUsize::new(0));
+    let all_updated_at = Arc::new(AtomicU64::new(u64::MAX));
+    let triggers: Vec<Trigger> = (0..CLIENTS as u64)
+        .map(|client| {
+            let (center, updated, all_at, clock) = (
+                center.clone(),
+                updated.clone(),
+                all_updated_at.clone(),
+                clock.clone(),
+            );
+            let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30))
+                .jitter(0.5)
+                .seed(client);
+            let mut have = 0;
+            let trigger = Trigger::bind(&sim, move || {
+                let now = clock.now();
+                let answer = center.lock().unwrap().query(now);
+                match answer {
+                    Some(version) => {
+                        if version > have {
+                            have = version;
+                            if updated.fetch_add(1, Relaxed) + 1 == CLIENTS {
+                                all_at.store(now.as_micros() as u64, Relaxed);
+                            }
+                        }
+                        backoff.succeeded(PERIOD);
+                        Some(jittered(PERIOD, 0.1))
+                    }
+                    None => backoff.failed(),
+                }
+            });
+            trigger.fire_within(PERIOD).expect("running"); // spread the start
+            trigger
+        })
+        .collect();
+
+    sim.advance_to(BROADCAST_AT);
+    center.lock().unwrap().version = 1;
+    for trigger in &triggers {
+        match policy {
+            Policy::Fire => trigger.fire(),
+            Policy::FireWithin => trigger.fire_within(SPREAD),
+        }
+        .expect("running");
+    }
+    sim.advance_to(END);
+
+    let center = center.lock().unwrap();
+    let offered: Vec<u64> = center.seconds.iter().map(|(a, r)| a + r).collect();
+    let broadcast_second = BROADCAST_AT.as_secs() as usize;
+    let all_at = all_updated_at.load(Relaxed);
+    Run {
+        name: match policy {
+            Policy::Fire => "fire()",
+            Policy::FireWithin => "fire_within(10 s)",
+        },
+        peak: offered.iter().copied().max().unwrap_or(0),
+        rejected_after_broadcast: center.seconds[broadcast_second..]
+            .iter()
+            .map(|(_, r)| r)
+            .sum(),
+        all_updated_after: (all_at != u64::MAX)
+            .then(|| Duration::from_micros(all_at) - BROADCAST_AT),
+        offered,
+        wall: started.elapsed(),
+    }
+}
+
+fn svg(runs: &[Run]) -> String {
+    const W: f64 = 760.0;
+    const H: f64 = 360.0;
+    const LEFT: f64 = 70.0;
+    const BOTTOM: f64 = 40.0;
+    let seconds = END.as_secs() as f64;
+    let max_log = 6.0; // 10^6 QPS
+    let x = |s: f64| LEFT + s / seconds * (W - LEFT - 20.0);
+    let y = |qps: f64| H - BOTTOM - (qps.max(1.0).log10() / max_log) * (H - BOTTOM - 20.0);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{}" y="16" text-anchor="middle" font-size="14">Config-center load per second: 100,000 clients, broadcast at t = 60 s</text>
+"#,
+        W / 2.0
+    );
+    for power in 0..=6 {
+        let qps = 10f64.powi(power);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y0}" y2="{y0}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+            W - 20.0,
+            LEFT - 6.0,
+            y(qps) + 4.0,
+            qps,
+            y0 = y(qps)
+        );
+    }
+    for second in (0..=END.as_secs()).step_by(30) {
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" text-anchor="middle">{second} s</text>"#,
+            x(second as f64),
+            H - BOTTOM + 16.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        r##"<line x1="{LEFT}" x2="{}" y1="{c}" y2="{c}" stroke="#c00" stroke-dasharray="6 4"/><text x="{}" y="{}" fill="#c00">QPS cap {QPS_CAP}</text>"##,
+        W - 20.0,
+        W - 150.0,
+        y(QPS_CAP as f64) - 6.0,
+        c = y(QPS_CAP as f64)
+    );
+    for (run, color) in runs.iter().zip(["#e67e22", "#2471a3"]) {
+        let points: Vec<String> = run
+            .offered
+            .iter()
+            .enumerate()
+            .map(|(s, &q)| format!("{:.1},{:.1}", x(s as f64 + 0.5), y(q as f64)))
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            points.join(" ")
+        );
+    }
+    for (i, (run, color)) in runs.iter().zip(["#e67e22", "#2471a3"]).enumerate() {
+        let ly = 40.0 + 18.0 * i as f64;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{}" y="{}" width="14" height="4" fill="{color}"/><text x="{}" y="{}">{} (peak {} QPS)</text>"#,
+            LEFT + 20.0,
+            ly - 4.0,
+            LEFT + 40.0,
+            ly,
+            run.name,
+            run.peak
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn main() {
+    let path = std::env::args()
+        .skip_while(|arg| arg != "--svg")
+        .nth(1)
+        .unwrap_or_else(|| "target/fleet_qps.svg".to_owned());
+    let runs = [simulate(Policy::Fire), simulate(Policy::FireWithin)];
+    println!("{CLIENTS} clients, QPS cap {QPS_CAP}, period 60 s ± 10 %, broadcast at 60 s\n");
+    println!("| broadcast policy | peak QPS offered | rejected by the cap | every client updated after | simulation wall time |");
+    println!("|---|---|---|---|---|");
+    for run in &runs {
+        println!(
+            "| `{}` | {} | {} | {} | {:.1} s |",
+            run.name,
+            run.peak,
+            run.rejected_after_broadcast,
+            run.all_updated_after
+                .map_or("never".to_owned(), |d| format!("{:.1} s", d.as_secs_f64())),
+            run.wall.as_secs_f64()
+        );
+    }
+    if let Some(parent) = std::path::Path::new(&path).parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(&path, svg(&runs)) {
+        Ok(()) => println!("\nplot: {path}"),
+        Err(error) => eprintln!("could not write {path}: {error}"),
+    }
+    let (stampede, spread) = (&runs[0], &runs[1]);
+    assert!(stampede.peak > QPS_CAP, "fire() should stampede");
+    assert!(
+        spread.peak <= QPS_CAP,
+        "fire_within should stay under the cap"
+    );
+}
