@@ -31,7 +31,7 @@ use crate::error::FireError;
 use crate::request::{Kind, Request};
 use crate::scheduler::lifecycle::{self, Outcome};
 use crate::scheduler::Shared;
-use crate::state::{Enter, Exit, Snapshot, State};
+use crate::state::{Enter, Exit, Reserve, Snapshot, State};
 use crate::stats::{Counters, TriggerStats};
 use crate::sync::{Arc, AtomicBool, Ordering, UnsafeCell};
 use crate::task::Task;
@@ -120,10 +120,31 @@ impl Core {
         }
         let version = self.state.advance();
         self.stats.advanced(version);
-        if self.request.publish(version, Kind::Due, false).is_some() {
+        if self.request.publish(version, Kind::Due, false).is_some() && !self.reserve_inline() {
             self.schedule_run();
         }
         self.confirm(version, Kind::Due)
+    }
+
+    /// Fired while an iteration runs: do the dispatcher's job right here —
+    /// claim the due request and set RESERVED — instead of waking a worker
+    /// only to find the trigger busy. Under a fire storm this keeps the
+    /// second worker asleep and the queue empty (G13). Returns `false` if a
+    /// worker must still be given the run.
+    fn reserve_inline(&self) -> bool {
+        if !self.state.snapshot().is_running() {
+            return false;
+        }
+        // None: a worker already took it, or a newer non-due request
+        // replaced it; either way someone else is in charge.
+        let Some(version) = self.request.take_due() else {
+            return true;
+        };
+        match self.state.reserve(version) {
+            Reserve::Reserved | Reserve::Stale => true,
+            // The iteration ended meanwhile: hand the request back.
+            Reserve::NotRunning => self.request.publish(version, Kind::Due, false).is_none(),
+        }
     }
 
     /// The firer's re-check after publishing (see `scheduler/lifecycle.rs`):

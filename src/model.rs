@@ -12,7 +12,7 @@ use crate::scheduler::{Scheduler, Shared};
 use crate::sync::Arc;
 use crate::{Snapshot, Task, Trigger};
 
-pub use crate::state::{Enter, Exit, State};
+pub use crate::state::{Enter, Exit, Reserve, State};
 
 /// A scheduler whose threads are the model's own.
 pub struct Harness {

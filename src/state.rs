@@ -105,6 +105,18 @@ pub enum Enter {
     Stale,
 }
 
+/// Outcome of [`State::reserve`].
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserve {
+    /// RESERVED is set: the runner re-runs at exit.
+    Reserved,
+    /// No iteration is in flight: the run must go to a worker.
+    NotRunning,
+    /// A newer request superseded this one: drop it.
+    Stale,
+}
+
 /// Outcome of [`State::exit`] after an iteration.
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +215,28 @@ impl State {
             };
             match self.cas(current, new, ordering) {
                 Ok(_) => return outcome,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// The reservation half of **enter**, for a firer that claimed a due
+    /// run while the trigger runs: sets RESERVED if `version` is live and
+    /// an iteration is in flight, and never sets RUNNING.
+    pub fn reserve(&self, version: u32) -> Reserve {
+        let mut current = self.word.load(Ordering::Relaxed);
+        loop {
+            if current & VERSION_MASK != version {
+                return Reserve::Stale;
+            }
+            if current & RUNNING == 0 {
+                return Reserve::NotRunning;
+            }
+            // Release: as in `enter` — publishes the claimer's writes (and
+            // what it acquired from the request word) to the Acquire in
+            // `exit` that clears RESERVED (G2).
+            match self.cas(current, current | RESERVED, Ordering::Release) {
+                Ok(_) => return Reserve::Reserved,
                 Err(actual) => current = actual,
             }
         }
