@@ -199,19 +199,7 @@ impl Core {
 
     /// Puts the trigger in the run queue unless it is there already.
     fn schedule_run(self: &Arc<Self>) {
-        // AcqRel: see `# Orderings` (queued).
-        let pushed = if self.queued.swap(true, Ordering::AcqRel) {
-            #[cfg(feature = "tracing")]
-            tracing::trace!(
-                trigger = self.name.as_deref().unwrap_or("<unnamed>"),
-                "fire coalesced into the queued run"
-            );
-            // Already queued — unless the queue was closed under it.
-            !self.shared.is_closed()
-        } else {
-            self.shared.run_queue.push(Arc::downgrade(self))
-        };
-        if !pushed {
+        if self.claim_queue_slot() && !self.shared.run_queue.push(Arc::downgrade(self)) {
             self.shared.lifecycle.discard_live(self);
         }
     }
@@ -236,13 +224,31 @@ impl Core {
         kind
     }
 
-    /// Timer side: the AT request the timer read is due. Queues a run unless
-    /// a newer request replaced it.
-    pub(crate) fn expire(self: &Arc<Self>, seen: crate::request::Word, due_at_us: u64) {
+    /// Timer side: the AT request the timer read is due. Marks it DUE
+    /// unless a newer request replaced it; returns whether the trigger must
+    /// be pushed to the run queue (the timer pushes a whole batch at once).
+    pub(crate) fn expire(&self, seen: crate::request::Word, due_at_us: u64) -> bool {
         self.stats.marked_due(seen.version(), due_at_us);
-        if self.request.expire(seen) {
-            self.schedule_run();
+        self.request.expire(seen) && self.claim_queue_slot()
+    }
+
+    /// Sets `queued`; returns whether this caller must push the trigger. A
+    /// trigger already queued is not pushed again — unless the queue was
+    /// closed under it: then its request is listed as discarded.
+    fn claim_queue_slot(&self) -> bool {
+        // AcqRel: see `# Orderings` (queued).
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            return true;
         }
+        #[cfg(feature = "tracing")]
+        tracing::trace!(
+            trigger = self.name.as_deref().unwrap_or("<unnamed>"),
+            "fire coalesced into the queued run"
+        );
+        if self.shared.is_closed() {
+            self.shared.lifecycle.discard_live(self);
+        }
+        false
     }
 
     /// Worker side: serves whatever request is live and due.

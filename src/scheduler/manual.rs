@@ -47,7 +47,7 @@ impl Driver {
         self.time.set_us(now_us);
         let mut items = std::mem::take(&mut *lock(&self.parked));
         items.extend(shared.inbox.drain());
-        lock(&self.timer).turn(now_us, items);
+        lock(&self.timer).turn(shared, now_us, items);
     }
 
     /// The time the timer next has work at (`u64::MAX`: never).

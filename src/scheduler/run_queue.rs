@@ -39,6 +39,23 @@ impl RunQueue {
         true
     }
 
+    /// Appends a batch (the timer's due runs) under one lock, waking as many
+    /// idle workers as there are runs; returns `false` (dropping them) if
+    /// the queue is closed.
+    pub(crate) fn push_batch(&self, cores: &mut Vec<Weak<Core>>) -> bool {
+        let mut inner = lock(&self.inner);
+        if inner.closed {
+            return false;
+        }
+        let wake = inner.idle.min(cores.len());
+        inner.queue.extend(cores.drain(..));
+        drop(inner);
+        for _ in 0..wake {
+            self.ready.notify_one();
+        }
+        true
+    }
+
     /// Takes the next trigger, waiting for one; `None` once closed.
     pub(crate) fn pop_blocking(&self) -> Option<Weak<Core>> {
         let mut inner = lock(&self.inner);

@@ -25,28 +25,40 @@ struct Entry {
 /// The timer's single-threaded state.
 pub(crate) struct Timer {
     wheel: Wheel<Entry>,
+    /// Due runs of one turn, pushed to the run queue in one batch.
+    due: Vec<Weak<Core>>,
 }
 
 impl Timer {
     pub(crate) fn new(now_us: u64) -> Self {
         Self {
             wheel: Wheel::new(now_us),
+            due: Vec::new(),
         }
     }
 
     /// One turn at time `now_us`: re-read the triggers from the inbox, then
     /// queue every run that is due.
-    pub(crate) fn turn(&mut self, now_us: u64, items: Vec<Weak<Core>>) {
+    pub(crate) fn turn(&mut self, shared: &Shared, now_us: u64, items: Vec<Weak<Core>>) {
         for core in items.iter().filter_map(Weak::upgrade) {
             let seen = core.request().leave_inbox();
             self.update(&core, seen, now_us);
         }
+        let due = &mut self.due;
         self.wheel.poll(now_us, |_, due_at, entry| {
             if let Some(core) = entry.core.upgrade() {
                 core.timer_key.store(NO_KEY, Ordering::Relaxed);
-                core.expire(entry.seen, due_at);
+                if core.expire(entry.seen, due_at) {
+                    due.push(entry.core);
+                }
             }
         });
+        if !self.due.is_empty() && !shared.run_queue.push_batch(&mut self.due) {
+            // Closed under us: list what was due as discarded.
+            for core in self.due.drain(..).filter_map(|core| core.upgrade()) {
+                shared.lifecycle.discard_live(&core);
+            }
+        }
     }
 
     /// The wheel's current time (µs).
@@ -104,7 +116,7 @@ pub(crate) fn run(shared: &Shared) {
         let Some(items) = shared.inbox.wait(until, timeout) else {
             return;
         };
-        timer.turn(shared.clock.now_us(), items);
+        timer.turn(shared, shared.clock.now_us(), items);
         until = timer.next_wake();
     }
 }
