@@ -5,10 +5,10 @@
 mod common;
 
 use circulation_trigger::{Scheduler, Trigger};
-use common::{eventually, Counter};
+use common::{eventually, Counter, Storm};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
@@ -73,26 +73,17 @@ fn g13_a_fire_storm_keeps_memory_flat() {
         thread::sleep(Duration::from_millis(1));
         None
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let firers: Vec<_> = (0..2)
-        .map(|_| {
-            let (t, s) = (trigger.clone(), stop.clone());
-            thread::spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    t.fire().unwrap();
-                    t.fire_after(Duration::from_secs(3600)).unwrap();
-                    t.fire().unwrap();
-                }
-            })
-        })
-        .collect();
+    let storm = Storm::start(&trigger, 2, |t| {
+        t.fire().unwrap();
+        t.fire_after(Duration::from_secs(3600)).unwrap();
+        t.fire().unwrap();
+    });
     eventually("the storm is under way", || runs.get() >= 20);
     let before = live();
     let runs_before = runs.get();
     thread::sleep(Duration::from_millis(300));
     let grown = live() - before;
-    stop.store(true, Ordering::Relaxed);
-    firers.into_iter().for_each(|f| f.join().unwrap());
+    storm.stop();
     assert!(runs.get() > runs_before, "the task kept running");
     assert!(
         grown < 64 * 1024,

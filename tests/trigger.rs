@@ -5,7 +5,7 @@
 mod common;
 
 use circulation_trigger::{FireError, Scheduler, Trigger, WeakTrigger};
-use common::{eventually, Counter};
+use common::{eventually, Counter, Storm};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
@@ -39,21 +39,12 @@ fn g1_iterations_never_overlap() {
         flag.store(false, Ordering::SeqCst);
         Some(Duration::ZERO)
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let firers: Vec<_> = (0..3)
-        .map(|_| {
-            let (t, stop) = (trigger.clone(), stop.clone());
-            thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    t.fire().unwrap();
-                    t.fire_after(Duration::from_micros(50)).unwrap();
-                }
-            })
-        })
-        .collect();
+    let storm = Storm::start(&trigger, 3, |t| {
+        t.fire().unwrap();
+        t.fire_after(Duration::from_micros(50)).unwrap();
+    });
     thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
-    firers.into_iter().for_each(|f| f.join().unwrap());
+    storm.stop();
     trigger.suspend();
     settle(&trigger);
     assert_eq!(overlaps.get(), 0);
@@ -333,17 +324,10 @@ fn g10_a_reservation_storm_does_not_pin_the_worker() {
         Some(Duration::from_millis(1))
     });
     other.fire().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (t, s) = (stormed.clone(), stop.clone());
-    let firer = thread::spawn(move || {
-        while !s.load(Ordering::Relaxed) {
-            t.fire().unwrap();
-        }
-    });
+    let storm = Storm::start(&stormed, 1, |t| t.fire().unwrap());
     let before = runs.get();
     eventually("the other trigger still runs", || runs.get() >= before + 20);
-    stop.store(true, Ordering::Relaxed);
-    firer.join().unwrap();
+    storm.stop();
 }
 
 #[test]
@@ -436,26 +420,12 @@ fn g13_a_fire_storm_does_not_stop_the_task() {
         thread::sleep(Duration::from_millis(1));
         None
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    let firers: Vec<_> = (0..2)
-        .map(|_| {
-            let (t, s) = (trigger.clone(), stop.clone());
-            thread::spawn(move || {
-                let mut fires = 0u64;
-                while !s.load(Ordering::Relaxed) {
-                    t.fire().unwrap();
-                    fires += 1;
-                }
-                fires
-            })
-        })
-        .collect();
+    let storm = Storm::start(&trigger, 2, |t| t.fire().unwrap());
     // Generous: the benchmark checks ~900/s; here only that it keeps going.
     eventually("the task keeps running under the storm", || {
         runs.get() >= 100
     });
-    stop.store(true, Ordering::Relaxed);
-    let fires: u64 = firers.into_iter().map(|f| f.join().unwrap()).sum();
+    let fires = storm.stop();
     assert!(fires > runs.get() as u64);
 }
 

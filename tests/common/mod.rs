@@ -33,3 +33,40 @@ impl Counter {
         self.0.load(Ordering::SeqCst)
     }
 }
+
+/// Threads that call `each(trigger)` flat out until stopped.
+pub struct Storm {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl Storm {
+    /// Starts `threads` threads hammering `trigger` with `each`.
+    pub fn start(
+        trigger: &circulation_trigger::Trigger,
+        threads: usize,
+        each: fn(&circulation_trigger::Trigger),
+    ) -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..threads)
+            .map(|_| {
+                let (trigger, stop) = (trigger.clone(), stop.clone());
+                thread::spawn(move || {
+                    let mut calls = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        each(&trigger);
+                        calls += 1;
+                    }
+                    calls
+                })
+            })
+            .collect();
+        Self { stop, threads }
+    }
+
+    /// Stops the threads; returns how many times `each` ran in all.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads.into_iter().map(|t| t.join().unwrap()).sum()
+    }
+}
