@@ -78,12 +78,25 @@ impl Clock {
     }
 }
 
+/// `duration` in nanoseconds, in 64-bit arithmetic (the fire path's
+/// budget has no room for `as_nanos`'s 128-bit product).
+#[inline]
+fn nanos(duration: Duration) -> Option<u64> {
+    duration
+        .as_secs()
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::from(duration.subsec_nanos()))
+}
+
 /// The deadline in µs, rounded up to a multiple of `tick_us`, of a run
 /// `delay` after `now_ns`; `None` if it does not fit in a `u64`.
+#[inline]
 pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<u64> {
-    let delay_ns = u64::try_from(delay.as_nanos()).ok()?;
-    let at_ns = now_ns.checked_add(delay_ns)?;
+    let at_ns = now_ns.checked_add(nanos(delay)?)?;
     let at_us = at_ns.div_ceil(1_000);
+    if tick_us == 1 {
+        return Some(at_us); // the default: no division on the fire path
+    }
     at_us.checked_next_multiple_of(tick_us)
 }
 

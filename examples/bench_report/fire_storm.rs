@@ -1,0 +1,93 @@
+//! Scenario 4, fire storm: a task whose iteration spins for 1 ms; two
+//! threads call `fire()` as fast as they can; iterations/s, fires/s per
+//! thread, heap growth and overlapping iterations (must be 0).
+
+use crate::alloc::{heap, settled_heap};
+use crate::peers::{Fire, Peer};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A firer stops early if the heap grew by this much (a peer that keeps one
+/// entry per fire could otherwise exhaust memory).
+const HEAP_CAP: isize = 1 << 30;
+
+/// What one storm measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Storm {
+    /// Task iterations per second.
+    pub iterations_per_s: f64,
+    /// `fire()` calls per second, per firing thread.
+    pub fires_per_s_per_thread: f64,
+    /// Heap bytes grown between the start and the end of the storm.
+    pub heap_growth: isize,
+    /// Iterations that started while another was running.
+    pub overlaps: u64,
+    /// Whether the heap cap cut the storm short.
+    pub capped: bool,
+}
+
+/// Runs the storm for `length` on a fresh `P` (two workers).
+pub fn measure<P: Peer>(length: Duration) -> Storm {
+    let peer = P::start(2);
+    let (runs, overlaps, running) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU32::new(0)),
+    );
+    let (r, o, busy) = (runs.clone(), overlaps.clone(), running.clone());
+    let trigger = peer.bind(move || {
+        if busy.fetch_add(1, Relaxed) != 0 {
+            o.fetch_add(1, Relaxed);
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(1) {
+            std::hint::spin_loop();
+        }
+        busy.fetch_sub(1, Relaxed);
+        r.fetch_add(1, Relaxed);
+        None
+    });
+    let (stop, capped) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let before = settled_heap();
+    let start = Instant::now();
+    let firers: Vec<_> = (0..2)
+        .map(|_| {
+            let (trigger, stop, capped) = (trigger.clone(), stop.clone(), capped.clone());
+            thread::spawn(move || {
+                let mut fires = 0u64;
+                while !stop.load(Relaxed) {
+                    trigger.fire();
+                    fires += 1;
+                    if fires % 4096 == 0 && heap() - before > HEAP_CAP {
+                        capped.store(true, Relaxed);
+                        stop.store(true, Relaxed);
+                    }
+                }
+                fires
+            })
+        })
+        .collect();
+    while start.elapsed() < length && !stop.load(Relaxed) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Relaxed);
+    let fires: u64 = firers.into_iter().map(|f| f.join().unwrap()).sum();
+    let secs = start.elapsed().as_secs_f64();
+    let iterations = runs.load(Relaxed);
+    let heap_growth = heap() - before;
+    trigger.suspend();
+    drop(trigger);
+    drop(peer);
+    Storm {
+        iterations_per_s: iterations as f64 / secs,
+        fires_per_s_per_thread: fires as f64 / secs / 2.0,
+        heap_growth,
+        overlaps: overlaps.load(Relaxed),
+        capped: capped.load(Relaxed),
+    }
+}

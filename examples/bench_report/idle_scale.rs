@@ -1,0 +1,101 @@
+//! Scenario 5, idle scale: 100,000 periodic triggers (1 s period, trivial
+//! body, first runs spread over the first second); CPU time over a window
+//! and heap bytes per trigger.
+
+use crate::alloc::{heap, settled_heap};
+use crate::cpu::{context_switches, cpu_time};
+use crate::peers::delay_queue::DelayQueueTimers;
+use crate::peers::{Fire, Peer};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+const TRIGGERS: u64 = 100_000;
+const PERIOD: Duration = Duration::from_secs(1);
+/// Time for every chain to start and settle before measuring.
+const WARM_UP: Duration = Duration::from_millis(1_500);
+
+/// What one idle run measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Idle {
+    /// CPU seconds (user + system) over the window.
+    pub cpu_s: f64,
+    /// Heap bytes per trigger once every chain is armed.
+    pub bytes_per_trigger: f64,
+    /// Task runs per second over the window (≈ 100,000 if the peer keeps up).
+    pub runs_per_s: f64,
+    /// Context switches per second over the window (thread wake-ups).
+    pub switches_per_s: f64,
+}
+
+/// The first run of trigger `i`: spread evenly over the first period.
+fn first_delay(i: u64) -> Duration {
+    Duration::from_micros(1 + i * 10)
+}
+
+/// Measures `P` with `TRIGGERS` triggers over `window`.
+pub fn measure<P: Peer>(window: Duration) -> Idle {
+    let peer = P::start(2);
+    let runs = Arc::new(AtomicU64::new(0));
+    // The user's handles are the user's memory: allocated before counting.
+    let mut triggers = Vec::with_capacity(TRIGGERS as usize);
+    let before = settled_heap();
+    for i in 0..TRIGGERS {
+        let runs = runs.clone();
+        let trigger = peer.bind(move || {
+            runs.fetch_add(1, Relaxed);
+            Some(PERIOD)
+        });
+        trigger.fire_after(first_delay(i));
+        triggers.push(trigger);
+    }
+    let idle = observe(before, &runs, window);
+    drop(triggers);
+    drop(peer);
+    idle
+}
+
+/// The same with one `DelayQueue` task owning every timer.
+pub fn measure_delay_queue(window: Duration) -> Idle {
+    let timers = DelayQueueTimers::start(2);
+    let before = settled_heap();
+    let runs = Arc::new(AtomicU64::new(0));
+    let bodies = (0..TRIGGERS)
+        .map(|_| {
+            let runs = runs.clone();
+            Box::new(move || {
+                runs.fetch_add(1, Relaxed);
+                Some(PERIOD)
+            }) as Box<dyn FnMut() -> Option<Duration> + Send>
+        })
+        .collect();
+    timers.spawn(bodies, |i| first_delay(i as u64));
+    let idle = observe(before, &runs, window);
+    drop(timers);
+    idle
+}
+
+/// Warms up, then reads heap, CPU and runs over `window`.
+fn observe(heap_before: isize, runs: &AtomicU64, window: Duration) -> Idle {
+    thread::sleep(WARM_UP);
+    let bytes_per_trigger = (heap() - heap_before) as f64 / TRIGGERS as f64;
+    let (cpu_before, runs_before) = (cpu_time(), runs.load(Relaxed));
+    let switches_before = context_switches();
+    thread::sleep(window);
+    let switches_after = context_switches();
+    let (cpu_after, runs_after) = (cpu_time(), runs.load(Relaxed));
+    let cpu_s = match (cpu_before, cpu_after) {
+        (Some(a), Some(b)) => (b - a).as_secs_f64(),
+        _ => f64::NAN,
+    };
+    Idle {
+        cpu_s,
+        bytes_per_trigger,
+        runs_per_s: (runs_after - runs_before) as f64 / window.as_secs_f64(),
+        switches_per_s: match (switches_before, switches_after) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / window.as_secs_f64(),
+            _ => f64::NAN,
+        },
+    }
+}
