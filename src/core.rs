@@ -18,11 +18,12 @@
 //!
 //! # Orderings
 //!
-//! * `queued`: set with an AcqRel `swap` after publishing; cleared with an
-//!   AcqRel `swap` before reading the request. If a firer finds the flag
+//! * `queued`: set with a *Release* `swap` after publishing; cleared with an
+//!   *Acquire* `swap` before reading the request. If a firer finds the flag
 //!   set, the clear comes later in the flag's modification order and
 //!   synchronizes with the firer, so the consumer reads the firer's request
-//!   or a newer one (no lost fire, G4). IN_INBOX needs no extra edge: it
+//!   or a newer one (no lost fire, G4). The opposite direction carries
+//!   nothing anyone reads (audit: both halves weakened, no model failed). IN_INBOX needs no extra edge: it
 //!   lives in the request word itself (see `request.rs`).
 //! * The task cell is guarded by the RUNNING bit (see `state.rs`).
 
@@ -236,8 +237,8 @@ impl Core {
     /// trigger already queued is not pushed again — unless the queue was
     /// closed under it: then its request is listed as discarded.
     fn claim_queue_slot(&self) -> bool {
-        // AcqRel: see `# Orderings` (queued).
-        if !self.queued.swap(true, Ordering::AcqRel) {
+        // Release: see `# Orderings` (queued).
+        if !self.queued.swap(true, Ordering::Release) {
             return true;
         }
         #[cfg(feature = "tracing")]
@@ -253,8 +254,8 @@ impl Core {
 
     /// Worker side: serves whatever request is live and due.
     pub(crate) fn dispatch(self: &Arc<Self>) {
-        // AcqRel: see `# Orderings` (queued); clear before reading.
-        self.queued.swap(false, Ordering::AcqRel);
+        // Acquire: see `# Orderings` (queued); clear before reading.
+        self.queued.swap(false, Ordering::Acquire);
         let Some(version) = self.request.take_due() else {
             return;
         };

@@ -36,9 +36,9 @@
 //!   [`Request::expire`] in between is a Relaxed RMW, which continues the
 //!   release sequence, so the worker still synchronizes with the caller.
 //! * **timer wake-up protocol**: `publish` also *Acquires*, and the inbox
-//!   pusher reads the word with an AcqRel [`Request::touch`]; whichever of
-//!   the two comes later in this word's modification order sees the other
-//!   (see `scheduler/inbox.rs`).
+//!   pusher reads the word with a Release [`Request::touch`]; a publish that
+//!   comes later in this word's modification order synchronizes with the
+//!   pusher (see `scheduler/inbox.rs`).
 
 use crate::state::VERSION_MASK;
 use crate::sync::{AtomicU64, Backoff, Ordering};
@@ -282,11 +282,14 @@ impl Request {
     }
 
     /// Timer side: clears IN_INBOX and returns the request it read, in one
-    /// RMW. AcqRel: a firer that found IN_INBOX set published before this in
-    /// the word's modification order, so this reads that request or a newer
-    /// one (no lost fire_after, G4).
+    /// RMW. A firer that found IN_INBOX set published before this in the
+    /// word's modification order, so this reads that request or a newer one
+    /// (no lost fire_after, G4) — a property of the RMW, not of its
+    /// ordering: Relaxed, as the timer reads only the word's bits, and the
+    /// worker still synchronizes with the caller through the release
+    /// sequence this RMW continues.
     pub(crate) fn leave_inbox(&self) -> Word {
-        Word(self.word.fetch_and(!IN_INBOX, Ordering::AcqRel) & !IN_INBOX)
+        Word(self.word.fetch_and(!IN_INBOX, Ordering::Relaxed) & !IN_INBOX)
     }
 
     /// Shutdown: claims whatever request is armed (AT or DUE) and leaves
@@ -337,10 +340,12 @@ impl Request {
         }
     }
 
-    /// Reads the word with an RMW (AcqRel), for the inbox pusher: see the
-    /// wake-up protocol in `scheduler/inbox.rs`.
+    /// Reads the word with an RMW for the inbox pusher: see the wake-up
+    /// protocol in `scheduler/inbox.rs`. Release: a later `publish`
+    /// (Acquire) that reads this write synchronizes with the pusher, and so
+    /// sees the `sleep_until` the pusher judged under the lock.
     pub(crate) fn touch(&self) -> Word {
-        Word(self.word.fetch_or(0, Ordering::AcqRel))
+        Word(self.word.fetch_or(0, Ordering::Release))
     }
 }
 

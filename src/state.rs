@@ -27,17 +27,20 @@
 //! * **iteration N → iteration N+1**: `exit` clears RUNNING with *Release*;
 //!   `enter` sets RUNNING with *Acquire* and reads that store (or a later one
 //!   in its release sequence: every write to the word is an RMW).
-//! * **dispatcher → re-run**: `enter` sets RESERVED with *Release*; `exit`
-//!   clears it with *Acquire*. The dispatcher has itself acquired the
-//!   caller's request (see `request.rs`), so whatever the caller of `fire`
-//!   wrote before firing is visible to the re-run the reservation causes.
-//! * **firer → later firer**: `advance` is *AcqRel*. Two concurrent fires
-//!   coalesce: the older one's publish is refused and only the newer one's
-//!   request is served, so the older firer's writes must reach the worker
-//!   through the newer one. Release here and Acquire in the next `advance`
-//!   chain them; the request word's Release publish carries the rest. (A
-//!   Relaxed advance loses the older firer's data: `loom_trigger`'s G4
-//!   model caught it.)
+//! * **firer → the run serving it** (G2, G4): `advance` is *Release*. Every
+//!   write to this word is an RMW, so every later value is in the release
+//!   sequence of each firer's `advance`; the run serving version v does
+//!   `enter(v)` with *Acquire*, reads such a value and so synchronizes with
+//!   that firer *and with every earlier, coalesced one* (whose publish was
+//!   refused). This covers the re-run a reservation causes too: its `enter`
+//!   reads the value the runner's `exit` wrote, still in that sequence.
+//!   (A Relaxed advance loses a coalesced firer's data: `loom_trigger`'s G4
+//!   model catches it.)
+//! * Setting RESERVED (`enter`'s reservation arm, `reserve`) is therefore
+//!   *Relaxed*: the reserver hands nothing on that the firer's own Release
+//!   does not; and `exit`'s re-run arm needs only *Release* (for iteration
+//!   N's writes), not Acquire. The ordering audit (crate docs) weakened
+//!   each of these with no model failing, and the argument above says why.
 
 use crate::sync::{AtomicU32, Backoff, Ordering};
 use std::fmt;
@@ -184,10 +187,9 @@ impl State {
         loop {
             let version = next_version(current & VERSION_MASK);
             let new = (current & RUNNING) | version;
-            // AcqRel: Release hands this caller's writes to the next
-            // advance; Acquire takes the previous advancers' writes along
-            // into this caller's publish (coalesced fires, see `# Orderings`).
-            match self.cas(current, new, Ordering::AcqRel) {
+            // Release: heads the release sequence the serving run's Acquire
+            // `enter` synchronizes with (see `# Orderings`).
+            match self.cas(current, new, Ordering::Release) {
                 Ok(_) => return version,
                 Err(actual) => {
                     current = actual;
@@ -209,9 +211,9 @@ impl State {
                 // sees everything iteration N wrote (G1, G2).
                 (current | RUNNING, Enter::Entered, Ordering::Acquire)
             } else {
-                // Release: publishes what this dispatcher acquired from the
-                // caller of `fire`; pairs with the Acquire in `exit` (G2).
-                (current | RESERVED, Enter::Reserved, Ordering::Release)
+                // Relaxed: the re-run synchronizes with the firer through
+                // the release sequence of its `advance` (see `# Orderings`).
+                (current | RESERVED, Enter::Reserved, Ordering::Relaxed)
             };
             match self.cas(current, new, ordering) {
                 Ok(_) => return outcome,
@@ -232,10 +234,8 @@ impl State {
             if current & RUNNING == 0 {
                 return Reserve::NotRunning;
             }
-            // Release: as in `enter` — publishes the claimer's writes (and
-            // what it acquired from the request word) to the Acquire in
-            // `exit` that clears RESERVED (G2).
-            match self.cas(current, current | RESERVED, Ordering::Release) {
+            // Relaxed: as `enter`'s reservation arm (see `# Orderings`).
+            match self.cas(current, current | RESERVED, Ordering::Relaxed) {
                 Ok(_) => return Reserve::Reserved,
                 Err(actual) => current = actual,
             }
@@ -249,10 +249,10 @@ impl State {
             debug_assert!(current & RUNNING != 0, "exit without running bit");
             let live = current & VERSION_MASK;
             let (new, outcome, ordering) = if current & RESERVED != 0 {
-                // AcqRel: Acquire pairs with the Release in `enter` that set
-                // RESERVED (the re-run must see the firer's data); Release
-                // publishes this iteration's writes to the re-run's `enter`.
-                (live, Exit::Rerun { version: live }, Ordering::AcqRel)
+                // Release: publishes this iteration's writes to the re-run's
+                // Acquire `enter`; the firer's data reaches it through the
+                // release sequence of the firer's `advance`.
+                (live, Exit::Rerun { version: live }, Ordering::Release)
             } else {
                 // Release: publishes this iteration's writes; pairs with the
                 // Acquire in `enter` of the next iteration.

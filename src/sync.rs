@@ -95,8 +95,11 @@ impl<T: ?Sized> UnsafeCell<T> {
     }
 }
 
-/// Spin-then-yield backoff: crossbeam's in normal builds, a loom yield under
-/// the model checker (a spinning loop must yield there or it never ends).
+/// Spin-then-yield backoff: crossbeam's in normal builds, nothing under the
+/// model checker. Every loop that backs off retries an RMW, which reads the
+/// latest value, so it ends without yielding — and a loom yield would stop
+/// loom from exploring stale reads after it, hiding ordering bugs (the
+/// ordering audit found exactly that).
 pub(crate) struct Backoff {
     #[cfg(not(loom))]
     inner: crossbeam_utils::Backoff,
@@ -116,8 +119,6 @@ impl Backoff {
     pub(crate) fn spin(&self) {
         #[cfg(not(loom))]
         self.inner.spin();
-        #[cfg(loom)]
-        loom::thread::yield_now();
     }
 }
 

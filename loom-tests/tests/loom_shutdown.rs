@@ -98,3 +98,24 @@ fn a_fire_racing_shutdown_is_refused_or_listed_never_lost() {
         });
     }
 }
+
+/// `is_shutdown()` synchronizes with `shutdown()`: what the caller wrote
+/// before shutting down is visible to whoever sees the scheduler shut down.
+#[test]
+fn is_shutdown_sees_what_preceded_shutdown() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let data = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let closer = {
+            let (h, data) = (h.clone(), data.clone());
+            thread::spawn(move || {
+                data.store(1, loom::sync::atomic::Ordering::Relaxed);
+                h.scheduler().shutdown();
+            })
+        };
+        if h.scheduler().is_shutdown() {
+            assert_eq!(data.load(loom::sync::atomic::Ordering::Relaxed), 1);
+        }
+        closer.join().unwrap();
+    });
+}

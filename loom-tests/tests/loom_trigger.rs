@@ -7,7 +7,7 @@
 mod common;
 
 use circulation_trigger::model::Harness;
-use common::{run_model, Count, Exclusive};
+use common::{run_model, run_model_bounded, Count, Exclusive};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -240,10 +240,12 @@ fn g5_fires_while_running_coalesce_into_exactly_one_follow_up() {
     });
 }
 
+/// Bound 3: the stale read that a Relaxed `snapshot` allows (idle seen,
+/// the iteration's writes not) needs three preemptions.
 #[test]
 fn g6_suspend_racing_the_exit_step_stops_everything() {
     for start in STARTS {
-        run_model(move || {
+        run_model_bounded(3, move || {
             let h = Arc::new(Harness::new());
             let runs = Count::default();
             let r = runs.clone();
@@ -274,7 +276,7 @@ fn g6_suspend_racing_the_exit_step_stops_everything() {
 #[test]
 fn g6_fire_fire_suspend_runs_nothing_after_suspend() {
     for start in STARTS {
-        run_model(move || {
+        run_model_bounded(3, move || {
             let h = Arc::new(Harness::new());
             let runs = Count::default();
             let r = runs.clone();

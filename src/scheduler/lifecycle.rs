@@ -344,8 +344,8 @@ pub fn cancelled() -> bool {
     let cancelled = CANCEL.with(|cell| {
         cell.borrow()
             .as_ref()
-            // Acquire: pairs with the Release in `shutdown_now`.
-            .is_some_and(|flag| flag.load(Ordering::Acquire))
+            // Relaxed: see `Scheduler::shutdown_now`.
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
     });
     if cancelled {
         OBSERVED.with(|seen| seen.set(true));

@@ -108,9 +108,8 @@ impl Shared {
     }
 
     /// Whether shutdown has begun. Acquire: pairs with the Release in
-    /// `close`, so a caller that sees it also sees the closed queues (a
-    /// fire that passes this check may still race shutdown; its run is then
-    /// discarded by the closed queues, like any armed run).
+    /// `close` (see there). A fire that passes this check may still race
+    /// shutdown: it then re-checks after publishing (`Core::confirm`).
     #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
@@ -119,9 +118,13 @@ impl Shared {
     /// Begins shutdown: refuse fires, discard armed runs (listing them in
     /// the report), wake every thread.
     fn close(&self) {
-        // AcqRel: Release publishes `closed` before the scan's RMWs, which
-        // later publishes/enters synchronize with (see `lifecycle.rs`).
-        if self.closed.swap(true, Ordering::AcqRel) {
+        // Release: pairs with the Acquire in `is_closed`, so whoever sees
+        // the scheduler shut down also sees what the caller of `shutdown`
+        // wrote before (`loom_shutdown` checks it). The internal protocol
+        // does not rely on it: its edges run through the scan's RMWs on the
+        // request and state words (see `lifecycle.rs`). The losing caller
+        // of the swap reads nothing, so no Acquire half.
+        if self.closed.swap(true, Ordering::Release) {
             return;
         }
         self.run_queue.close();
@@ -482,8 +485,9 @@ impl Scheduler {
         // Close (and scan) first, so the iterations told to stop are the
         // ones the report lists in flight.
         self.shared.close();
-        // Release: pairs with the Acquire in `cancelled()`.
-        self.shared.lifecycle.cancel.store(true, Ordering::Release);
+        // Relaxed: `cancelled()` only answers "was shutdown_now called?";
+        // no data is handed to the task through it.
+        self.shared.lifecycle.cancel.store(true, Ordering::Relaxed);
         self.await_termination(self.shared.grace);
         self.shutdown_report().unwrap_or_default()
     }
