@@ -29,7 +29,7 @@
 
 use crate::clock::deadline_us;
 use crate::error::FireError;
-use crate::request::{Kind, Request};
+use crate::request::{Kind, Request, Word};
 use crate::scheduler::lifecycle::{self, Outcome};
 use crate::scheduler::Shared;
 use crate::state::{Enter, Exit, Reserve, Snapshot, State};
@@ -38,6 +38,16 @@ use crate::sync::{Arc, AtomicBool, Ordering, UnsafeCell};
 use crate::task::Task;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
+
+/// What a request that meets a closed scheduler does (see `lifecycle.rs`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OnClosed {
+    /// A firer's request: left in place; the firer's `confirm` takes it
+    /// back and refuses the fire.
+    Refuse,
+    /// The scheduler's own (expiry, re-run, re-arm): listed as discarded.
+    List,
+}
 
 pub(crate) struct Core {
     state: State,
@@ -121,10 +131,11 @@ impl Core {
         }
         let version = self.state.advance();
         self.stats.advanced(version);
-        if self.request.publish(version, Kind::Due, false).is_some() && !self.reserve_inline() {
-            self.schedule_run();
+        let replaced = self.request.publish(version, Kind::Due, false);
+        if replaced.is_some() && !self.reserve_inline() {
+            self.schedule_run(OnClosed::Refuse);
         }
-        self.confirm(version, Kind::Due)
+        self.confirm(version, Kind::Due, replaced)
     }
 
     /// Fired while an iteration runs: do the dispatcher's job right here —
@@ -149,11 +160,18 @@ impl Core {
     }
 
     /// The firer's re-check after publishing (see `scheduler/lifecycle.rs`):
-    /// if shutdown began meanwhile and no one has listed or served the
-    /// request, take it back and refuse the fire.
+    /// if shutdown began meanwhile, refuse the fire. Its request is taken
+    /// back — unless it replaced an armed one: then it stands for that
+    /// earlier, accepted run, and stays for the shutdown scan to list.
+    /// If someone listed or served it already, the fire was accepted.
     #[inline]
-    fn confirm(&self, version: u32, kind: Kind) -> Result<(), FireError> {
-        if self.shared.is_closed() && self.request.withdraw_own(version, kind) {
+    fn confirm(&self, version: u32, kind: Kind, replaced: Option<Word>) -> Result<(), FireError> {
+        if !self.shared.is_closed() {
+            return Ok(());
+        }
+        let replaced_armed =
+            replaced.is_some_and(|old| matches!(old.kind(), Kind::At { .. } | Kind::Due));
+        if replaced_armed || self.request.withdraw_own(version, kind) {
             return Err(FireError::Shutdown);
         }
         Ok(())
@@ -174,8 +192,8 @@ impl Core {
         }
         let version = self.state.advance();
         self.stats.advanced(version);
-        let kind = self.publish_at(version, deadline, now_ns / 1_000);
-        self.confirm(version, kind)
+        let (kind, replaced) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
+        self.confirm(version, kind, replaced)
     }
 
     /// Requests a run after a uniformly random delay in `[0, window)`.
@@ -199,8 +217,17 @@ impl Core {
     }
 
     /// Puts the trigger in the run queue unless it is there already.
-    fn schedule_run(self: &Arc<Self>) {
-        if self.claim_queue_slot() && !self.shared.run_queue.push(Arc::downgrade(self)) {
+    fn schedule_run(self: &Arc<Self>, on_closed: OnClosed) {
+        if self.claim_queue_slot(on_closed) && !self.shared.run_queue.push(Arc::downgrade(self)) {
+            self.closed_under(on_closed);
+        }
+    }
+
+    /// A request met a closed scheduler. The scheduler's own requests are
+    /// listed as discarded here; a firer's is left for its `confirm`, which
+    /// takes it back and refuses the fire.
+    fn closed_under(&self, on_closed: OnClosed) {
+        if on_closed == OnClosed::List {
             self.shared.lifecycle.discard_live(self);
         }
     }
@@ -209,9 +236,16 @@ impl Core {
     /// publish that sets IN_INBOX pushes the trigger to the inbox; one that
     /// finds it set only wakes the timer if the deadline is earlier than its
     /// sleep target.
-    fn publish_at(self: &Arc<Self>, version: u32, deadline: u64, now_us: u64) -> Kind {
+    fn publish_at(
+        self: &Arc<Self>,
+        version: u32,
+        deadline: u64,
+        now_us: u64,
+        on_closed: OnClosed,
+    ) -> (Kind, Option<Word>) {
         let kind = Kind::at(deadline, now_us);
-        let delivered = match self.request.publish(version, kind, true) {
+        let replaced = self.request.publish(version, kind, true);
+        let delivered = match replaced {
             Some(old) if !old.in_inbox() => self.shared.inbox.push(self, now_us),
             Some(_) => {
                 self.shared.inbox.poke(deadline);
@@ -220,23 +254,23 @@ impl Core {
             None => true, // a newer request won; its caller tells the timer
         };
         if !delivered {
-            self.shared.lifecycle.discard_live(self);
+            self.closed_under(on_closed);
         }
-        kind
+        (kind, replaced)
     }
 
     /// Timer side: the AT request the timer read is due. Marks it DUE
     /// unless a newer request replaced it; returns whether the trigger must
     /// be pushed to the run queue (the timer pushes a whole batch at once).
-    pub(crate) fn expire(&self, seen: crate::request::Word, due_at_us: u64) -> bool {
+    pub(crate) fn expire(&self, seen: Word, due_at_us: u64) -> bool {
         self.stats.marked_due(seen.version(), due_at_us);
-        self.request.expire(seen) && self.claim_queue_slot()
+        self.request.expire(seen) && self.claim_queue_slot(OnClosed::List)
     }
 
     /// Sets `queued`; returns whether this caller must push the trigger. A
     /// trigger already queued is not pushed again — unless the queue was
-    /// closed under it: then its request is listed as discarded.
-    fn claim_queue_slot(&self) -> bool {
+    /// closed under it (see [`Core::closed_under`]).
+    fn claim_queue_slot(&self, on_closed: OnClosed) -> bool {
         // Release: see `# Orderings` (queued).
         if !self.queued.swap(true, Ordering::Release) {
             return true;
@@ -247,7 +281,7 @@ impl Core {
             "fire coalesced into the queued run"
         );
         if self.shared.is_closed() {
-            self.shared.lifecycle.discard_live(self);
+            self.closed_under(on_closed);
         }
         false
     }
@@ -297,7 +331,7 @@ impl Core {
                 // The follow-up goes back through the pool rather than
                 // looping here, so a fire storm cannot pin this worker (G10).
                 if self.request.publish(version, Kind::Due, false).is_some() {
-                    self.schedule_run();
+                    self.schedule_run(OnClosed::List);
                 }
             }
             Exit::Done { live: true } => {
@@ -339,7 +373,7 @@ impl Core {
     fn rearm(self: &Arc<Self>, version: u32, delay: Duration) {
         if delay.is_zero() {
             if self.request.publish(version, Kind::Due, false).is_some() {
-                self.schedule_run();
+                self.schedule_run(OnClosed::List);
             }
             return;
         }
@@ -349,6 +383,6 @@ impl Core {
         let Some(deadline) = deadline_us(now_ns, delay, self.shared.tick_us) else {
             return;
         };
-        let _ = self.publish_at(version, deadline, now_ns / 1_000);
+        let _ = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::List);
     }
 }

@@ -119,3 +119,61 @@ fn is_shutdown_sees_what_preceded_shutdown() {
         closer.join().unwrap();
     });
 }
+
+/// A fire whose trigger is still marked queued when shutdown closes the
+/// queue (the queued dispatch was dropped by the close) must still be
+/// refused or listed: it finds the scheduler closed through the scan's
+/// Release withdraw on the request word.
+#[test]
+fn a_fire_coalescing_onto_a_dropped_dispatch_is_refused_or_listed() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("queued")
+            .bind(|| None);
+        trigger.fire().unwrap(); // queued; no worker in this model
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire())
+        };
+        h.scheduler().shutdown();
+        let second = firer.join().unwrap();
+        let report = h.scheduler().shutdown_report().unwrap();
+        let listed = report.discarded().len();
+        // The first fire was accepted before shutdown: listed. The second is
+        // refused, or accepted and coalesced with the first (listed once).
+        assert_eq!(listed, 1, "listed {listed}, second {second:?}");
+        assert!(!h.run_one(), "nothing dispatched after shutdown");
+    });
+}
+
+/// An iteration that starts after shutdown began is listed in flight, or
+/// not started at all (discarded and listed): the worker sees the scan
+/// through the scan's RMW on the state word.
+#[test]
+fn a_run_starting_after_shutdown_began_is_listed() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = h.trigger(0, move || {
+            r.bump();
+            None
+        });
+        trigger.fire().unwrap();
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+            })
+        };
+        h.scheduler().shutdown();
+        let before = runs.get();
+        worker.join().unwrap();
+        let report = h.scheduler().shutdown_report().unwrap();
+        if runs.get() > before {
+            assert_eq!(report.in_flight().len(), 1, "ran after shutdown, unlisted");
+        }
+        assert!(report.discarded().len() + runs.get() == 1, "exactly one of ran / listed");
+    });
+}
