@@ -101,6 +101,12 @@ impl Harness {
         trigger.core().request().load().kind().deadline(now)
     }
 
+    /// Whether `trigger` holds an armed request (due now, or at a time).
+    pub fn is_armed(&self, trigger: &Trigger) -> bool {
+        use crate::request::Kind;
+        matches!(trigger.core().request().load().kind(), Kind::At { .. } | Kind::Due)
+    }
+
     /// Number of dispatches waiting in the run queue.
     pub fn queued(&self) -> usize {
         self.shared().run_queue.len()

@@ -89,6 +89,7 @@ fn a_fire_racing_shutdown_is_refused_or_listed_never_lost() {
             let report = h.scheduler().shutdown_report().unwrap();
             let listed = report.discarded().len();
             let ran = runs.get();
+            assert!(!h.is_armed(&trigger), "an armed request escaped the report");
             assert!(listed <= 1 && ran <= 1, "listed {listed}, ran {ran}");
             if accepted {
                 assert_eq!(listed + ran, 1, "accepted: ran {ran}, listed {listed}");
@@ -144,6 +145,9 @@ fn a_fire_coalescing_onto_a_dropped_dispatch_is_refused_or_listed() {
         // refused, or accepted and coalesced with the first (listed once).
         assert_eq!(listed, 1, "listed {listed}, second {second:?}");
         assert!(!h.run_one(), "nothing dispatched after shutdown");
+        // Nothing is left armed and unaccounted for: an accepted second
+        // fire was coalesced into the listed run, a refused one withdrawn.
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
     });
 }
 
