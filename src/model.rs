@@ -104,7 +104,10 @@ impl Harness {
     /// Whether `trigger` holds an armed request (due now, or at a time).
     pub fn is_armed(&self, trigger: &Trigger) -> bool {
         use crate::request::Kind;
-        matches!(trigger.core().request().load().kind(), Kind::At { .. } | Kind::Due)
+        matches!(
+            trigger.core().request().load().kind(),
+            Kind::At { .. } | Kind::Due
+        )
     }
 
     /// Number of dispatches waiting in the run queue.

@@ -293,9 +293,10 @@ impl Request {
     }
 
     /// Shutdown: claims whatever request is armed (AT or DUE) and leaves
-    /// IDLE in its place; returns what it claimed. AcqRel: a publish that
+    /// IDLE in its place; returns what it claimed. Release: a publish that
     /// comes later in this word's modification order synchronizes with it
-    /// and so sees the scheduler closed (see `scheduler/lifecycle.rs`).
+    /// and so sees the scheduler closed (see `scheduler/lifecycle.rs`). No
+    /// Acquire half: the scan reads only the word's bits.
     pub(crate) fn withdraw(&self) -> Option<Kind> {
         let mut current = self.word.load(Ordering::Relaxed);
         loop {
@@ -307,7 +308,7 @@ impl Request {
             match self.word.compare_exchange_weak(
                 current,
                 idle,
-                Ordering::AcqRel,
+                Ordering::Release,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return Some(word.kind()),

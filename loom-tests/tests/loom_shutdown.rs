@@ -178,6 +178,9 @@ fn a_run_starting_after_shutdown_began_is_listed() {
         if runs.get() > before {
             assert_eq!(report.in_flight().len(), 1, "ran after shutdown, unlisted");
         }
-        assert!(report.discarded().len() + runs.get() == 1, "exactly one of ran / listed");
+        assert!(
+            report.discarded().len() + runs.get() == 1,
+            "exactly one of ran / listed"
+        );
     });
 }
