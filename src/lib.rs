@@ -19,7 +19,8 @@
 //! let scheduler = Scheduler::new();
 //! let mut refreshes = 0u64; // task state: no Mutex needed, runs never overlap
 //! let trigger = Trigger::bind(&scheduler, move || {
-//!     refreshes += 1; // refresh_config();
+//!     refreshes += 1; // refresh_config(); task state lives across runs
+//!     println!("refresh #{refreshes}");
 //!     Some(Duration::from_secs(30)) // next run in 30 s; `None` stops
 //! });
 //! trigger.fire()?; // run now (e.g. on a "refresh now" message)
