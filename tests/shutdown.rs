@@ -133,7 +133,7 @@ fn shutdown_now_cancels_and_reports_each_outcome() {
 fn drop_is_bounded_by_the_grace_period() {
     let scheduler = Scheduler::builder()
         .workers(1)
-        .shutdown_grace(Duration::from_millis(100))
+        .shutdown_grace(Duration::from_secs(2))
         .build()
         .unwrap();
     let (entered_tx, entered_rx) = mpsc::channel();
@@ -149,7 +149,41 @@ fn drop_is_bounded_by_the_grace_period() {
     trigger.fire().unwrap();
     entered_rx.recv().unwrap();
     let began = Instant::now();
-    drop(scheduler); // the task never returns on its own: detach, don't hang
+    // The task never returns on its own: detach its thread, don't hang.
+    let report = scheduler.close();
+    // One grace period, not two (close, then the drop inside it).
+    assert!(
+        began.elapsed() < Duration::from_millis(3_500),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(report.detached_threads(), 1, "{report}");
+    assert_eq!(report.in_flight()[0].outcome(), Outcome::StillRunning);
+    assert!(report.to_string().contains("detached"), "{report}");
+    release.store(true, Ordering::SeqCst);
+}
+
+#[test]
+fn plain_drop_is_bounded_too() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .shutdown_grace(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    let r = release.clone();
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let trigger = Trigger::bind(&scheduler, move || {
+        entered_tx.send(()).unwrap();
+        while !r.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        None
+    });
+    trigger.fire().unwrap();
+    entered_rx.recv().unwrap();
+    let began = Instant::now();
+    drop(scheduler);
     assert!(began.elapsed() < Duration::from_secs(5));
     release.store(true, Ordering::SeqCst);
 }

@@ -345,6 +345,7 @@ impl Builder {
         let scheduler = Scheduler {
             shared,
             threads: Mutex::new(Vec::with_capacity(workers + 1)),
+            finished: false,
         };
         scheduler.spawn(format!("{}timer", self.prefix), timer::run)?;
         for index in 0..workers {
@@ -385,6 +386,8 @@ fn worker_loop(shared: &Shared) {
 pub struct Scheduler {
     pub(crate) shared: Arc<Shared>,
     threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
+    /// Set once `finish` has run (by `close`), so drop does not wait again.
+    finished: bool,
 }
 
 impl fmt::Debug for Scheduler {
@@ -427,6 +430,7 @@ impl Scheduler {
         Self {
             shared: Arc::new(shared),
             threads: Mutex::new(Vec::new()),
+            finished: false,
         }
     }
 
@@ -547,6 +551,48 @@ impl Scheduler {
         self.shared.panics.load(Ordering::Relaxed)
     }
 
+    /// What drop does, returning the final report: a graceful shutdown,
+    /// then waiting up to the grace period ([`Builder::shutdown_grace`])
+    /// and joining every thread; a thread whose task has not returned by
+    /// then is detached, not waited for, and counted in
+    /// [`ShutdownReport::detached_threads`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let scheduler = Scheduler::new();
+    /// let trigger = Trigger::builder(&scheduler).name("hourly").bind(|| None);
+    /// trigger.fire_after(Duration::from_secs(3600))?;
+    /// let report = scheduler.close();
+    /// assert_eq!(report.discarded().len(), 1);
+    /// assert_eq!(report.detached_threads(), 0);
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn close(mut self) -> ShutdownReport {
+        self.finish();
+        self.shutdown_report().unwrap_or_default()
+    }
+
+    /// Shuts down, waits up to the grace period, detaches what is left,
+    /// joins the rest. Idempotent.
+    fn finish(&mut self) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        self.shutdown();
+        if !self.await_termination(self.shared.grace) {
+            let me = thread::current().id();
+            let mut threads = lock(&self.threads);
+            let before = threads.len();
+            threads.retain(|(id, handle)| *id == me || handle.is_finished());
+            self.shared.lifecycle.detached(before - threads.len());
+        }
+        self.join_all();
+    }
+
     /// Joins every thread but the current one (a task dropping its own
     /// scheduler must not wait for itself: that thread exits when the task
     /// returns).
@@ -567,14 +613,6 @@ impl Drop for Scheduler {
     /// returned within the grace period ([`Builder::shutdown_grace`]) are
     /// detached rather than waited for, and counted in the report.
     fn drop(&mut self) {
-        self.shutdown();
-        if !self.await_termination(self.shared.grace) {
-            let me = thread::current().id();
-            let mut threads = lock(&self.threads);
-            let before = threads.len();
-            threads.retain(|(id, handle)| *id == me || handle.is_finished());
-            self.shared.lifecycle.detached(before - threads.len());
-        }
-        self.join_all();
+        self.finish();
     }
 }
