@@ -2,7 +2,8 @@
 //! flags and task, and the fire / dispatch / run paths that drive them.
 //!
 //! ```text
-//! fire()        ─ advance ─ publish(v, DUE) ──── QUEUED? ─ no ─▶ run queue ─▶ worker: dispatch
+//! fire()        ─ advance ─ publish(v, DUE) ─┬─ running? ─ yes ─▶ take_due + reserve (inline, no worker)
+//!                                            └─ QUEUED? ─ no ─▶ run queue ─▶ worker: dispatch
 //! fire_after(d) ─ advance ─ publish(v, AT T) ─── IN_INBOX? ─ no ─▶ timer inbox ─▶ wheel ─▶ (T) DUE ─▶ run queue
 //! suspend()     ─ advance ─ publish(v, IDLE)
 //! dispatch      ─ take_due (DUE→TAKEN) ─ enter(v) ─ Entered ─▶ run task ─ exit ─▶ re-arm / re-run
@@ -23,8 +24,9 @@
 //!   set, the clear comes later in the flag's modification order and
 //!   synchronizes with the firer, so the consumer reads the firer's request
 //!   or a newer one (no lost fire, G4). The opposite direction carries
-//!   nothing anyone reads (audit: both halves weakened, no model failed). IN_INBOX needs no extra edge: it
-//!   lives in the request word itself (see `request.rs`).
+//!   nothing anyone reads (the ordering audit weakened those halves with
+//!   no model failing). IN_INBOX needs no extra edge: it lives in the
+//!   request word itself (see `request.rs`).
 //! * The task cell is guarded by the RUNNING bit (see `state.rs`).
 
 use crate::clock::deadline_us;
@@ -124,13 +126,21 @@ impl Core {
         &self.request
     }
 
+    /// `State::advance`, counted for the statistics (fires are derived from
+    /// the version, see `stats.rs`).
+    #[inline]
+    fn advance(&self) -> u32 {
+        let version = self.state.advance();
+        self.stats.advanced(version);
+        version
+    }
+
     /// Requests a run as soon as a worker is free.
     pub(crate) fn fire(self: &Arc<Self>) -> Result<(), FireError> {
         if self.shared.is_closed() {
             return Err(FireError::Shutdown);
         }
-        let version = self.state.advance();
-        self.stats.advanced(version);
+        let version = self.advance();
         let replaced = self.request.publish(version, Kind::Due, false);
         if replaced.is_some() && !self.reserve_inline() {
             self.schedule_run(OnClosed::Refuse);
@@ -190,8 +200,7 @@ impl Core {
         if self.shared.is_closed() {
             return Err(FireError::Shutdown);
         }
-        let version = self.state.advance();
-        self.stats.advanced(version);
+        let version = self.advance();
         let (kind, replaced) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
         self.confirm(version, kind, replaced)
     }
@@ -208,8 +217,7 @@ impl Core {
 
     /// Cancels every pending request; an iteration in flight finishes.
     pub(crate) fn suspend(&self) {
-        let version = self.state.advance();
-        self.stats.advanced(version);
+        let version = self.advance();
         self.stats.suspended(version);
         // A newer request may already be installed: then it wins, as the
         // later call.
@@ -327,13 +335,9 @@ impl Core {
             self.shared.lifecycle.finish(self, outcome);
         }
         match self.state.exit(version) {
-            Exit::Rerun { version } => {
-                // The follow-up goes back through the pool rather than
-                // looping here, so a fire storm cannot pin this worker (G10).
-                if self.request.publish(version, Kind::Due, false).is_some() {
-                    self.schedule_run(OnClosed::List);
-                }
-            }
+            // The follow-up goes back through the pool rather than looping
+            // here, so a fire storm cannot pin this worker (G10).
+            Exit::Rerun { version } => self.requeue(version),
             Exit::Done { live: true } => {
                 if let Some(delay) = next {
                     self.rearm(version, delay);
@@ -369,13 +373,18 @@ impl Core {
         }
     }
 
+    /// Scheduler side: `version` is due again at once (a re-run after a
+    /// reservation, or a zero re-arm delay).
+    fn requeue(self: &Arc<Self>, version: u32) {
+        if self.request.publish(version, Kind::Due, false).is_some() {
+            self.schedule_run(OnClosed::List);
+        }
+    }
+
     /// The iteration of the live `version` asked for its next run.
     fn rearm(self: &Arc<Self>, version: u32, delay: Duration) {
         if delay.is_zero() {
-            if self.request.publish(version, Kind::Due, false).is_some() {
-                self.schedule_run(OnClosed::List);
-            }
-            return;
+            return self.requeue(version);
         }
         let now_ns = self.shared.clock.now_ns();
         // A delay beyond the clock's range can never come due: stop, as

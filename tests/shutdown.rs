@@ -129,11 +129,12 @@ fn shutdown_now_cancels_and_reports_each_outcome() {
     assert_eq!(stubborn_now.outcome(), Outcome::Completed);
 }
 
-#[test]
-fn drop_is_bounded_by_the_grace_period() {
+/// A scheduler with one worker stuck in a task until the returned flag is
+/// set, and the given grace period.
+fn stuck(grace: Duration) -> (Scheduler, Trigger, Arc<AtomicBool>) {
     let scheduler = Scheduler::builder()
         .workers(1)
-        .shutdown_grace(Duration::from_secs(2))
+        .shutdown_grace(grace)
         .build()
         .unwrap();
     let (entered_tx, entered_rx) = mpsc::channel();
@@ -148,6 +149,12 @@ fn drop_is_bounded_by_the_grace_period() {
     });
     trigger.fire().unwrap();
     entered_rx.recv().unwrap();
+    (scheduler, trigger, release)
+}
+
+#[test]
+fn close_is_bounded_by_the_grace_period_and_reports_detached_threads() {
+    let (scheduler, _trigger, release) = stuck(Duration::from_secs(2));
     let began = Instant::now();
     // The task never returns on its own: detach its thread, don't hang.
     let report = scheduler.close();
@@ -165,23 +172,7 @@ fn drop_is_bounded_by_the_grace_period() {
 
 #[test]
 fn plain_drop_is_bounded_too() {
-    let scheduler = Scheduler::builder()
-        .workers(1)
-        .shutdown_grace(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let release = Arc::new(AtomicBool::new(false));
-    let r = release.clone();
-    let (entered_tx, entered_rx) = mpsc::channel();
-    let trigger = Trigger::bind(&scheduler, move || {
-        entered_tx.send(()).unwrap();
-        while !r.load(Ordering::SeqCst) {
-            thread::sleep(Duration::from_millis(1));
-        }
-        None
-    });
-    trigger.fire().unwrap();
-    entered_rx.recv().unwrap();
+    let (scheduler, _trigger, release) = stuck(Duration::from_millis(50));
     let began = Instant::now();
     drop(scheduler);
     assert!(began.elapsed() < Duration::from_secs(5));
