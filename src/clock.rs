@@ -100,6 +100,25 @@ pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<
     at_us.checked_next_multiple_of(tick_us)
 }
 
+/// The grids a returned delay may be coalesced onto, in µs: 1-2-5 steps up
+/// to 1 ms, so a round period started at a round time stays exact.
+const GRIDS_US: [u64; 10] = [1_000, 500, 200, 100, 50, 20, 10, 5, 2, 1];
+
+/// Rounds the deadline of a run a task asked for `delay` from now **up**
+/// onto the widest grid of [`GRIDS_US`] that is at most
+/// `min(delay / 1000, 1 ms)`. Runs due within one grid step then share one
+/// wake-up; none starts early (G15).
+#[inline]
+pub(crate) fn coalesce(deadline_us: u64, delay: Duration) -> u64 {
+    let slack_us = delay.as_micros() / 1_000;
+    match GRIDS_US.iter().find(|&&grid| u128::from(grid) <= slack_us) {
+        Some(&grid) => deadline_us
+            .checked_next_multiple_of(grid)
+            .unwrap_or(deadline_us),
+        None => deadline_us,
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -111,6 +130,26 @@ mod tests {
         assert_eq!(deadline_us(0, Duration::from_micros(5), 4), Some(8));
         assert_eq!(deadline_us(1, Duration::MAX, 1), None);
         assert_eq!(deadline_us(u64::MAX, Duration::from_nanos(1), 1), None);
+    }
+
+    #[test]
+    fn coalescing_rounds_up_within_a_thousandth() {
+        let second = Duration::from_secs(1);
+        assert_eq!(coalesce(1_000_001, second), 1_001_000);
+        assert_eq!(coalesce(1_000_000, second), 1_000_000);
+        // 100 ms: slack 100 µs, grid 100 µs; 30 ms: slack 30 µs, grid 20 µs.
+        assert_eq!(coalesce(1_000_001, Duration::from_millis(100)), 1_000_100);
+        assert_eq!(coalesce(100_000, Duration::from_millis(100)), 100_000);
+        assert_eq!(coalesce(1_000_001, Duration::from_millis(30)), 1_000_020);
+        // Under 1 ms: no slack at all.
+        assert_eq!(coalesce(777, Duration::from_micros(999)), 777);
+        assert_eq!(coalesce(u64::MAX, Duration::MAX), u64::MAX);
+        for (deadline, delay) in [(5, 3_000u64), (123_456_789, 86_400_000_000)] {
+            let delay = Duration::from_micros(delay);
+            let served = coalesce(deadline, delay);
+            assert!(served >= deadline, "never early");
+            assert!(served - deadline <= (delay.as_micros() / 1_000) as u64);
+        }
     }
 
     #[test]

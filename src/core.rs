@@ -6,7 +6,7 @@
 //!                                            └─ QUEUED? ─ no ─▶ run queue ─▶ worker: dispatch
 //! fire_after(d) ─ advance ─ publish(v, AT T) ─── IN_INBOX? ─ no ─▶ timer inbox ─▶ wheel ─▶ (T) DUE ─▶ run queue
 //! suspend()     ─ advance ─ publish(v, IDLE)
-//! dispatch      ─ take_due (DUE→TAKEN) ─ enter(v) ─ Entered ─▶ run task ─ exit ─▶ re-arm / re-run
+//! dispatch      ─ take_due (DUE→TAKEN) ─ enter(v) ─ Entered ─▶ run task ─ exit ─▶ re-arm (coalesced) / re-run
 //!                                                 └ Reserved: the runner re-runs at exit
 //! ```
 //!
@@ -29,7 +29,7 @@
 //!   request word itself (see `request.rs`).
 //! * The task cell is guarded by the RUNNING bit (see `state.rs`).
 
-use crate::clock::deadline_us;
+use crate::clock::{coalesce, deadline_us};
 use crate::error::FireError;
 use crate::request::{Kind, Request, Word};
 use crate::scheduler::lifecycle::{self, Outcome};
@@ -224,9 +224,13 @@ impl Core {
         let _ = self.request.publish(version, Kind::Idle, false);
     }
 
-    /// Puts the trigger in the run queue unless it is there already.
+    /// Puts the trigger in the run queue unless it is there already. A
+    /// firer's run wakes a worker; the scheduler's own (a worker
+    /// re-queueing the trigger it just ran) wakes nobody: that worker goes
+    /// back to the queue itself.
     fn schedule_run(self: &Arc<Self>, on_closed: OnClosed) {
-        if self.claim_queue_slot(on_closed) && !self.shared.run_queue.push(Arc::downgrade(self)) {
+        let wake = on_closed == OnClosed::Refuse;
+        if self.claim_queue_slot(on_closed) && !self.shared.pool.push(Arc::downgrade(self), wake) {
             self.closed_under(on_closed);
         }
     }
@@ -254,9 +258,9 @@ impl Core {
         let kind = Kind::at(deadline, now_us);
         let replaced = self.request.publish(version, kind, true);
         let delivered = match replaced {
-            Some(old) if !old.in_inbox() => self.shared.inbox.push(self, now_us),
+            Some(old) if !old.in_inbox() => self.shared.pool.inbox_push(self, now_us),
             Some(_) => {
-                self.shared.inbox.poke(deadline);
+                self.shared.pool.poke(deadline);
                 !self.shared.is_closed()
             }
             None => true, // a newer request won; its caller tells the timer
@@ -389,9 +393,12 @@ impl Core {
         let now_ns = self.shared.clock.now_ns();
         // A delay beyond the clock's range can never come due: stop, as
         // with `None`.
-        let Some(deadline) = deadline_us(now_ns, delay, self.shared.tick_us) else {
+        let Some(mut deadline) = deadline_us(now_ns, delay, self.shared.tick_us) else {
             return;
         };
+        if self.shared.coalesce {
+            deadline = coalesce(deadline, delay);
+        }
         let _ = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::List);
     }
 }

@@ -8,6 +8,7 @@
 
 use crate::clock::{Clock, ManualTime};
 use crate::scheduler::manual::Driver;
+use crate::scheduler::pool::{Limits, Pool};
 use crate::scheduler::{Scheduler, Shared};
 use crate::sync::Arc;
 use crate::{Snapshot, Task, Trigger};
@@ -30,7 +31,19 @@ impl Harness {
     /// A harness at time 0 µs.
     pub fn new() -> Self {
         let time = Arc::new(ManualTime::default());
-        let shared = Shared::new(Clock::Manual(Arc::clone(&time)), 1, None);
+        let limits = Limits {
+            core: 0,
+            max: 0,
+            stall: std::time::Duration::from_millis(10),
+            keep_alive: std::time::Duration::from_secs(10),
+        };
+        let shared = Shared::new(
+            Clock::Manual(Arc::clone(&time)),
+            1,
+            None,
+            Pool::new(None),
+            limits,
+        );
         Self {
             scheduler: Scheduler::threadless(shared),
             driver: Driver::new(time),
@@ -86,13 +99,13 @@ impl Harness {
     /// Whether the timer is awake, or has been woken (as opposed to asleep
     /// toward its target).
     pub fn timer_awake(&self) -> bool {
-        self.shared().inbox.is_awake()
+        self.shared().pool.holder_awake()
     }
 
     /// Releases a timer blocked in [`timer_wait`](Self::timer_wait) (the
     /// model's stand-in for its timeout).
     pub fn release_timer(&self) {
-        self.shared().inbox.nudge();
+        self.shared().pool.nudge();
     }
 
     /// The deadline (µs) of `trigger`'s live request, if it is a delayed one.
@@ -112,7 +125,7 @@ impl Harness {
 
     /// Number of dispatches waiting in the run queue.
     pub fn queued(&self) -> usize {
-        self.shared().run_queue.len()
+        self.shared().pool.queued()
     }
 
     /// The time the timer would next wake at (`u64::MAX`: never).

@@ -217,10 +217,22 @@ pub struct SchedulerStats {
     pub iterations: u64,
     /// Panics caught in tasks (including triggers since dropped).
     pub panics: u64,
+    /// Worker threads now (the core workers plus extra ones started
+    /// because every worker was busy; see [`Builder::max_workers`](crate::Builder::max_workers)).
+    pub workers: usize,
+    /// The most worker threads there have been at once.
+    pub peak_workers: usize,
+    /// Times work had to wait because every worker was busy and the
+    /// worker limit was reached (one count per such episode).
+    pub worker_limit_hits: u64,
 }
 
 impl SchedulerStats {
-    pub(crate) fn new(mut triggers: Vec<TriggerStats>, panics: u64) -> Self {
+    pub(crate) fn new(
+        mut triggers: Vec<TriggerStats>,
+        panics: u64,
+        workers: crate::scheduler::pool::WorkerCounts,
+    ) -> Self {
         triggers.sort_by(|a, b| match (&a.name, &b.name) {
             (Some(a), Some(b)) => a.cmp(b),
             (Some(_), None) => std::cmp::Ordering::Less,
@@ -233,6 +245,9 @@ impl SchedulerStats {
             iterations: triggers.iter().map(|t| t.iterations).sum(),
             panics,
             triggers,
+            workers: workers.current,
+            peak_workers: workers.peak,
+            worker_limit_hits: workers.limit_hits,
         }
     }
 }

@@ -122,9 +122,10 @@ impl Backoff {
     }
 }
 
-/// A `u32` owned by the timer thread alone (the trigger's wheel key). Not a
-/// loom atomic on purpose: a single thread reads and writes it, so there is
-/// no interleaving to explore; Relaxed is always enough.
+/// A `u32` owned by the timer role's holder (the trigger's wheel key). Not a
+/// loom atomic on purpose: one thread at a time reads and writes it, and the
+/// role passes between threads through the pool lock, which orders every
+/// access; Relaxed is always enough.
 pub(crate) type TimerOwned = std::sync::atomic::AtomicU32;
 
 /// Statistics counters: std atomics even under loom, on purpose. They are

@@ -80,12 +80,24 @@ impl Model {
         let step = script[self.step % script.len()];
         self.step += 1;
         self.pending = match step {
-            Step::Again(d) => Some(self.now + d),
+            Step::Again(d) => Some(coalesced(self.now + d, d)),
             Step::Stop | Step::Panic | Step::SuspendSelf => None,
             Step::FireSelf => Some(self.now),
             Step::FireAfterSelf(d) => Some(self.now + d),
         };
     }
+}
+
+/// The documented rule for a delay `d` a task returns (G15,
+/// `Builder::coalesce_periodic`): the deadline moves up to the next multiple
+/// of the widest 1-2-5 grid (1 µs … 1 ms) no wider than `d / 1000`.
+fn coalesced(deadline: u64, d: u64) -> u64 {
+    let slack = (d / 1_000).min(1_000);
+    let grid = [1_000, 500, 200, 100, 50, 20, 10, 5, 2, 1]
+        .into_iter()
+        .find(|&g| g <= slack)
+        .unwrap_or(1);
+    deadline.div_ceil(grid) * grid
 }
 
 /// The real thing: a trigger on a virtual scheduler running `script`.

@@ -2,7 +2,8 @@
 //! the timer and the workers, and moves a manual clock. The public
 //! [`VirtualScheduler`](crate::VirtualScheduler) and the loom harness are
 //! both built on it, so they run exactly the threaded scheduler's code
-//! paths (`Core`, run queue, inbox, timer) minus the sleeping.
+//! paths (`Core`, the pool's queue and inbox, the timer) minus the
+//! sleeping. The driver holds the timer role for good (its pool has none).
 
 use super::{Shared, Timer};
 use crate::clock::ManualTime;
@@ -30,7 +31,7 @@ impl Driver {
     /// Plays a worker: runs one queued dispatch; returns whether there was
     /// one.
     pub(crate) fn run_one(&self, shared: &Shared) -> bool {
-        match shared.run_queue.try_pop() {
+        match shared.pool.try_pop() {
             Some(core) => {
                 if let Some(core) = core.upgrade() {
                     core.dispatch();
@@ -46,8 +47,15 @@ impl Driver {
     pub(crate) fn turn(&self, shared: &Shared, now_us: u64) {
         self.time.set_us(now_us);
         let mut items = std::mem::take(&mut *lock(&self.parked));
-        items.extend(shared.inbox.drain());
-        lock(&self.timer).turn(shared, now_us, items);
+        items.extend(shared.pool.take_inbox());
+        let mut due = Vec::new();
+        lock(&self.timer).turn(now_us, items, &mut due);
+        if !due.is_empty() && !shared.pool.push_batch(&mut due) {
+            // Closed under us: list what was due as discarded.
+            for core in due.iter().filter_map(Weak::upgrade) {
+                shared.lifecycle.discard_live(&core);
+            }
+        }
     }
 
     /// The time the timer next has work at (`u64::MAX`: never).
@@ -65,7 +73,7 @@ impl Driver {
     /// wake-up protocol, without a timeout (for the loom models).
     #[cfg(loom)]
     pub(crate) fn wait(&self, shared: &Shared, until_us: u64) {
-        let items = shared.inbox.wait(until_us, None).unwrap_or_default();
+        let items = shared.pool.wait_as_holder(until_us);
         lock(&self.parked).extend(items);
     }
 

@@ -1,18 +1,28 @@
-//! The scheduler: one timer thread that owns the timing wheel and a pool of
-//! worker threads that run iterations; lifecycle (shutdown, termination,
-//! drop) and panic reporting.
+//! The scheduler: an elastic pool of worker threads that run iterations
+//! and take turns holding the timer role (the timing wheel), a monitor
+//! that grows the pool when every worker is busy; lifecycle (shutdown,
+//! termination, drop) and panic reporting.
 //!
 //! ```text
-//!  fire_after ──▶ inbox ──▶ [timer thread: wheel] ──due──▶ run queue ──▶ [worker 1..n]
-//!  fire ─────────────────────────────────────────────────▶ run queue
+//!  fire_after ──▶ inbox ──▶ [role holder: wheel] ──due──▶ runs the first itself, queues the rest
+//!  fire ──────────────────────────────────────────────▶ run queue ──▶ [most recently idle worker]
 //! ```
+//!
+//! Files: `builder.rs` (settings, start), `pool.rs` (the one lock: queue,
+//! inbox, timer role, idle beds, worker counts), `inbox.rs` (the timer's
+//! wake-up protocol), `timer.rs` (the wheel's use), `worker.rs` (worker
+//! and monitor loops), `lifecycle.rs` (shutdown report), `manual.rs`
+//! (the thread-less driver of virtual time and the loom models).
 
+mod builder;
 mod inbox;
 pub(crate) mod lifecycle;
 pub(crate) mod manual;
-mod run_queue;
+pub(crate) mod pool;
 mod timer;
+mod worker;
 
+pub use builder::Builder;
 pub(crate) use timer::Timer;
 pub(crate) use timer::NO_KEY;
 
@@ -20,9 +30,8 @@ use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
-use inbox::Inbox;
 use lifecycle::{Lifecycle, ShutdownReport};
-use run_queue::RunQueue;
+use pool::{Limits, Pool};
 use std::any::Any;
 use std::fmt;
 use std::thread::{self, JoinHandle, ThreadId};
@@ -72,8 +81,11 @@ pub(crate) struct Shared {
     pub(crate) clock: Clock,
     /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
     pub(crate) tick_us: u64,
-    pub(crate) run_queue: CachePadded<RunQueue>,
-    pub(crate) inbox: CachePadded<Inbox>,
+    /// Whether delays returned by tasks may share wake-ups (see
+    /// [`Builder::coalesce_periodic`]).
+    pub(crate) coalesce: bool,
+    pub(crate) pool: CachePadded<Pool>,
+    pub(crate) limits: Limits,
     closed: AtomicBool,
     pub(crate) lifecycle: Lifecycle,
     /// How long `shutdown_now` and drop wait for iterations in flight.
@@ -87,15 +99,28 @@ pub(crate) struct Shared {
     /// Threads started and not yet exited, and their bed.
     alive: Mutex<usize>,
     terminated: Condvar,
+    /// Every thread started (the monitor adds workers as it starts them).
+    threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
+    /// Thread names: this prefix, then `worker-N` or `monitor`.
+    prefix: String,
+    /// The index of the next worker's name.
+    next_worker: AtomicU64,
 }
 
 impl Shared {
-    pub(crate) fn new(clock: Clock, tick_us: u64, panic_hook: Option<PanicHook>) -> Self {
+    pub(crate) fn new(
+        clock: Clock,
+        tick_us: u64,
+        panic_hook: Option<PanicHook>,
+        pool: Pool,
+        limits: Limits,
+    ) -> Self {
         Self {
             clock,
             tick_us,
-            run_queue: CachePadded::default(),
-            inbox: CachePadded::default(),
+            coalesce: true,
+            pool: CachePadded::new(pool),
+            limits,
             closed: AtomicBool::new(false),
             lifecycle: Lifecycle::default(),
             grace: DEFAULT_GRACE,
@@ -104,7 +129,47 @@ impl Shared {
             rng: None,
             alive: Mutex::new(0),
             terminated: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
+            prefix: String::new(),
+            next_worker: AtomicU64::new(0),
         }
+    }
+
+    /// Starts a scheduler thread running `body`, counted alive until it
+    /// ends, and keeps its handle for joining.
+    fn spawn(self: &Arc<Self>, name: String, body: fn(&Arc<Shared>)) -> std::io::Result<()> {
+        let shared = Arc::clone(self);
+        *lock(&self.alive) += 1;
+        let spawned = thread::Builder::new().name(name).spawn(move || {
+            let guard = ExitGuard(shared);
+            body(&guard.0);
+        });
+        match spawned {
+            Ok(handle) => {
+                let mut threads = lock(&self.threads);
+                // Retired workers' handles: their threads have ended.
+                threads.retain(|(_, handle)| !handle.is_finished());
+                threads.push((handle.thread().id(), handle));
+                Ok(())
+            }
+            Err(error) => {
+                self.thread_exited();
+                Err(error)
+            }
+        }
+    }
+
+    /// Starts a worker (`extra`: one that retires when idle).
+    fn spawn_worker(self: &Arc<Self>, extra: bool) -> std::io::Result<()> {
+        // Relaxed: a name counter; it orders nothing.
+        let index = self.next_worker.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}worker-{index}", self.prefix);
+        let body = if extra {
+            |shared: &Arc<Shared>| worker::run_worker(shared, true)
+        } else {
+            |shared: &Arc<Shared>| worker::run_worker(shared, false)
+        };
+        self.spawn(name, body)
     }
 
     /// Whether shutdown has begun. Acquire: pairs with the Release in
@@ -127,8 +192,7 @@ impl Shared {
         if self.closed.swap(true, Ordering::Release) {
             return;
         }
-        self.run_queue.close();
-        self.inbox.close();
+        self.pool.close();
         self.lifecycle.scan(self.clock.now_us());
         #[cfg(feature = "tracing")]
         if let Some(report) = self.lifecycle.report() {
@@ -189,183 +253,18 @@ impl Drop for ExitGuard {
 /// Default grace period of [`Scheduler::shutdown_now`] and of drop.
 const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
-/// Configures and starts a [`Scheduler`].
-///
-/// # Examples
-///
-/// ```
-/// use circulation_trigger::Scheduler;
-/// use std::time::Duration;
-///
-/// let scheduler = Scheduler::builder()
-///     .workers(2)
-///     .tick(Duration::from_micros(100))
-///     .thread_name_prefix("refresh-")
-///     .panic_hook(|panic| eprintln!("{panic}"))
-///     .build()?;
-/// # Ok::<(), circulation_trigger::BuildError>(())
-/// ```
-pub struct Builder {
-    workers: Option<usize>,
-    tick: Duration,
-    prefix: String,
-    panic_hook: Option<PanicHook>,
-    grace: Duration,
-    seed: u64,
-}
-
-impl fmt::Debug for Builder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
-            .field("workers", &self.workers)
-            .field("tick", &self.tick)
-            .field("prefix", &self.prefix)
-            .field("panic_hook", &self.panic_hook.is_some())
-            .field("shutdown_grace", &self.grace)
-            .finish()
+/// Starts a worker the monitor asked for (already counted in the pool); a
+/// failure to start one is uncounted and reported, never fatal.
+fn start_extra_worker(shared: &Arc<Shared>) {
+    if let Err(_error) = shared.spawn_worker(true) {
+        shared.pool.worker_not_started();
+        #[cfg(feature = "tracing")]
+        tracing::error!(error = %_error, "could not start an extra worker");
     }
 }
 
-impl Builder {
-    fn new() -> Self {
-        Self {
-            workers: None,
-            tick: Duration::from_micros(1),
-            prefix: "circulation-".to_owned(),
-            panic_hook: None,
-            grace: DEFAULT_GRACE,
-            seed: 0x5EED,
-        }
-    }
-
-    /// Seed of [`Trigger::fire_within`](crate::Trigger::fire_within)'s
-    /// random delays on a virtual-time scheduler (default fixed, so a test
-    /// is deterministic). The real scheduler always draws from a
-    /// thread-local generator.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// How long [`Scheduler::shutdown_now`] and dropping the scheduler wait
-    /// for iterations in flight (default 5 s). Drop then detaches the
-    /// threads whose task has not returned (a task that never returns
-    /// must not hang `drop`), and the report counts them.
-    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
-        self
-    }
-
-    /// Number of worker threads that run iterations (default: the
-    /// machine's available parallelism).
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = Some(workers);
-        self
-    }
-
-    /// Timer resolution (default and minimum 1 µs): deadlines are rounded
-    /// **up** to a multiple of it, so a coarser tick batches wake-ups.
-    pub fn tick(mut self, tick: Duration) -> Self {
-        self.tick = tick;
-        self
-    }
-
-    /// Prefix of the threads' names (default `"circulation-"`), followed by
-    /// `timer` or `worker-N`.
-    pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Called (on the worker) with every panic caught in a task. The panic
-    /// is also counted ([`Scheduler::panic_count`]) and the trigger stops
-    /// circulating until fired again.
-    pub fn panic_hook(mut self, hook: impl Fn(&TaskPanic) + Send + Sync + 'static) -> Self {
-        self.panic_hook = Some(Box::new(hook));
-        self
-    }
-
-    /// Builds a scheduler on **virtual time** instead: no threads, a clock
-    /// at zero that moves only in [`VirtualScheduler::advance`](crate::VirtualScheduler::advance), which runs
-    /// the due iterations on the calling thread. `workers` and
-    /// `thread_name_prefix` do not apply; `tick` and `panic_hook` do.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use circulation_trigger::{Scheduler, Trigger};
-    /// use std::sync::atomic::{AtomicU32, Ordering};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    ///
-    /// let sim = Scheduler::builder().build_virtual();
-    /// let runs = Arc::new(AtomicU32::new(0));
-    /// let r = runs.clone();
-    /// let trigger = Trigger::bind(&sim, move || {
-    ///     r.fetch_add(1, Ordering::Relaxed);
-    ///     Some(Duration::from_secs(30))
-    /// });
-    /// trigger.fire().unwrap();
-    /// sim.advance(Duration::from_secs(95)); // runs at 0, 30, 60, 90 s
-    /// assert_eq!(runs.load(Ordering::Relaxed), 4);
-    /// ```
-    pub fn build_virtual(self) -> crate::VirtualScheduler {
-        let time = Arc::new(crate::clock::ManualTime::default());
-        let tick_us = u64::try_from(self.tick.as_micros())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        let clock = Clock::Manual(Arc::clone(&time));
-        let mut shared = Shared::new(clock, tick_us, self.panic_hook);
-        shared.grace = self.grace;
-        shared.rng = Some(Mutex::new(fastrand::Rng::with_seed(self.seed)));
-        crate::VirtualScheduler::new(Scheduler::threadless(shared), time)
-    }
-
-    /// Starts the timer thread and the workers.
-    ///
-    /// # Errors
-    ///
-    /// [`BuildError::NoWorkers`] for `workers(0)`,
-    /// [`BuildError::TickTooSmall`] for a tick under 1 µs, and
-    /// [`BuildError::Spawn`] if a thread cannot be started (the threads
-    /// already started are shut down and joined).
-    pub fn build(self) -> Result<Scheduler, BuildError> {
-        let workers = match self.workers {
-            Some(0) => return Err(BuildError::NoWorkers),
-            Some(n) => n,
-            None => thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        let tick_us = u64::try_from(self.tick.as_micros()).unwrap_or(u64::MAX);
-        if tick_us == 0 {
-            return Err(BuildError::TickTooSmall(self.tick));
-        }
-        let mut shared = Shared::new(Clock::real(), tick_us, self.panic_hook);
-        shared.grace = self.grace;
-        let shared = Arc::new(shared);
-        let scheduler = Scheduler {
-            shared,
-            threads: Mutex::new(Vec::with_capacity(workers + 1)),
-            finished: false,
-        };
-        scheduler.spawn(format!("{}timer", self.prefix), timer::run)?;
-        for index in 0..workers {
-            scheduler.spawn(format!("{}worker-{index}", self.prefix), worker_loop)?;
-        }
-        Ok(scheduler)
-    }
-}
-
-/// Runs dispatches until the run queue closes.
-fn worker_loop(shared: &Shared) {
-    let _ = lifecycle::enter_thread(shared);
-    while let Some(core) = shared.run_queue.pop_blocking() {
-        if let Some(core) = core.upgrade() {
-            core.dispatch();
-        }
-    }
-}
-
-/// Owns the timer thread and the worker pool that run triggers' tasks.
+/// Owns the worker threads that run triggers' tasks and the monitor that
+/// grows their number when every worker is busy.
 ///
 /// Dropping the scheduler shuts it down gracefully and joins its threads
 /// (see [`shutdown`](Self::shutdown)).
@@ -385,7 +284,6 @@ fn worker_loop(shared: &Shared) {
 /// ```
 pub struct Scheduler {
     pub(crate) shared: Arc<Shared>,
-    threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
     /// Set once `finish` has run (by `close`), so drop does not wait again.
     finished: bool,
 }
@@ -429,30 +327,32 @@ impl Scheduler {
     pub(crate) fn threadless(shared: Shared) -> Self {
         Self {
             shared: Arc::new(shared),
-            threads: Mutex::new(Vec::new()),
             finished: false,
         }
     }
 
-    fn spawn(&self, name: String, body: fn(&Shared)) -> Result<(), BuildError> {
-        let shared = Arc::clone(&self.shared);
-        *lock(&shared.alive) += 1;
-        let spawned = thread::Builder::new().name(name).spawn(move || {
-            let guard = ExitGuard(shared);
-            body(&guard.0);
-        });
-        match spawned {
-            Ok(handle) => {
-                lock(&self.threads).push((handle.thread().id(), handle));
-                Ok(())
-            }
-            Err(error) => {
-                self.shared.thread_exited();
-                self.shutdown();
-                self.join_all();
-                Err(BuildError::Spawn(error))
-            }
-        }
+    /// A scheduler whose threads [`start`](Self::start) will start.
+    fn threaded(shared: Shared) -> Self {
+        Self::threadless(shared)
+    }
+
+    /// Starts `workers` core workers and the monitor; on failure shuts
+    /// down and joins what started.
+    fn start(&self, workers: usize) -> Result<(), BuildError> {
+        let shared = &self.shared;
+        let started = (0..workers)
+            .try_for_each(|_| {
+                shared.pool.add_core_worker();
+                shared
+                    .spawn_worker(false)
+                    .inspect_err(|_| shared.pool.worker_not_started())
+            })
+            .and_then(|()| shared.spawn(format!("{}monitor", shared.prefix), worker::run_monitor));
+        started.map_err(|error| {
+            self.shutdown();
+            self.join_all();
+            BuildError::Spawn(error)
+        })
     }
 
     /// Graceful shutdown: `fire`/`fire_after` now return
@@ -518,16 +418,22 @@ impl Scheduler {
     /// for the *other* threads (the calling worker exits when its task
     /// returns).
     pub fn await_termination(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        // A timeout beyond the clock's range waits without a deadline.
+        let deadline = Instant::now().checked_add(timeout);
         let me = thread::current().id();
-        let own = usize::from(lock(&self.threads).iter().any(|(id, _)| *id == me));
+        let own = usize::from(lock(&self.shared.threads).iter().any(|(id, _)| *id == me));
         let mut alive = lock(&self.shared.alive);
         while *alive > own {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            alive = crate::sync::wait_timeout(&self.shared.terminated, alive, left);
+            alive = match deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    crate::sync::wait_timeout(&self.shared.terminated, alive, left)
+                }
+                None => crate::sync::wait(&self.shared.terminated, alive),
+            };
         }
         true
     }
@@ -542,7 +448,7 @@ impl Scheduler {
             .iter()
             .map(|core| core.stats())
             .collect();
-        crate::SchedulerStats::new(triggers, self.panic_count())
+        crate::SchedulerStats::new(triggers, self.panic_count(), self.shared.pool.counts())
     }
 
     /// Number of panics caught in tasks so far.
@@ -585,7 +491,7 @@ impl Scheduler {
         self.shutdown();
         if !self.await_termination(self.shared.grace) {
             let me = thread::current().id();
-            let mut threads = lock(&self.threads);
+            let mut threads = lock(&self.shared.threads);
             let before = threads.len();
             threads.retain(|(id, handle)| *id == me || handle.is_finished());
             self.shared.lifecycle.detached(before - threads.len());
@@ -598,7 +504,7 @@ impl Scheduler {
     /// returns).
     fn join_all(&self) {
         let me = thread::current().id();
-        let threads = std::mem::take(&mut *lock(&self.threads));
+        let threads = std::mem::take(&mut *lock(&self.shared.threads));
         for (id, handle) in threads {
             if id != me {
                 let _ = handle.join();

@@ -1,12 +1,13 @@
-//! The timer: owns the timing wheel, turns AT requests into wheel entries
-//! (one per trigger) and due entries into queued runs. It never runs user
-//! code, so a slow task cannot delay another trigger's deadline.
+//! The timer role's state: the timing wheel, which turns AT requests into
+//! wheel entries (one per trigger) and due entries into runs to queue.
+//! Whichever worker holds the role owns it (see `pool.rs`); it never runs
+//! user code while holding it.
 //!
 //! Wheel entries hold `Weak` references: a superseded or dropped trigger's
-//! task is freed without waiting for a stale deadline (SPEC §7).
+//! task is freed without waiting for a stale deadline (docs/DESIGN.md,
+//! "Pitfalls").
 
-use super::inbox::NEVER;
-use super::Shared;
+use super::pool::NEVER;
 use crate::core::Core;
 use crate::request::Word;
 use crate::sync::{Arc, Ordering, Weak};
@@ -22,29 +23,26 @@ struct Entry {
     seen: Word,
 }
 
-/// The timer's single-threaded state.
+/// The timer role's single-threaded state.
 pub(crate) struct Timer {
     wheel: Wheel<Entry>,
-    /// Due runs of one turn, pushed to the run queue in one batch.
-    due: Vec<Weak<Core>>,
 }
 
 impl Timer {
     pub(crate) fn new(now_us: u64) -> Self {
         Self {
             wheel: Wheel::new(now_us),
-            due: Vec::new(),
         }
     }
 
-    /// One turn at time `now_us`: re-read the triggers from the inbox, then
-    /// queue every run that is due.
-    pub(crate) fn turn(&mut self, shared: &Shared, now_us: u64, items: Vec<Weak<Core>>) {
+    /// One turn at time `now_us`: re-read the triggers from the inbox
+    /// (`items`), then append every run that is due to `due`, in deadline
+    /// order, for the caller to queue.
+    pub(crate) fn turn(&mut self, now_us: u64, items: Vec<Weak<Core>>, due: &mut Vec<Weak<Core>>) {
         for core in items.iter().filter_map(Weak::upgrade) {
             let seen = core.request().leave_inbox();
             self.update(&core, seen, now_us);
         }
-        let due = &mut self.due;
         self.wheel.poll(now_us, |_, due_at, entry| {
             if let Some(core) = entry.core.upgrade() {
                 core.timer_key.store(NO_KEY, Ordering::Relaxed);
@@ -53,12 +51,6 @@ impl Timer {
                 }
             }
         });
-        if !self.due.is_empty() && !shared.run_queue.push_batch(&mut self.due) {
-            // Closed under us: list what was due as discarded.
-            for core in self.due.drain(..).filter_map(|core| core.upgrade()) {
-                shared.lifecycle.discard_live(&core);
-            }
-        }
     }
 
     /// The wheel's current time (µs).
@@ -78,7 +70,8 @@ impl Timer {
 
     /// Moves (or adds, or removes) `core`'s entry to match its request.
     fn update(&mut self, core: &Arc<Core>, seen: Word, now_us: u64) {
-        // Relaxed: `timer_key` is only ever touched by this thread.
+        // Relaxed: `timer_key` is only touched by the role holder, and the
+        // role passes between threads through the pool lock.
         let key = core.timer_key.load(Ordering::Relaxed);
         let key = (key != NO_KEY).then_some(Key::from_raw(key));
         match (seen.kind().deadline(now_us), key) {
@@ -102,21 +95,5 @@ impl Timer {
             }
             (None, None) => {}
         }
-    }
-}
-
-/// The timer thread's loop: sleep until the next deadline or a wake-up,
-/// turn, repeat until the inbox closes.
-pub(crate) fn run(shared: &Shared) {
-    let mut timer = Timer::new(shared.clock.now_us());
-    let mut until = NEVER;
-    loop {
-        let timeout =
-            (until != NEVER && !shared.clock.is_manual()).then(|| shared.clock.until(until));
-        let Some(items) = shared.inbox.wait(until, timeout) else {
-            return;
-        };
-        timer.turn(shared, shared.clock.now_us(), items);
-        until = timer.next_wake();
     }
 }

@@ -1,0 +1,600 @@
+//! The worker pool's shared state: the run queue, the timer's inbox, the
+//! timer role, the idle workers' beds and the elastic worker count — all
+//! under one lock, so every decision about who wakes is made on one
+//! consistent picture.
+//!
+//! # Ground rules
+//!
+//! | field | who may touch it |
+//! |---|---|
+//! | `queue`, `inbox`, `idle`, counts | anyone, under the lock |
+//! | `timer` (`Some`: the role is free) | taken under the lock by one worker, which then owns the wheel outside the lock until it puts it back |
+//! | `holder_asleep`, `notified` | the role holder sets `holder_asleep` before it waits; a waker clears it (and sets `notified`) when it wakes the holder |
+//! | `sleep_until` | stored by the holder under the lock (see `inbox.rs`); read lock-free by firers |
+//!
+//! Invariants:
+//!
+//! * A worker parks idle only while the role is held (`timer` is `None`):
+//!   whoever finds the role free takes it rather than park, so an idle
+//!   pool always has one thread sleeping toward the next deadline.
+//! * A thread that wakes another pops its bed from `idle` (or clears
+//!   `holder_asleep`) under the lock: a woken worker is never counted
+//!   idle, and a wake is never sent to a thread that is not waiting.
+//!
+//! # Why leader/follower
+//!
+//! A separate timer thread costs two wake-ups per due run (timer, then a
+//! worker). Here the thread that wakes for a deadline runs the first due
+//! run itself (tokio's workers parking on the time driver, Go's per-P
+//! timers and the leader/follower pattern all do this). Before it runs
+//! user code it puts the timer role back: if other runs were due it wakes
+//! idle workers for them, else it hands the role to one idle worker, so a
+//! slow task never holds the wheel. When every worker is busy the role
+//! waits for the first one to finish — or for the monitor (see
+//! `worker.rs`) to start another worker.
+
+use super::timer::Timer;
+use crate::clock::Clock;
+use crate::core::Core;
+use crate::sync::Weak;
+use crate::sync::{lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// `sleep_until` while no thread sleeps toward a deadline.
+pub(crate) const AWAKE: u64 = 0;
+/// "No deadline at all."
+pub(crate) const NEVER: u64 = u64::MAX;
+
+/// An idle worker's bed: it waits on its own condition variable, so the
+/// pool can wake the most recently parked worker first (warm cache).
+pub(crate) type Bed = Arc<Condvar>;
+
+/// What a worker does next.
+pub(crate) enum Work {
+    /// Serve this trigger's due request.
+    Run(Weak<Core>),
+    /// Hold the timer role: turn the wheel with these inbox items first.
+    Timer(Box<Timer>, Vec<Weak<Core>>),
+    /// The pool is closed, or this extra worker retires.
+    Exit,
+}
+
+/// What the timer role holder does after a turn.
+pub(crate) enum Step {
+    /// Turn again (woken, or news in the inbox) with these items.
+    Turn(Box<Timer>, Vec<Weak<Core>>),
+    /// The role is put back: go run the queued work.
+    Released,
+    /// The pool closed; these due runs were never queued (list them).
+    Closed(Vec<Weak<Core>>),
+}
+
+/// Elastic sizing (see [`Builder`](crate::Builder)).
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    /// Workers started with the pool; they never retire.
+    pub(crate) core: usize,
+    /// The most workers that may exist at once.
+    pub(crate) max: usize,
+    /// Work pending this long with no progress starts a worker.
+    pub(crate) stall: Duration,
+    /// An extra worker idle this long retires.
+    pub(crate) keep_alive: Duration,
+}
+
+/// Worker counts, for statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WorkerCounts {
+    pub(crate) current: usize,
+    pub(crate) peak: usize,
+    pub(crate) limit_hits: u64,
+}
+
+/// Threads to notify once the lock is released.
+#[derive(Default)]
+#[must_use]
+pub(crate) struct Wakes {
+    first: Option<Bed>,
+    rest: Vec<Bed>,
+    timer: bool,
+    monitor: bool,
+}
+
+impl Wakes {
+    fn bed(&mut self, bed: Bed) {
+        match self.first {
+            None => self.first = Some(bed),
+            Some(_) => self.rest.push(bed),
+        }
+    }
+
+    fn any_worker(&self) -> bool {
+        self.first.is_some() || self.timer
+    }
+}
+
+struct State {
+    queue: VecDeque<Weak<Core>>,
+    inbox: Vec<Weak<Core>>,
+    closed: bool,
+    /// The timer role: `Some` while no thread holds it.
+    timer: Option<Box<Timer>>,
+    /// The wheel's next deadline when the role was last put back.
+    timer_next: u64,
+    holder_asleep: bool,
+    /// Set by whoever wakes the holder; cleared when it wakes.
+    notified: bool,
+    /// Parked workers, most recent last.
+    idle: Vec<Bed>,
+    workers: WorkerCounts,
+    /// Set while the worker limit stops a needed start (one hit per episode).
+    at_limit: bool,
+    /// Bumped whenever a worker picks up work: the monitor's stall test.
+    progress: u64,
+    monitor_parked: bool,
+}
+
+impl State {
+    /// Pops the most recently parked worker, if any, to wake it.
+    fn wake_idle(&mut self, wakes: &mut Wakes) -> bool {
+        match self.idle.pop() {
+            Some(bed) => {
+                wakes.bed(bed);
+                self.note_activity(wakes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Wakes the role holder if it sleeps.
+    fn wake_holder(&mut self, wakes: &mut Wakes) -> bool {
+        if !self.holder_asleep {
+            return false;
+        }
+        self.holder_asleep = false;
+        self.notified = true;
+        wakes.timer = true;
+        self.note_activity(wakes);
+        true
+    }
+
+    /// A thread goes from waiting to working: a parked monitor must watch.
+    fn note_activity(&mut self, wakes: &mut Wakes) {
+        if self.monitor_parked {
+            self.monitor_parked = false;
+            wakes.monitor = true;
+        }
+    }
+
+    /// Whether work waits that no thread has picked up: queued runs, or a
+    /// free timer role with a deadline passed or news in its inbox.
+    fn pending(&self, now_us: u64) -> bool {
+        !self.queue.is_empty() || (self.timer.is_some() && self.timer_due(now_us))
+    }
+
+    fn timer_due(&self, now_us: u64) -> bool {
+        self.timer_next <= now_us || !self.inbox.is_empty()
+    }
+
+    /// Workers neither parked nor asleep on the timer.
+    fn busy(&self) -> usize {
+        self.workers
+            .current
+            .saturating_sub(self.idle.len() + usize::from(self.holder_asleep))
+    }
+}
+
+/// The pool: its state, the beds of the role holder and of the monitor,
+/// and the holder's sleep target.
+pub(crate) struct Pool {
+    state: Mutex<State>,
+    timer_bed: Condvar,
+    monitor_bed: Condvar,
+    /// See the wake-up protocol in `inbox.rs`.
+    pub(super) sleep_until: AtomicU64,
+}
+
+impl Pool {
+    /// A pool whose timer role starts free (`timer`) or is held for good by
+    /// a thread-less driver (`None`).
+    pub(crate) fn new(timer: Option<Box<Timer>>) -> Self {
+        Self {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                inbox: Vec::new(),
+                closed: false,
+                timer_next: timer.as_ref().map_or(NEVER, |t| t.next_wake()),
+                timer,
+                holder_asleep: false,
+                notified: false,
+                idle: Vec::new(),
+                workers: WorkerCounts::default(),
+                at_limit: false,
+                progress: 0,
+                monitor_parked: false,
+            }),
+            timer_bed: Condvar::new(),
+            monitor_bed: Condvar::new(),
+            sleep_until: AtomicU64::new(AWAKE),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    fn notify(&self, wakes: Wakes) {
+        if let Some(bed) = wakes.first {
+            bed.notify_one();
+        }
+        for bed in wakes.rest {
+            bed.notify_one();
+        }
+        if wakes.timer {
+            self.timer_bed.notify_one();
+        }
+        if wakes.monitor {
+            self.monitor_bed.notify_one();
+        }
+    }
+
+    /// Queues a due trigger. `wake`: a caller outside the pool (a firer)
+    /// wakes an idle worker, else the sleeping role holder; a worker
+    /// re-queueing its own trigger does not (it loops back to the queue
+    /// itself). Returns `false` if the pool is closed.
+    pub(crate) fn push(&self, core: Weak<Core>, wake: bool) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        state.queue.push_back(core);
+        let mut wakes = Wakes::default();
+        if wake && !state.wake_idle(&mut wakes) {
+            let _ = state.wake_holder(&mut wakes);
+        }
+        drop(state);
+        self.notify(wakes);
+        true
+    }
+
+    /// Queues the due runs a thread-less driver found; `false` if closed.
+    pub(crate) fn push_batch(&self, due: &mut Vec<Weak<Core>>) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        state.queue.extend(due.drain(..));
+        true
+    }
+
+    /// Takes the next queued trigger without waiting (thread-less drivers).
+    pub(crate) fn try_pop(&self) -> Option<Weak<Core>> {
+        self.lock().queue.pop_front()
+    }
+
+    /// Number of queued dispatches.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub(crate) fn queued(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Takes the inbox (thread-less drivers).
+    pub(crate) fn take_inbox(&self) -> Vec<Weak<Core>> {
+        std::mem::take(&mut self.lock().inbox)
+    }
+
+    /// Worker side: the next thing to do, waiting for it if need be. The
+    /// timer role comes first when it is free and due, so a queue that
+    /// never empties cannot starve deadlines (G10).
+    pub(crate) fn next_work(&self, bed: &Bed, extra: bool, limits: &Limits, clock: &Clock) -> Work {
+        let mut state = self.lock();
+        loop {
+            if state.closed {
+                return Work::Exit;
+            }
+            let role_free = state.timer.is_some();
+            if role_free && (state.queue.is_empty() || state.timer_due(clock.now_us())) {
+                state.progress += 1;
+                let items = std::mem::take(&mut state.inbox);
+                let timer = state.timer.take().expect("the role is free");
+                return Work::Timer(timer, items);
+            }
+            if let Some(core) = state.queue.pop_front() {
+                state.progress += 1;
+                return Work::Run(core);
+            }
+            state.idle.push(Arc::clone(bed));
+            state = if extra {
+                wait_timeout(bed, state, limits.keep_alive)
+            } else {
+                wait(bed, state)
+            };
+            // Still listed: nobody woke us (the keep-alive ran out, or a
+            // spurious wake-up).
+            if let Some(index) = state.idle.iter().position(|b| Arc::ptr_eq(b, bed)) {
+                state.idle.remove(index);
+                if extra && !state.closed && state.workers.current > limits.core {
+                    state.workers.current -= 1;
+                    return Work::Exit;
+                }
+            }
+        }
+    }
+
+    /// Role holder side, after a turn that found `due` runs: queue them
+    /// and go run them (putting the role back), or sleep toward the
+    /// wheel's next deadline until then or until woken.
+    pub(crate) fn after_turn(
+        &self,
+        timer: Box<Timer>,
+        due: &mut Vec<Weak<Core>>,
+        clock: &Clock,
+    ) -> Step {
+        let mut state = self.lock();
+        if state.closed {
+            return Step::Closed(std::mem::take(due));
+        }
+        if !due.is_empty() {
+            state.progress += 1;
+            state.queue.extend(due.drain(..));
+        }
+        if !state.queue.is_empty() {
+            let wakes = self.release(&mut state, timer);
+            drop(state);
+            self.notify(wakes);
+            return Step::Released;
+        }
+        if state.inbox.is_empty() && !state.notified {
+            let until = timer.next_wake();
+            let timeout = (until != NEVER && !clock.is_manual()).then(|| clock.until(until));
+            state = self.sleep(state, until, timeout);
+            if state.closed {
+                return Step::Closed(Vec::new());
+            }
+        }
+        state.notified = false;
+        Step::Turn(timer, std::mem::take(&mut state.inbox))
+    }
+
+    /// Puts the timer role back before running user code, and picks who
+    /// wakes: idle workers for the queued runs beyond the one this thread
+    /// takes, or else one idle worker to take the role over if the wheel
+    /// has deadlines.
+    fn release(&self, state: &mut State, timer: Box<Timer>) -> Wakes {
+        let mut wakes = Wakes::default();
+        state.timer_next = timer.next_wake();
+        state.timer = Some(timer);
+        for _ in 1..state.queue.len() {
+            if !state.wake_idle(&mut wakes) {
+                break;
+            }
+        }
+        let deadlines = state.timer_next != NEVER || !state.inbox.is_empty();
+        if !wakes.any_worker() && deadlines {
+            let _ = state.wake_idle(&mut wakes);
+        }
+        wakes
+    }
+
+    /// The role holder sleeps toward `until` (see the protocol in
+    /// `inbox.rs`); `timeout` bounds the wait on the real clock.
+    fn sleep<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        until: u64,
+        timeout: Option<Duration>,
+    ) -> MutexGuard<'a, State> {
+        // Relaxed: see the protocol in `inbox.rs` (the lock carries it).
+        self.sleep_until.store(until, Ordering::Relaxed);
+        state.holder_asleep = true;
+        state = match timeout {
+            Some(timeout) => wait_timeout(&self.timer_bed, state, timeout),
+            None => wait(&self.timer_bed, state),
+        };
+        self.sleep_until.store(AWAKE, Ordering::Relaxed);
+        if std::mem::replace(&mut state.holder_asleep, false) {
+            // Woke by itself (its deadline): it is about to work.
+            let mut wakes = Wakes::default();
+            state.note_activity(&mut wakes);
+            if wakes.monitor {
+                self.monitor_bed.notify_one();
+            }
+        }
+        state
+    }
+
+    /// Plays the role holder going to sleep toward `until_us` without a
+    /// timeout (loom models: a missed wake-up deadlocks the model); returns
+    /// the inbox items to turn with.
+    #[cfg(loom)]
+    pub(crate) fn wait_as_holder(&self, until_us: u64) -> Vec<Weak<Core>> {
+        let mut state = self.lock();
+        if state.inbox.is_empty() && !state.notified && !state.closed {
+            state = self.sleep(state, until_us, None);
+        }
+        state.notified = false;
+        std::mem::take(&mut state.inbox)
+    }
+
+    /// Whether the role holder is awake or has been woken (loom models).
+    #[cfg(loom)]
+    pub(crate) fn holder_awake(&self) -> bool {
+        let state = self.lock();
+        state.notified || self.sleep_until.load(Ordering::Relaxed) == AWAKE
+    }
+
+    /// Wakes the role holder without news (loom models' stand-in for its
+    /// timeout).
+    #[cfg(loom)]
+    pub(crate) fn nudge(&self) {
+        let mut state = self.lock();
+        state.notified = true;
+        let mut wakes = Wakes::default();
+        let _ = state.wake_holder(&mut wakes);
+        drop(state);
+        self.timer_bed.notify_one();
+        self.notify(wakes);
+    }
+
+    /// Adds `core` to the inbox (its caller set IN_INBOX) and applies the
+    /// wake-up protocol of `inbox.rs` through `judge`, which reads the
+    /// trigger's deadline; `false` if closed.
+    pub(super) fn push_inbox(&self, core: Weak<Core>, judge: impl FnOnce() -> Option<u64>) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        state.inbox.push(core);
+        let mut wakes = Wakes::default();
+        if state.timer.is_some() {
+            // The role is free (put back with no deadline to watch): an
+            // idle worker takes it to read the news.
+            let _ = state.wake_idle(&mut wakes);
+        } else if judge().is_some_and(|deadline| self.earlier(&mut state, deadline)) {
+            let _ = state.wake_holder(&mut wakes);
+        }
+        drop(state);
+        self.notify(wakes);
+        true
+    }
+
+    /// The slow half of `poke` (see `inbox.rs`): under the lock, wakes the
+    /// holder if `deadline` precedes its target.
+    pub(super) fn poke_locked(&self, deadline: u64) {
+        let mut state = self.lock();
+        let mut wakes = Wakes::default();
+        if self.earlier(&mut state, deadline) {
+            let _ = state.wake_holder(&mut wakes);
+        }
+        drop(state);
+        self.notify(wakes);
+    }
+
+    /// Under the lock: whether `deadline` precedes the holder's target; if
+    /// so marks it awake, so later firers skip the lock.
+    fn earlier(&self, state: &mut State, deadline: u64) -> bool {
+        // Relaxed: the lock orders it (see `inbox.rs`).
+        if deadline < self.sleep_until.load(Ordering::Relaxed) {
+            self.sleep_until.store(AWAKE, Ordering::Relaxed);
+            state.notified = true;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Closes the pool: drops queued work (the shutdown scan lists it) and
+    /// wakes every thread so it exits.
+    pub(crate) fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.queue.clear();
+        state.inbox.clear();
+        let beds = std::mem::take(&mut state.idle);
+        state.holder_asleep = false;
+        drop(state);
+        for bed in beds {
+            bed.notify_one();
+        }
+        self.timer_bed.notify_all();
+        self.monitor_bed.notify_all();
+    }
+
+    /// Counts a worker the builder starts.
+    pub(crate) fn add_core_worker(&self) {
+        let mut state = self.lock();
+        state.workers.current += 1;
+        state.workers.peak = state.workers.peak.max(state.workers.current);
+    }
+
+    /// A worker start the monitor decided on failed (or a core worker
+    /// could not be spawned): uncount it.
+    pub(crate) fn worker_not_started(&self) {
+        let mut state = self.lock();
+        state.workers.current = state.workers.current.saturating_sub(1);
+    }
+
+    /// Worker counts for statistics.
+    pub(crate) fn counts(&self) -> WorkerCounts {
+        self.lock().workers
+    }
+
+    /// Monitor side: one look at the pool at `now_us`. Returns `true` if a
+    /// worker must be started (it is already counted).
+    pub(crate) fn monitor_check(&self, watch: &mut Watch, limits: &Limits, now_us: u64) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        let pending = state.pending(now_us);
+        let stalled = pending && watch.pending && watch.progress == state.progress;
+        watch.quiet = if pending || watch.progress != state.progress {
+            0
+        } else {
+            watch.quiet.saturating_add(1)
+        };
+        watch.pending = pending;
+        watch.progress = state.progress;
+        if !pending {
+            state.at_limit = false;
+        }
+        if !stalled {
+            return false;
+        }
+        let mut wakes = Wakes::default();
+        let start = if state.wake_idle(&mut wakes) || state.wake_holder(&mut wakes) {
+            false // a waiting thread was missed: wake it (never expected)
+        } else if state.workers.current < limits.max {
+            state.workers.current += 1;
+            state.workers.peak = state.workers.peak.max(state.workers.current);
+            true
+        } else {
+            if !std::mem::replace(&mut state.at_limit, true) {
+                state.workers.limit_hits += 1;
+                #[cfg(feature = "tracing")]
+                tracing::warn!(
+                    workers = state.workers.current,
+                    "every worker is busy and the worker limit is reached: runs wait"
+                );
+            }
+            false
+        };
+        watch.pending = false; // the next stall is judged afresh
+        drop(state);
+        self.notify(wakes);
+        start
+    }
+
+    /// Monitor side: waits one tick — or, after a quiet spell with no
+    /// worker busy, until a worker gets busy again. Returns `false` once
+    /// the pool is closed.
+    pub(crate) fn monitor_sleep(&self, watch: &mut Watch, tick: Duration) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        if watch.quiet >= QUIET_TICKS && state.busy() == 0 {
+            state.monitor_parked = true;
+            while state.monitor_parked && !state.closed {
+                state = wait(&self.monitor_bed, state);
+            }
+            watch.quiet = 0;
+        } else {
+            state = wait_timeout(&self.monitor_bed, state, tick);
+        }
+        !state.closed
+    }
+}
+
+/// Ticks without pending work or progress before the monitor parks.
+const QUIET_TICKS: u32 = 200;
+
+/// What the monitor remembers between two looks.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    pending: bool,
+    progress: u64,
+    quiet: u32,
+}

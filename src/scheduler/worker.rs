@@ -1,0 +1,92 @@
+//! The scheduler's threads: workers, which run iterations and take turns
+//! holding the timer role, and the monitor, which starts another worker
+//! when work waits because every worker is busy (G14).
+//!
+//! ```text
+//!            ┌──────────── next_work ◀──────────────┐
+//!            ▼                                      │
+//!  role free & due? ── yes ─▶ hold the role: turn, sleep, turn … ── due runs ─▶ put the role back
+//!            │ no                                                                │
+//!  queued run? ── yes ─▶ dispatch ───────────────────────────────────────────────┘ (runs the first itself)
+//!            │ no
+//!  park idle (LIFO bed; an extra worker retires after its keep-alive)
+//! ```
+//!
+//! # The monitor
+//!
+//! Tasks may block (a config center that hangs until its RPC timeout), so
+//! a fixed pool lets `workers` slow tasks freeze every other trigger — the
+//! first flaw of `java.util.Timer`, at a larger N. The monitor looks at the
+//! pool every half stall threshold; when work was pending at two looks in a
+//! row with no worker picking anything up in between, it starts a worker,
+//! up to the limit (and reports reaching it). Like Go's `sysmon` it only
+//! ticks while the pool is active: after a quiet second with no worker
+//! busy it parks until a worker gets busy again.
+
+use super::pool::{Bed, Step, Watch, Work};
+use super::{lifecycle, Shared};
+use crate::sync::{Arc, Condvar, Weak};
+use std::time::Duration;
+
+/// A worker's life: take work until the pool closes (or, for an `extra`
+/// worker, until it has been idle for the keep-alive).
+pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
+    let _ = lifecycle::enter_thread(shared);
+    let bed: Bed = Arc::new(Condvar::new());
+    loop {
+        match shared
+            .pool
+            .next_work(&bed, extra, &shared.limits, &shared.clock)
+        {
+            Work::Run(core) => {
+                if let Some(core) = core.upgrade() {
+                    core.dispatch();
+                }
+            }
+            Work::Timer(timer, items) => hold_timer(shared, timer, items),
+            Work::Exit => return,
+        }
+    }
+}
+
+/// Holds the timer role: turn, then sleep toward the next deadline, until
+/// a turn finds runs due (the role goes back, and this thread runs the
+/// first of them) or the pool closes.
+fn hold_timer(
+    shared: &Shared,
+    mut timer: Box<super::Timer>,
+    mut items: Vec<Weak<crate::core::Core>>,
+) {
+    let mut due = Vec::new();
+    loop {
+        timer.turn(shared.clock.now_us(), items, &mut due);
+        match shared.pool.after_turn(timer, &mut due, &shared.clock) {
+            Step::Turn(held, news) => (timer, items) = (held, news),
+            Step::Released => return,
+            Step::Closed(never_queued) => {
+                for core in never_queued.iter().filter_map(Weak::upgrade) {
+                    shared.lifecycle.discard_live(&core);
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// The monitor's life: look, start a worker if the pool stalls, sleep a
+/// tick; until the pool closes.
+pub(crate) fn run_monitor(shared: &Arc<Shared>) {
+    let tick = (shared.limits.stall / 2).max(Duration::from_micros(100));
+    let mut watch = Watch::default();
+    loop {
+        if shared
+            .pool
+            .monitor_check(&mut watch, &shared.limits, shared.clock.now_us())
+        {
+            super::start_extra_worker(shared);
+        }
+        if !shared.pool.monitor_sleep(&mut watch, tick) {
+            return;
+        }
+    }
+}
