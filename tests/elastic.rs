@@ -1,0 +1,165 @@
+//! The elastic pool (G14): tasks that block do not stall other triggers;
+//! extra workers start when every worker is busy, retire when idle, stop at
+//! the limit (which is reported), and are joined at shutdown. And G15 on
+//! real time: coalesced periodic runs are never early.
+
+mod common;
+
+use circulation_trigger::{Outcome, Scheduler, Trigger};
+use common::{eventually, Counter};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// A gate blocking tasks wait on until the test opens it.
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    fn wait(&self) {
+        let (open, bed) = &*self.0;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = bed.wait(open).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.0 .0.lock().unwrap() = true;
+        self.0 .1.notify_all();
+    }
+}
+
+/// `n` triggers whose task blocks on `gate`, counting starts in `started`.
+fn blockers(scheduler: &Scheduler, n: usize, gate: &Gate, started: &Counter) -> Vec<Trigger> {
+    (0..n)
+        .map(|i| {
+            let (gate, started) = (gate.clone(), started.clone());
+            let trigger = Trigger::builder(scheduler)
+                .name(format!("blocked-{i}"))
+                .bind(move || {
+                    started.bump();
+                    gate.wait();
+                    None
+                });
+            trigger.fire().unwrap();
+            trigger
+        })
+        .collect()
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[test]
+fn a_heartbeat_keeps_running_while_more_tasks_block_than_there_are_workers() {
+    let scheduler = Scheduler::new();
+    let beats = Counter::default();
+    let b = beats.clone();
+    let heartbeat = Trigger::bind(&scheduler, move || {
+        b.bump();
+        Some(Duration::from_millis(20))
+    });
+    let (gate, started) = (Gate::default(), Counter::default());
+    let blocked = blockers(&scheduler, cores() + 2, &gate, &started);
+    heartbeat.fire().unwrap();
+    // With a fixed pool of `cores()` workers this never happens: the
+    // heartbeat waits behind the blocked tasks until the gate opens.
+    eventually("every blocking task started", || started.get() == blocked.len());
+    let before = beats.get();
+    eventually("the heartbeat ran 5 times while they block", || {
+        beats.get() >= before + 5
+    });
+    let stats = scheduler.stats();
+    assert!(stats.peak_workers > cores(), "{stats:?}");
+    assert_eq!(stats.worker_limit_hits, 0);
+    gate.open();
+    let report = scheduler.close();
+    assert_eq!(report.detached_threads(), 0, "every worker was joined");
+}
+
+#[test]
+fn extra_workers_retire_after_their_keep_alive() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .worker_keep_alive(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let _blocked = blockers(&scheduler, 3, &gate, &started);
+    eventually("three tasks run at once on one core worker", || {
+        started.get() == 3
+    });
+    assert!(scheduler.stats().workers >= 3);
+    gate.open();
+    eventually("the extra workers retired", || scheduler.stats().workers == 1);
+    assert!(scheduler.stats().peak_workers >= 3);
+    // A retired pool still grows again when needed.
+    let (gate, started) = (Gate::default(), Counter::default());
+    let _again = blockers(&scheduler, 2, &gate, &started);
+    eventually("two tasks run at once again", || started.get() == 2);
+    gate.open();
+    scheduler.shutdown();
+    assert!(scheduler.await_termination(common::PATIENCE));
+}
+
+#[test]
+fn reaching_the_worker_limit_is_reported_and_runs_wait() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .max_workers(2)
+        .build()
+        .unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let _blocked = blockers(&scheduler, 3, &gate, &started);
+    eventually("the limit is reported", || {
+        scheduler.stats().worker_limit_hits >= 1
+    });
+    let stats = scheduler.stats();
+    assert_eq!((stats.workers, stats.peak_workers), (2, 2), "{stats:?}");
+    assert_eq!(started.get(), 2, "the third run waits for a worker");
+    gate.open();
+    eventually("the third run starts once a worker is free", || {
+        started.get() == 3
+    });
+}
+
+#[test]
+fn shutdown_joins_extra_workers_and_lists_their_runs() {
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let _blocked = blockers(&scheduler, 3, &gate, &started);
+    eventually("three runs in flight", || started.get() == 3);
+    scheduler.shutdown();
+    assert!(!scheduler.await_termination(Duration::from_millis(50)));
+    gate.open();
+    assert!(scheduler.await_termination(common::PATIENCE));
+    let report = scheduler.shutdown_report().unwrap();
+    assert_eq!(report.in_flight().len(), 3, "{report}");
+    assert!(report
+        .in_flight()
+        .iter()
+        .all(|run| run.outcome() == Outcome::Completed));
+}
+
+#[test]
+fn coalesced_periodic_runs_are_never_early() {
+    let scheduler = Scheduler::new();
+    let log = Arc::new(Mutex::new(Vec::<(Instant, Instant)>::new()));
+    let l = log.clone();
+    let period = Duration::from_millis(30);
+    let trigger = Trigger::bind(&scheduler, move || {
+        let start = Instant::now();
+        let mut log = l.lock().unwrap();
+        log.push((start, Instant::now()));
+        (log.len() < 10).then_some(period)
+    });
+    trigger.fire().unwrap();
+    eventually("ten periodic runs", || log.lock().unwrap().len() == 10);
+    let log = log.lock().unwrap();
+    for pair in log.windows(2) {
+        let (_, previous_end) = pair[0];
+        let (start, _) = pair[1];
+        assert!(start - previous_end >= period, "a run started early");
+    }
+}
