@@ -1,14 +1,18 @@
-//! A thread-less scheduler for the loom models: the model's threads play
-//! the workers and the timer by calling [`Harness::run_one`] and
-//! [`Harness::timer_turn`], and move time by hand. Only under `--cfg loom`.
+//! A scheduler for the loom models, whose threads are the model's own: they
+//! play the workers and the timer step by step ([`Harness::run_one`],
+//! [`Harness::timer_turn`]), or run the real worker loop
+//! ([`Harness::run_worker`], on a harness [`with_pool`](Harness::with_pool)),
+//! and move time by hand. Only under `--cfg loom`.
 //!
 //! Everything a model touches here is the crate's real code: the same
-//! `Core`, state word, request word, run queue, inbox and timer that the
-//! threaded scheduler runs.
+//! `Core`, state word, request word, pool (queue, inbox, timer role, idle
+//! beds, worker counts) and timer that the threaded scheduler runs.
 
 use crate::clock::{Clock, ManualTime};
 use crate::scheduler::manual::Driver;
+pub use crate::scheduler::pool::Watch;
 use crate::scheduler::pool::{Limits, Pool};
+use crate::scheduler::Timer;
 use crate::scheduler::{Scheduler, Shared};
 use crate::sync::Arc;
 use crate::{Snapshot, Task, Trigger};
@@ -28,26 +32,67 @@ impl Default for Harness {
 }
 
 impl Harness {
-    /// A harness at time 0 µs.
+    /// A harness at time 0 µs whose timer role the model plays by hand.
     pub fn new() -> Self {
+        Self::build(None, 0, 0)
+    }
+
+    /// A harness at time 0 µs whose timer role is free for the workers the
+    /// model runs with [`run_worker`](Self::run_worker): `core` of them
+    /// (counted now), and the monitor may count extra ones up to `max`.
+    pub fn with_pool(core: usize, max: usize) -> Self {
+        let harness = Self::build(Some(Box::new(Timer::new(0))), core, max);
+        for _ in 0..core {
+            harness.shared().pool.add_core_worker();
+        }
+        harness
+    }
+
+    fn build(timer: Option<Box<Timer>>, core: usize, max: usize) -> Self {
         let time = Arc::new(ManualTime::default());
         let limits = Limits {
-            core: 0,
-            max: 0,
+            core,
+            max,
             stall: std::time::Duration::from_millis(10),
             keep_alive: std::time::Duration::from_secs(10),
         };
-        let shared = Shared::new(
-            Clock::Manual(Arc::clone(&time)),
-            1,
-            None,
-            Pool::new(None),
-            limits,
-        );
+        let clock = Clock::Manual(Arc::clone(&time));
+        let shared = Shared::new(clock, 1, None, Pool::new(timer), limits);
         Self {
             scheduler: Scheduler::threadless(shared),
             driver: Driver::new(time),
         }
+    }
+
+    /// Runs the real worker loop on this thread until the pool closes (or,
+    /// for an `extra` worker, until it retires: under loom a keep-alive
+    /// wait may time out at any point).
+    pub fn run_worker(&self, extra: bool) {
+        crate::scheduler::run_worker(&self.scheduler.shared, extra);
+    }
+
+    /// Moves the clock to `now_us` (never back), without running anything.
+    pub fn set_time(&self, now_us: u64) {
+        self.driver.time.set_us(now_us);
+    }
+
+    /// One look of the monitor at `now_us`: whether it decided to start a
+    /// worker (already counted; the model then runs it with
+    /// [`run_worker`](Self::run_worker)).
+    pub fn monitor_check(&self, watch: &mut Watch, now_us: u64) -> bool {
+        let shared = self.shared();
+        shared.pool.monitor_check(watch, &shared.limits, now_us)
+    }
+
+    /// Counts one more (extra) worker, as the monitor does before starting
+    /// it; the model then runs it with [`run_worker`](Self::run_worker).
+    pub fn count_extra_worker(&self) {
+        self.shared().pool.add_core_worker();
+    }
+
+    /// Worker threads counted now.
+    pub fn workers(&self) -> usize {
+        self.shared().pool.counts().current
     }
 
     /// The scheduler to bind triggers to.

@@ -49,15 +49,21 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
     }
 }
 
-/// Waits on `condvar` for at most `timeout` (real time only: loom cannot
-/// time out, so models never reach this; they drive time by hand).
+/// Waits on `condvar` for at most `timeout`. Loom has no timed wait, so
+/// under the model checker the timeout may run out at any point: the lock
+/// is released, other threads run, and the lock is taken again — whatever a
+/// notifier did meanwhile is found in the guarded state, exactly as a real
+/// waiter that timed out finds it. (Waits whose timeout the models must not
+/// see run out — the role holder's — get no timeout on the manual clock.)
 pub(crate) fn wait_timeout<'a, T>(
     condvar: &Condvar,
+    mutex: &'a Mutex<T>,
     guard: MutexGuard<'a, T>,
     timeout: std::time::Duration,
 ) -> MutexGuard<'a, T> {
     #[cfg(not(loom))]
     {
+        let _ = mutex;
         condvar
             .wait_timeout(guard, timeout)
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -65,8 +71,10 @@ pub(crate) fn wait_timeout<'a, T>(
     }
     #[cfg(loom)]
     {
-        let _ = timeout;
-        condvar.wait(guard).unwrap()
+        let _ = (condvar, timeout);
+        drop(guard);
+        loom::thread::yield_now();
+        mutex.lock().unwrap()
     }
 }
 

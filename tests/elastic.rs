@@ -65,7 +65,9 @@ fn a_heartbeat_keeps_running_while_more_tasks_block_than_there_are_workers() {
     heartbeat.fire().unwrap();
     // With a fixed pool of `cores()` workers this never happens: the
     // heartbeat waits behind the blocked tasks until the gate opens.
-    eventually("every blocking task started", || started.get() == blocked.len());
+    eventually("every blocking task started", || {
+        started.get() == blocked.len()
+    });
     let before = beats.get();
     eventually("the heartbeat ran 5 times while they block", || {
         beats.get() >= before + 5
@@ -92,7 +94,9 @@ fn extra_workers_retire_after_their_keep_alive() {
     });
     assert!(scheduler.stats().workers >= 3);
     gate.open();
-    eventually("the extra workers retired", || scheduler.stats().workers == 1);
+    eventually("the extra workers retired", || {
+        scheduler.stats().workers == 1
+    });
     assert!(scheduler.stats().peak_workers >= 3);
     // A retired pool still grows again when needed.
     let (gate, started) = (Gate::default(), Counter::default());

@@ -25,6 +25,8 @@ mod worker;
 pub use builder::Builder;
 pub(crate) use timer::Timer;
 pub(crate) use timer::NO_KEY;
+#[cfg(loom)]
+pub(crate) use worker::run_worker;
 
 use crate::clock::Clock;
 use crate::error::BuildError;
@@ -430,7 +432,12 @@ impl Scheduler {
                     if left.is_zero() {
                         return false;
                     }
-                    crate::sync::wait_timeout(&self.shared.terminated, alive, left)
+                    crate::sync::wait_timeout(
+                        &self.shared.terminated,
+                        &self.shared.alive,
+                        alive,
+                        left,
+                    )
                 }
                 None => crate::sync::wait(&self.shared.terminated, alive),
             };

@@ -307,7 +307,7 @@ impl Pool {
             }
             state.idle.push(Arc::clone(bed));
             state = if extra {
-                wait_timeout(bed, state, limits.keep_alive)
+                wait_timeout(bed, &self.state, state, limits.keep_alive)
             } else {
                 wait(bed, state)
             };
@@ -390,7 +390,7 @@ impl Pool {
         self.sleep_until.store(until, Ordering::Relaxed);
         state.holder_asleep = true;
         state = match timeout {
-            Some(timeout) => wait_timeout(&self.timer_bed, state, timeout),
+            Some(timeout) => wait_timeout(&self.timer_bed, &self.state, state, timeout),
             None => wait(&self.timer_bed, state),
         };
         self.sleep_until.store(AWAKE, Ordering::Relaxed);
@@ -582,7 +582,7 @@ impl Pool {
             }
             watch.quiet = 0;
         } else {
-            state = wait_timeout(&self.monitor_bed, state, tick);
+            state = wait_timeout(&self.monitor_bed, &self.state, state, tick);
         }
         !state.closed
     }
@@ -593,7 +593,7 @@ const QUIET_TICKS: u32 = 200;
 
 /// What the monitor remembers between two looks.
 #[derive(Debug, Default)]
-pub(crate) struct Watch {
+pub struct Watch {
     pending: bool,
     progress: u64,
     quiet: u32,

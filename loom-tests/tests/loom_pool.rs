@@ -1,0 +1,207 @@
+//! Models of the worker pool (G10, G13, G14, G15): workers running the
+//! real worker loop take turns holding the timer role; a fire wakes a
+//! worker; a holder that runs a task hands the role over, so a slow task
+//! never holds another trigger's deadline; a worker the monitor starts
+//! races shutdown; a coalesced re-arm never runs early. A lost wake-up, or
+//! a role nobody takes, leaves every thread waiting: loom reports it as a
+//! deadlock.
+#![cfg(loom)]
+
+mod common;
+
+use circulation_trigger::model::{Harness, Watch};
+use common::{run_model, Count, Exclusive};
+use loom::sync::{Arc, Condvar, Mutex};
+use loom::thread;
+use std::time::Duration;
+
+/// A one-shot gate a task waits on (loom's primitives: a missed signal
+/// deadlocks the model).
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    fn wait(&self) {
+        let (open, bed) = &*self.0;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = bed.wait(open).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.0 .0.lock().unwrap() = true;
+        self.0 .1.notify_all();
+    }
+}
+
+fn workers(h: &Arc<Harness>, n: usize) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let h = h.clone();
+            thread::spawn(move || h.run_worker(false))
+        })
+        .collect()
+}
+
+#[test]
+fn g13_a_fire_wakes_a_worker_which_runs_the_task_once() {
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool(2, 2));
+        let cell = Exclusive::default();
+        let (c, h2) = (cell.clone(), h.clone());
+        let trigger = h.trigger(0, move || {
+            c.touch();
+            h2.scheduler().shutdown();
+            None
+        });
+        let threads = workers(&h, 2);
+        trigger.fire().unwrap();
+        for t in threads {
+            t.join().unwrap(); // deadlocks if no worker was woken
+        }
+        assert_eq!(cell.get(), 1);
+    });
+}
+
+#[test]
+fn g14_the_role_holder_hands_the_wheel_over_before_running_a_task() {
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool(2, 2));
+        let gate = Gate::default();
+        // B, due at 20 µs, opens the gate A's task waits on, then shuts down.
+        let (g, h2) = (gate.clone(), h.clone());
+        let b = h.trigger(0, move || {
+            g.open();
+            h2.scheduler().shutdown();
+            None
+        });
+        // A, due at 10 µs, moves time past B's deadline and blocks until B
+        // has run: only another worker holding the wheel can run B.
+        let (g, h2, ran) = (gate.clone(), h.clone(), Count::default());
+        let a_ran = ran.clone();
+        let a = h.trigger(0, move || {
+            a_ran.bump();
+            h2.set_time(20);
+            h2.release_timer(); // the holder's timeout, on the manual clock
+            g.wait();
+            None
+        });
+        a.fire_after(Duration::from_micros(10)).unwrap();
+        b.fire_after(Duration::from_micros(20)).unwrap();
+        let threads = workers(&h, 2);
+        h.set_time(10);
+        h.release_timer();
+        for t in threads {
+            t.join().unwrap(); // deadlocks if A's worker kept the wheel
+        }
+        assert_eq!(ran.get(), 1);
+    });
+}
+
+#[test]
+fn g14_a_worker_the_monitor_starts_races_shutdown_and_nothing_is_lost() {
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool(1, 2));
+        let (started, release) = (Gate::default(), Gate::default());
+        let (s, r) = (started.clone(), release.clone());
+        let blocker = h.trigger(0, move || {
+            s.open();
+            r.wait();
+            None
+        });
+        let runs = Count::default();
+        let n = runs.clone();
+        let waiting = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("waiting")
+            .bind(move || {
+                n.bump();
+                None
+            });
+        let core = workers(&h, 1);
+        blocker.fire().unwrap();
+        started.wait();
+        waiting.fire().unwrap(); // every worker is busy: it waits
+        let mut watch = Watch::default();
+        assert!(!h.monitor_check(&mut watch, 0), "one look is no stall");
+        assert!(h.monitor_check(&mut watch, 0), "no progress: start one");
+        assert_eq!(h.workers(), 2);
+        let extra = {
+            let h = h.clone();
+            thread::spawn(move || h.run_worker(true))
+        };
+        h.scheduler().shutdown();
+        release.open();
+        for t in core.into_iter().chain([extra]) {
+            t.join().unwrap();
+        }
+        let report = h.scheduler().shutdown_report().unwrap();
+        let discarded = report
+            .discarded()
+            .iter()
+            .filter(|run| run.trigger() == Some("waiting"))
+            .count();
+        assert_eq!(
+            runs.get() + discarded,
+            1,
+            "the waiting run either ran or is listed discarded: {report}"
+        );
+    });
+}
+
+#[test]
+fn g14_an_idle_extra_worker_retires_or_exits_at_shutdown_and_a_fire_still_runs() {
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool(1, 2));
+        let cell = Exclusive::default();
+        let (c, h2) = (cell.clone(), h.clone());
+        let trigger = h.trigger(0, move || {
+            c.touch();
+            h2.scheduler().shutdown();
+            None
+        });
+        h.count_extra_worker(); // as the monitor does before starting it
+        assert_eq!(h.workers(), 2);
+        let threads = workers(&h, 1);
+        let extra = {
+            let h = h.clone();
+            thread::spawn(move || h.run_worker(true))
+        };
+        trigger.fire().unwrap();
+        for t in threads.into_iter().chain([extra]) {
+            t.join().unwrap(); // deadlocks if the fire woke a retiring worker
+        }
+        assert_eq!(cell.get(), 1);
+    });
+}
+
+#[test]
+fn g15_a_coalesced_periodic_rearm_never_runs_early() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        // Every run asks for the next in 1 s: served on a 1 ms grid.
+        let trigger = h.trigger(0, move || {
+            r.bump();
+            Some(Duration::from_secs(1))
+        });
+        h.set_time(1_234);
+        trigger.fire().unwrap();
+        // The timer turns while the first run re-arms (same instant: time
+        // stands still, so the deadline is 1_001_234 µs, served at 1_002_000).
+        let timer = {
+            let h = h.clone();
+            thread::spawn(move || h.timer_turn(1_234))
+        };
+        assert_eq!(h.run_all(), 1);
+        timer.join().unwrap();
+        h.timer_turn(1_001_233);
+        assert_eq!(h.run_all(), 0, "nothing before the deadline");
+        h.timer_turn(1_001_999);
+        assert_eq!(h.run_all(), 0, "nothing before the coalesced deadline");
+        h.timer_turn(1_002_000);
+        assert_eq!(h.run_all(), 1);
+        assert_eq!(runs.get(), 2);
+    });
+}
