@@ -51,6 +51,37 @@ enum OnClosed {
     List,
 }
 
+/// A trigger whose request now sits behind IN_INBOX and that must still be
+/// put in the timer's inbox — by [`deliver`](Self::deliver), or by a worker
+/// under the pool lock it takes next. No user code runs before that, so the
+/// wake-up protocol (`scheduler/inbox.rs`) is unchanged: the push only
+/// happens a little later, and judges the request it then reads.
+#[must_use]
+pub(crate) struct InboxPush {
+    pub(crate) core: Arc<Core>,
+    pub(crate) now_us: u64,
+}
+
+impl InboxPush {
+    /// Pushes now; a closed pool makes the request discarded (and listed)
+    /// for the scheduler's own requests, or refused for a firer's.
+    fn deliver(self, on_closed: OnClosed) {
+        if !self.core.shared.pool.inbox_push(&self.core, self.now_us) {
+            self.core.closed_under(on_closed);
+        }
+    }
+
+    /// Pushes now; the scheduler's own request (a re-arm).
+    pub(crate) fn deliver_now(self) {
+        self.deliver(OnClosed::List);
+    }
+
+    /// The pool was closed before the push: list the re-arm as discarded.
+    pub(crate) fn closed(self) {
+        self.core.closed_under(OnClosed::List);
+    }
+}
+
 pub(crate) struct Core {
     state: State,
     request: Request,
@@ -255,20 +286,39 @@ impl Core {
         now_us: u64,
         on_closed: OnClosed,
     ) -> (Kind, Option<Word>) {
-        let kind = Kind::at(deadline, now_us);
-        let replaced = self.request.publish(version, kind, true);
-        let delivered = match replaced {
-            Some(old) if !old.in_inbox() => self.shared.pool.inbox_push(self, now_us),
-            Some(_) => {
-                self.shared.pool.poke(deadline);
-                !self.shared.is_closed()
-            }
-            None => true, // a newer request won; its caller tells the timer
-        };
-        if !delivered {
-            self.closed_under(on_closed);
+        let (kind, replaced, push) = self.publish_at_later(version, deadline, now_us);
+        if let Some(push) = push {
+            push.deliver(on_closed);
         }
         (kind, replaced)
+    }
+
+    /// [`publish_at`](Self::publish_at), leaving the inbox push (if one is
+    /// needed) to the caller: a worker hands it to the pool under the lock
+    /// it takes next anyway.
+    fn publish_at_later(
+        self: &Arc<Self>,
+        version: u32,
+        deadline: u64,
+        now_us: u64,
+    ) -> (Kind, Option<Word>, Option<InboxPush>) {
+        let kind = Kind::at(deadline, now_us);
+        let replaced = self.request.publish(version, kind, true);
+        let push = match replaced {
+            Some(old) if !old.in_inbox() => Some(InboxPush {
+                core: Arc::clone(self),
+                now_us,
+            }),
+            Some(_) => {
+                self.shared.pool.poke(deadline);
+                if self.shared.is_closed() {
+                    self.closed_under(OnClosed::List);
+                }
+                None
+            }
+            None => None, // a newer request won; its caller tells the timer
+        };
+        (kind, replaced, push)
     }
 
     /// Timer side: the AT request the timer read is due. Marks it DUE
@@ -277,6 +327,12 @@ impl Core {
     pub(crate) fn expire(&self, seen: Word, due_at_us: u64) -> bool {
         self.stats.marked_due(seen.version(), due_at_us);
         self.request.expire(seen) && self.claim_queue_slot(OnClosed::List)
+    }
+
+    /// How long this trigger's last iteration ran (µs), as the timer role
+    /// holder's guess of how long its next one will.
+    pub(crate) fn expected_run_us(&self) -> u64 {
+        self.stats.last_run_us()
     }
 
     /// Sets `queued`; returns whether this caller must push the trigger. A
@@ -299,12 +355,13 @@ impl Core {
     }
 
     /// Worker side: serves whatever request is live and due.
-    pub(crate) fn dispatch(self: &Arc<Self>) {
+    /// Returns the re-armed trigger's inbox push, if its task asked for a
+    /// next run: the caller delivers it ([`InboxPush::deliver`], or the
+    /// pool's next lock).
+    pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush> {
         // Acquire: see `# Orderings` (queued); clear before reading.
         self.queued.swap(false, Ordering::Acquire);
-        let Some(version) = self.request.take_due() else {
-            return;
-        };
+        let version = self.request.take_due()?;
         match self.state.enter(version) {
             Enter::Entered => {
                 // Entered after the shutdown scan? Then the run is discarded
@@ -314,16 +371,16 @@ impl Core {
                     let _ = self.state.exit(version);
                 };
                 if self.shared.is_closed() && !self.shared.lifecycle.admit_late(self, discard) {
-                    return;
+                    return None;
                 }
-                self.run(version);
+                self.run(version)
             }
-            Enter::Reserved | Enter::Stale => {}
+            Enter::Reserved | Enter::Stale => None,
         }
     }
 
     /// Runs one iteration (this worker holds RUNNING), then exits.
-    fn run(self: &Arc<Self>, version: u32) {
+    fn run(self: &Arc<Self>, version: u32) -> Option<InboxPush> {
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             "iteration",
@@ -334,20 +391,21 @@ impl Core {
         self.stats.started(version, self.shared.clock.now_us());
         let (next, outcome) = self.call_task();
         let panicked = outcome == Outcome::Panicked;
-        self.stats.ended(self.shared.clock.now_us(), panicked);
+        // One clock read serves the statistics and the re-arm deadline.
+        let end_ns = self.shared.clock.now_ns();
+        self.stats.ended(end_ns / 1_000, panicked);
         if self.shared.is_closed() {
             self.shared.lifecycle.finish(self, outcome);
         }
         match self.state.exit(version) {
             // The follow-up goes back through the pool rather than looping
             // here, so a fire storm cannot pin this worker (G10).
-            Exit::Rerun { version } => self.requeue(version),
-            Exit::Done { live: true } => {
-                if let Some(delay) = next {
-                    self.rearm(version, delay);
-                }
+            Exit::Rerun { version } => {
+                self.requeue(version);
+                None
             }
-            Exit::Done { live: false } => {}
+            Exit::Done { live: true } => self.rearm(version, next?, end_ns),
+            Exit::Done { live: false } => None,
         }
     }
 
@@ -385,20 +443,19 @@ impl Core {
         }
     }
 
-    /// The iteration of the live `version` asked for its next run.
-    fn rearm(self: &Arc<Self>, version: u32, delay: Duration) {
+    /// The iteration of the live `version`, which returned at `now_ns`,
+    /// asked for its next run `delay` later.
+    fn rearm(self: &Arc<Self>, version: u32, delay: Duration, now_ns: u64) -> Option<InboxPush> {
         if delay.is_zero() {
-            return self.requeue(version);
+            self.requeue(version);
+            return None;
         }
-        let now_ns = self.shared.clock.now_ns();
         // A delay beyond the clock's range can never come due: stop, as
         // with `None`.
-        let Some(mut deadline) = deadline_us(now_ns, delay, self.shared.tick_us) else {
-            return;
-        };
+        let mut deadline = deadline_us(now_ns, delay, self.shared.tick_us)?;
         if self.shared.coalesce {
             deadline = coalesce(deadline, delay);
         }
-        let _ = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::List);
+        self.publish_at_later(version, deadline, now_ns / 1_000).2
     }
 }

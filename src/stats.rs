@@ -124,11 +124,14 @@ impl Counters {
         self.due_version.store(version, Relaxed);
     }
 
-    /// Worker side: an iteration of `version` starts at `now_us`.
+    /// Worker side: an iteration of `version` starts at `now_us`. The
+    /// worker holding RUNNING is these fields' only writer, so a load and a
+    /// store do what an RMW would, cheaper.
     pub(crate) fn started(&self, version: u32, now_us: u64) {
-        self.iterations.fetch_add(1, Relaxed);
-        if self.last_version.swap(version, Relaxed) != version {
-            self.served_fires.fetch_add(1, Relaxed);
+        bump(&self.iterations);
+        if self.last_version.load(Relaxed) != version {
+            self.last_version.store(version, Relaxed);
+            bump(&self.served_fires);
         }
         self.last_start_us.store(now_us, Relaxed);
         if self.due_version.swap(NONE, Relaxed) == version {
@@ -145,8 +148,21 @@ impl Counters {
     pub(crate) fn ended(&self, now_us: u64, panicked: bool) {
         self.last_end_us.store(now_us, Relaxed);
         if panicked {
-            self.panics.fetch_add(1, Relaxed);
+            bump(&self.panics);
         }
+    }
+
+    /// How long the last finished iteration ran (µs; 0 if none finished or
+    /// one is in flight): the timer role holder's estimate of a due run.
+    pub(crate) fn last_run_us(&self) -> u64 {
+        let (start, end) = (
+            self.last_start_us.load(Relaxed),
+            self.last_end_us.load(Relaxed),
+        );
+        if start == u64::MAX || end == u64::MAX {
+            return 0;
+        }
+        end.saturating_sub(start)
     }
 
     /// A snapshot, given the state and request words read just before.
@@ -201,6 +217,12 @@ impl Counters {
             Kind::Idle => TriggerState::Idle,
         }
     }
+}
+
+/// Adds one to a counter whose only writer is the caller (see `started`).
+#[inline]
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
 }
 
 /// Statistics of a whole scheduler; see [`Scheduler::stats`](crate::Scheduler::stats).

@@ -42,15 +42,18 @@ pub fn worst_gap<P: Peer>() -> Duration {
     drop(blockers);
     drop(peer);
     let window_end = blocked_at + BLOCK + Duration::from_millis(500);
+    // Gaps overlapping the blocking spell, counting a heartbeat that never
+    // came back as silent until the window's end.
     let mut worst = Duration::ZERO;
-    let mut previous = None;
-    for start in starts {
-        if let Some(previous) = previous {
-            if start > blocked_at && previous < window_end {
-                worst = worst.max(start - previous);
-            }
+    let mut previous = starts.iter().copied().rfind(|&s| s <= blocked_at);
+    for start in starts.into_iter().filter(|&s| s > blocked_at) {
+        if let Some(previous) = previous.filter(|&p| p < window_end) {
+            worst = worst.max(start - previous);
         }
         previous = Some(start);
+    }
+    if let Some(last) = previous.filter(|&p| p < window_end) {
+        worst = worst.max(window_end - last);
     }
     worst
 }

@@ -73,7 +73,7 @@ fn parse_options() -> Result<Options, String> {
         idle: Duration::from_secs(3),
         storm: Duration::from_secs(2),
         rounds: 5,
-        lateness_rounds: 3,
+        lateness_rounds: 10,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -100,7 +100,7 @@ fn parse_options() -> Result<Options, String> {
                 return Err("options: --scenarios 1,2,3,4,5,6  --svg <path> (default \
                             target/lateness.svg)  --idle-secs <s> (default 3)  \
                             --storm-secs <s> (default 2)  --rounds <n> (default 5)  \
-                            --lateness-rounds <n> (default 3)"
+                            --lateness-rounds <n> (default 10)"
                     .to_string())
             }
             other => return Err(format!("unknown option {other:?} (try --help)")),
@@ -320,7 +320,10 @@ fn machine() -> String {
     };
     let cpu = read("/proc/cpuinfo")
         .lines()
-        .find_map(|line| line.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned()))
+        .find_map(|line| {
+            line.strip_prefix("model name")
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
         .unwrap_or_else(|| "unknown".into());
     let slack_ns = read("/proc/self/timerslack_ns");
     let clock = read("/sys/devices/system/clocksource/clocksource0/current_clocksource");

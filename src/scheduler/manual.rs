@@ -33,8 +33,8 @@ impl Driver {
     pub(crate) fn run_one(&self, shared: &Shared) -> bool {
         match shared.pool.try_pop() {
             Some(core) => {
-                if let Some(core) = core.upgrade() {
-                    core.dispatch();
+                if let Some(push) = core.upgrade().and_then(|core| core.dispatch()) {
+                    push.deliver_now();
                 }
                 true
             }
@@ -49,7 +49,7 @@ impl Driver {
         let mut items = std::mem::take(&mut *lock(&self.parked));
         items.extend(shared.pool.take_inbox());
         let mut due = Vec::new();
-        lock(&self.timer).turn(now_us, items, &mut due);
+        let _ = lock(&self.timer).turn(now_us, items, &mut due);
         if !due.is_empty() && !shared.pool.push_batch(&mut due) {
             // Closed under us: list what was due as discarded.
             for core in due.iter().filter_map(Weak::upgrade) {

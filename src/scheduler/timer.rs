@@ -37,20 +37,29 @@ impl Timer {
 
     /// One turn at time `now_us`: re-read the triggers from the inbox
     /// (`items`), then append every run that is due to `due`, in deadline
-    /// order, for the caller to queue.
-    pub(crate) fn turn(&mut self, now_us: u64, items: Vec<Weak<Core>>, due: &mut Vec<Weak<Core>>) {
+    /// order, for the caller to queue. Returns how long those runs took
+    /// last time, in all (µs): the caller's estimate of the batch.
+    pub(crate) fn turn(
+        &mut self,
+        now_us: u64,
+        items: Vec<Weak<Core>>,
+        due: &mut Vec<Weak<Core>>,
+    ) -> u64 {
         for core in items.iter().filter_map(Weak::upgrade) {
             let seen = core.request().leave_inbox();
             self.update(&core, seen, now_us);
         }
+        let mut estimate_us = 0u64;
         self.wheel.poll(now_us, |_, due_at, entry| {
             if let Some(core) = entry.core.upgrade() {
                 core.timer_key.store(NO_KEY, Ordering::Relaxed);
                 if core.expire(entry.seen, due_at) {
+                    estimate_us = estimate_us.saturating_add(core.expected_run_us());
                     due.push(entry.core);
                 }
             }
         });
+        estimate_us
     }
 
     /// The wheel's current time (µs).

@@ -32,20 +32,40 @@ use std::time::Duration;
 /// worker, until it has been idle for the keep-alive).
 pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
     let _ = lifecycle::enter_thread(shared);
+    fine_timer_slack();
     let bed: Bed = Arc::new(Condvar::new());
+    // A re-arm's inbox push, handed to the pool with the next lock.
+    let mut push = None;
     loop {
-        match shared
-            .pool
-            .next_work(&bed, extra, &shared.limits, &shared.clock)
-        {
-            Work::Run(core) => {
-                if let Some(core) = core.upgrade() {
-                    core.dispatch();
-                }
-            }
+        let (limits, clock) = (&shared.limits, &shared.clock);
+        match shared.pool.next_work(&bed, extra, limits, clock, &mut push) {
+            Work::Run(core) => push = core.upgrade().and_then(|core| core.dispatch()),
             Work::Timer(timer, items) => hold_timer(shared, timer, items),
-            Work::Exit => return,
+            Work::Exit => {
+                if let Some(push) = push {
+                    push.closed();
+                }
+                return;
+            }
         }
+    }
+}
+
+/// Asks the kernel to wake this thread's timed waits within 1 µs of their
+/// deadline instead of its default 50 µs slack: the role holder sleeps toward
+/// microsecond deadlines, and any worker may hold the role. Linux only;
+/// elsewhere (and under loom) nothing.
+fn fine_timer_slack() {
+    #[cfg(all(target_os = "linux", not(loom)))]
+    {
+        const SLACK_NS: libc::c_ulong = 1_000;
+        // SAFETY:
+        // - `prctl(PR_SET_TIMERSLACK, n)` takes one integer argument and
+        //   changes only the calling thread's timer slack; it reads and
+        //   writes no memory of ours;
+        // - it cannot fail for a positive value; a failure would only leave
+        //   the default slack, so its result is ignored.
+        let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, SLACK_NS) };
     }
 }
 
@@ -59,8 +79,11 @@ fn hold_timer(
 ) {
     let mut due = Vec::new();
     loop {
-        timer.turn(shared.clock.now_us(), items, &mut due);
-        match shared.pool.after_turn(timer, &mut due, &shared.clock) {
+        let estimate_us = timer.turn(shared.clock.now_us(), items, &mut due);
+        match shared
+            .pool
+            .after_turn(timer, &mut due, estimate_us, &shared.clock)
+        {
             Step::Turn(held, news) => (timer, items) = (held, news),
             Step::Released => return,
             Step::Closed(never_queued) => {
