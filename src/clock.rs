@@ -9,6 +9,10 @@ use crate::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// The latest time either clock can show, in µs: both count nanoseconds in
+/// a `u64` (about 584 years), so later microseconds have no clock reading.
+pub(crate) const HORIZON_US: u64 = u64::MAX / 1_000;
+
 /// Where a scheduler's time comes from.
 #[derive(Debug, Clone)]
 pub(crate) enum Clock {
@@ -89,15 +93,17 @@ fn nanos(duration: Duration) -> Option<u64> {
 }
 
 /// The deadline in µs, rounded up to a multiple of `tick_us`, of a run
-/// `delay` after `now_ns`; `None` if it does not fit in a `u64`.
+/// `delay` after `now_ns`; `None` if it lies past [`HORIZON_US`] (no clock
+/// reading could ever reach it).
 #[inline]
 pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<u64> {
     let at_ns = now_ns.checked_add(nanos(delay)?)?;
-    let at_us = at_ns.div_ceil(1_000);
-    if tick_us == 1 {
-        return Some(at_us); // the default: no division on the fire path
+    let mut at_us = at_ns.div_ceil(1_000);
+    if tick_us != 1 {
+        // The default tick needs no division on the fire path.
+        at_us = at_us.checked_next_multiple_of(tick_us)?;
     }
-    at_us.checked_next_multiple_of(tick_us)
+    (at_us <= HORIZON_US).then_some(at_us)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -111,6 +117,14 @@ mod tests {
         assert_eq!(deadline_us(0, Duration::from_micros(5), 4), Some(8));
         assert_eq!(deadline_us(1, Duration::MAX, 1), None);
         assert_eq!(deadline_us(u64::MAX, Duration::from_nanos(1), 1), None);
+        let last_ns = HORIZON_US * 1_000;
+        assert_eq!(deadline_us(last_ns, Duration::ZERO, 1), Some(HORIZON_US));
+        assert_eq!(deadline_us(last_ns, Duration::from_nanos(1), 1), None);
+        assert_eq!(deadline_us(0, Duration::from_nanos(1), u64::MAX), None);
+        assert_eq!(
+            deadline_us(0, Duration::from_nanos(1), HORIZON_US),
+            Some(HORIZON_US)
+        );
     }
 
     #[test]
