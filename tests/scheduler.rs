@@ -18,7 +18,13 @@ fn builder_rejects_bad_configuration_with_errors() {
     ));
     let error = Scheduler::builder().workers(5_000).build().unwrap_err();
     assert!(
-        matches!(error, BuildError::TooManyWorkers { requested: 5_000, .. }),
+        matches!(
+            error,
+            BuildError::TooManyWorkers {
+                requested: 5_000,
+                ..
+            }
+        ),
         "{error}"
     );
     assert!(error.to_string().contains("5000"), "{error}");
