@@ -147,6 +147,10 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
+// docs.rs (nightly, `--cfg docsrs`): label feature-gated items with their
+// feature. `doc_cfg` does it automatically since it absorbed `doc_auto_cfg`,
+// which nightly no longer accepts.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
 mod core;
