@@ -31,7 +31,8 @@ pub fn jittered(period: Duration, fraction: f64) -> Duration {
     spread(period, fraction, fastrand::f64())
 }
 
-/// Seeds the generator [`jittered`] uses on this thread.
+/// Seeds the generator [`jittered`] uses on this thread (any `u64` is a
+/// valid seed).
 pub fn seed_jitter(seed: u64) {
     fastrand::seed(seed);
 }

@@ -51,7 +51,8 @@ impl Key {
         self.0
     }
 
-    /// A key from [`into_raw`](Self::into_raw).
+    /// A key from [`into_raw`](Self::into_raw). Any other value is a key
+    /// too: it names no live entry (see [`Wheel::remove`]) or another one.
     pub fn from_raw(raw: u32) -> Self {
         Key(raw)
     }
