@@ -66,9 +66,10 @@ impl Trigger {
     /// until it is fired.
     ///
     /// Keep the returned handle (or a clone): dropping the last handle
-    /// suspends the trigger, so `Trigger::bind(&scheduler, task);` on its
-    /// own, or `Trigger::bind(&scheduler, task).fire()` as a statement,
-    /// never runs `task` — or runs it at most once.
+    /// suspends the trigger. `Trigger::bind(&scheduler, task);` never runs
+    /// `task`, and `Trigger::bind(&scheduler, task).fire()?;` runs it at
+    /// most once: the temporary handle is dropped at the end of the
+    /// statement.
     ///
     /// Binding to a scheduler that has shut down works, and gives a
     /// trigger whose fires return [`FireError::Shutdown`].

@@ -282,6 +282,12 @@ fn check_shut_down(scheduler: Scheduler, trigger: &Trigger, timeout: Duration) {
     assert!(scheduler.is_terminated());
     assert_eq!(trigger.fire(), Err(FireError::Shutdown));
     assert!(trigger.fire_after(Duration::from_secs(1)).is_err());
+    let late = Trigger::bind(&scheduler, || None);
+    assert_eq!(
+        late.fire(),
+        Err(FireError::Shutdown),
+        "bound after shutdown"
+    );
     let report = scheduler.close();
     assert_eq!(report.detached_threads(), 0);
     assert!(report
@@ -422,6 +428,9 @@ proptest! {
         }
         prop_assert!(sim.await_termination(timeout));
         prop_assert_eq!(trigger.fire(), Err(FireError::Shutdown));
+        let late = Trigger::bind(&sim, || None);
+        prop_assert_eq!(late.fire(), Err(FireError::Shutdown));
+        prop_assert!(late.fire_within(timeout).is_err());
         prop_assert!(sim.shutdown_report().is_some());
     }
 }
