@@ -9,6 +9,16 @@ use crate::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// The latest time either clock can show, in µs: both count nanoseconds in
+/// a `u64` (about 584 years), so later microseconds have no clock reading.
+pub(crate) const HORIZON_US: u64 = u64::MAX / 1_000;
+
+/// The latest deadline a request may carry, in µs. The request word stores
+/// a deadline `d` µs away in units of up to `2^30` µs when `d` nears the
+/// horizon, rounding it up (see `request.rs`); this margin keeps the
+/// rounded deadline within the horizon, where a clock can reach it.
+pub(crate) const LAST_DEADLINE_US: u64 = HORIZON_US - (1 << 30);
+
 /// Where a scheduler's time comes from.
 #[derive(Debug, Clone)]
 pub(crate) enum Clock {
@@ -89,15 +99,17 @@ fn nanos(duration: Duration) -> Option<u64> {
 }
 
 /// The deadline in µs, rounded up to a multiple of `tick_us`, of a run
-/// `delay` after `now_ns`; `None` if it does not fit in a `u64`.
+/// `delay` after `now_ns`; `None` if it lies past [`LAST_DEADLINE_US`] (no
+/// clock reading could ever reach it).
 #[inline]
 pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<u64> {
     let at_ns = now_ns.checked_add(nanos(delay)?)?;
-    let at_us = at_ns.div_ceil(1_000);
-    if tick_us == 1 {
-        return Some(at_us); // the default: no division on the fire path
+    let mut at_us = at_ns.div_ceil(1_000);
+    if tick_us != 1 {
+        // The default tick needs no division on the fire path.
+        at_us = at_us.checked_next_multiple_of(tick_us)?;
     }
-    at_us.checked_next_multiple_of(tick_us)
+    (at_us <= LAST_DEADLINE_US).then_some(at_us)
 }
 
 /// The grids a returned delay may be coalesced onto, in µs: 1-2-5 steps up
@@ -130,6 +142,43 @@ mod tests {
         assert_eq!(deadline_us(0, Duration::from_micros(5), 4), Some(8));
         assert_eq!(deadline_us(1, Duration::MAX, 1), None);
         assert_eq!(deadline_us(u64::MAX, Duration::from_nanos(1), 1), None);
+        let last_ns = LAST_DEADLINE_US * 1_000;
+        let last = Some(LAST_DEADLINE_US);
+        assert_eq!(deadline_us(last_ns, Duration::ZERO, 1), last);
+        assert_eq!(deadline_us(last_ns, Duration::from_nanos(1), 1), None);
+        assert_eq!(
+            deadline_us(HORIZON_US * 1_000, Duration::from_nanos(1), 1),
+            None
+        );
+        assert_eq!(
+            deadline_us(0, Duration::from_micros(LAST_DEADLINE_US), 1),
+            last
+        );
+        assert_eq!(deadline_us(0, Duration::from_nanos(1), u64::MAX), None);
+        assert_eq!(
+            deadline_us(0, Duration::from_nanos(1), LAST_DEADLINE_US),
+            last
+        );
+    }
+
+    #[test]
+    fn every_accepted_deadline_stays_within_the_horizon_once_encoded() {
+        use crate::request::Kind;
+        for now in [
+            0,
+            1,
+            1 << 20,
+            1 << 40,
+            LAST_DEADLINE_US / 2,
+            LAST_DEADLINE_US,
+        ] {
+            for back in [0, 1, 1 << 10, (1 << 30) - 1, 1 << 30, 1 << 50] {
+                let deadline = LAST_DEADLINE_US.saturating_sub(back).max(now);
+                let decoded = Kind::at(deadline, now).deadline(now).unwrap();
+                assert!(decoded >= deadline, "never early");
+                assert!(decoded <= HORIZON_US, "{now} {deadline} -> {decoded}");
+            }
+        }
     }
 
     #[test]

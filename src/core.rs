@@ -219,13 +219,20 @@ impl Core {
     }
 
     /// Requests a run `delay` from now (latest request wins).
+    #[inline]
     pub(crate) fn fire_after(self: &Arc<Self>, delay: Duration) -> Result<(), FireError> {
+        self.fire_after_from(self.shared.clock.now_ns(), delay)
+    }
+
+    /// Requests a run `delay` after `now_ns`.
+    #[inline]
+    fn fire_after_from(self: &Arc<Self>, now_ns: u64, delay: Duration) -> Result<(), FireError> {
         if delay.is_zero() {
             return self.fire();
         }
         // The deadline is computed, checked, before the version moves: an
-        // overflowing delay must not cancel the live chain (SPEC §7).
-        let now_ns = self.shared.clock.now_ns();
+        // overflowing delay must not cancel the live chain (docs/DESIGN.md,
+        // "Pitfalls").
         let deadline = deadline_us(now_ns, delay, self.shared.tick_us)
             .ok_or(FireError::DelayTooLong(delay))?;
         if self.shared.is_closed() {
@@ -237,13 +244,19 @@ impl Core {
     }
 
     /// Requests a run after a uniformly random delay in `[0, window)`.
+    /// The whole window must fit the clock's range, so whether the fire is
+    /// refused never depends on the draw.
     pub(crate) fn fire_within(self: &Arc<Self>, window: Duration) -> Result<(), FireError> {
         let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
         if nanos == 0 {
             return self.fire();
         }
+        let now_ns = self.shared.clock.now_ns();
+        if deadline_us(now_ns, window, self.shared.tick_us).is_none() {
+            return Err(FireError::DelayTooLong(window));
+        }
         let delay = Duration::from_nanos(self.shared.random_below(nanos));
-        self.fire_after(delay)
+        self.fire_after_from(now_ns, delay)
     }
 
     /// Cancels every pending request; an iteration in flight finishes.

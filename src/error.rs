@@ -9,9 +9,10 @@ use std::time::Duration;
 pub enum FireError {
     /// The scheduler has shut down: no run will ever start again.
     Shutdown,
-    /// The deadline `delay` from now does not fit the clock's range
-    /// (e.g. `Duration::MAX`). The trigger was left untouched: a running
-    /// chain keeps running.
+    /// The deadline `delay` (or, for `fire_within`, the end of the window)
+    /// from now lies past the clock's range, about 584 years after the
+    /// scheduler started (e.g. `Duration::MAX`). The trigger was left
+    /// untouched: a running chain keeps running.
     DelayTooLong(Duration),
 }
 
@@ -37,8 +38,17 @@ impl std::error::Error for FireError {}
 pub enum BuildError {
     /// `workers(0)`: a scheduler needs at least one worker thread.
     NoWorkers,
-    /// `tick(Duration::ZERO)` or a tick below one microsecond.
-    TickTooSmall(Duration),
+    /// `workers(requested)` asks for more worker threads than the
+    /// scheduler starts (`max`).
+    TooManyWorkers {
+        /// The number asked for.
+        requested: usize,
+        /// The most a scheduler starts.
+        max: usize,
+    },
+    /// The thread name prefix contains a NUL byte, which no thread name
+    /// can hold.
+    InvalidThreadName(String),
     /// The operating system refused to start a thread.
     Spawn(std::io::Error),
 }
@@ -47,8 +57,12 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::NoWorkers => f.write_str("a scheduler needs at least one worker thread"),
-            BuildError::TickTooSmall(tick) => {
-                write!(f, "the tick must be at least 1 µs (got {tick:?})")
+            BuildError::TooManyWorkers { requested, max } => write!(
+                f,
+                "{requested} worker threads asked for; a scheduler starts at most {max}"
+            ),
+            BuildError::InvalidThreadName(prefix) => {
+                write!(f, "the thread name prefix {prefix:?} contains a NUL byte")
             }
             BuildError::Spawn(error) => write!(f, "could not start a scheduler thread: {error}"),
         }

@@ -3,12 +3,19 @@
 
 use std::time::Duration;
 
-/// `period` moved by a uniformly random amount within `± fraction` of it
-/// (`fraction` is clamped to `0.0..=1.0`), for a task's return value:
-/// `Some(jittered(Duration::from_secs(30), 0.1))` runs every 27–33 s.
+/// `period` moved by a uniformly random amount within `± fraction` of it,
+/// for a task's return value: `Some(jittered(Duration::from_secs(30), 0.1))`
+/// runs every 27–33 s.
 ///
 /// Uses a thread-local generator; [`seed_jitter`] makes it deterministic
 /// on the calling thread (virtual-time tests run tasks on the test thread).
+///
+/// # Errors
+///
+/// None: every input gives a delay. `fraction` is clamped to `0.0..=1.0`
+/// (NaN, zero and negative values mean no jitter: `period` itself comes
+/// back; `+∞` means `1.0`), and a delay beyond [`Duration::MAX`] saturates
+/// there.
 ///
 /// # Examples
 ///
@@ -19,19 +26,43 @@ use std::time::Duration;
 /// let delay = jittered(Duration::from_secs(30), 0.1);
 /// assert!(delay >= Duration::from_secs(27) && delay <= Duration::from_secs(33));
 /// ```
+#[must_use]
 pub fn jittered(period: Duration, fraction: f64) -> Duration {
     spread(period, fraction, fastrand::f64())
 }
 
-/// Seeds the generator [`jittered`] uses on this thread.
+/// Seeds the generator [`jittered`] uses on this thread (any `u64` is a
+/// valid seed).
 pub fn seed_jitter(seed: u64) {
     fastrand::seed(seed);
 }
 
-/// `period · (1 + fraction · (2u − 1))` for `u` in `[0, 1)`.
+/// `period · (1 + fraction · (2u − 1))` for `u` in `[0, 1)`, saturating.
+///
+/// Only the offset goes through `f64`, and it is at most `period` itself,
+/// so `Duration::mul_f64`'s panics (NaN, a product beyond `Duration::MAX`)
+/// cannot happen; a zero fraction returns `period` exactly.
 fn spread(period: Duration, fraction: f64, unit: f64) -> Duration {
-    let fraction = fraction.clamp(0.0, 1.0);
-    period.mul_f64(1.0 + fraction * (2.0 * unit - 1.0))
+    let offset = unit_fraction(fraction) * (2.0 * unit - 1.0);
+    if offset == 0.0 {
+        return period;
+    }
+    let delta =
+        Duration::try_from_secs_f64(period.as_secs_f64() * offset.abs()).unwrap_or(Duration::MAX);
+    if offset > 0.0 {
+        period.saturating_add(delta)
+    } else {
+        period.saturating_sub(delta)
+    }
+}
+
+/// `fraction` clamped to `0.0..=1.0`, NaN counting as `0.0` (no jitter).
+fn unit_fraction(fraction: f64) -> f64 {
+    if fraction.is_nan() {
+        0.0
+    } else {
+        fraction.clamp(0.0, 1.0)
+    }
 }
 
 /// Exponential back-off with a cap and jitter, producing what a failing
@@ -72,6 +103,13 @@ pub struct Backoff {
 impl Backoff {
     /// Doubling delays from `initial`, never above `max`; no jitter, no
     /// retry limit.
+    ///
+    /// # Errors
+    ///
+    /// None: a `max` below `initial` is raised to `initial`, and
+    /// `initial == Duration::ZERO` gives zero delays (the task re-runs at
+    /// once; other triggers still get their turn).
+    #[must_use]
     pub fn new(initial: Duration, max: Duration) -> Self {
         Self {
             initial,
@@ -83,20 +121,29 @@ impl Backoff {
         }
     }
 
-    /// Spreads each delay by `± fraction` of it (clamped to `0.0..=1.0`).
+    /// Spreads each delay by `± fraction` of it.
+    ///
+    /// # Errors
+    ///
+    /// None: `fraction` is clamped to `0.0..=1.0` as in [`jittered`] (NaN
+    /// means no jitter).
+    #[must_use]
     pub fn jitter(mut self, fraction: f64) -> Self {
-        self.jitter = fraction.clamp(0.0, 1.0);
+        self.jitter = unit_fraction(fraction);
         self
     }
 
     /// After `retries` consecutive failures, [`failed`](Self::failed)
-    /// returns `None`: the task stops circulating until fired again.
+    /// returns `None`: the task stops circulating until fired again
+    /// (`max_retries(0)`: the first failure already gives `None`).
+    #[must_use]
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = Some(retries);
         self
     }
 
     /// Seeds the jitter, for deterministic tests.
+    #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
         self.rng = fastrand::Rng::with_seed(seed);
         self
@@ -109,6 +156,11 @@ impl Backoff {
 
     /// Records a failure; returns the delay before the next attempt, or
     /// `None` once the retry limit is reached.
+    ///
+    /// # Errors
+    ///
+    /// None: the doubling saturates at `max` (and the failure count at
+    /// `u32::MAX`), however long the failures last.
     pub fn failed(&mut self) -> Option<Duration> {
         if self.max_retries.is_some_and(|limit| self.failures >= limit) {
             return None;
@@ -121,6 +173,10 @@ impl Backoff {
 
     /// Records a success and resets; returns `Some(period)`, jittered like
     /// the back-off delays.
+    ///
+    /// # Errors
+    ///
+    /// None: a jittered period beyond `Duration::MAX` saturates there.
     pub fn succeeded(&mut self, period: Duration) -> Option<Duration> {
         self.failures = 0;
         Some(spread(period, self.jitter, self.rng.f64()))
@@ -169,5 +225,41 @@ mod tests {
         let first = jittered(period, 0.3);
         seed_jitter(3);
         assert_eq!(jittered(period, 0.3), first);
+    }
+
+    #[test]
+    fn hostile_fractions_and_periods_saturate() {
+        let huge = [Duration::MAX, Duration::from_secs(u64::MAX)];
+        for period in huge
+            .into_iter()
+            .chain([Duration::ZERO, Duration::from_nanos(1)])
+        {
+            for fraction in [f64::NAN, -1.0, -0.0, 0.0, f64::NEG_INFINITY] {
+                for unit in [0.0, 0.5, 0.999_999] {
+                    assert_eq!(spread(period, fraction, unit), period, "{fraction}");
+                }
+            }
+            for fraction in [1.0, 2.5, f64::INFINITY, f64::MAX] {
+                assert_eq!(spread(period, fraction, 0.0), Duration::ZERO);
+                let up = spread(period, fraction, 0.999_999);
+                assert!(up >= period && up <= period.saturating_mul(2), "{up:?}");
+            }
+        }
+        assert_eq!(spread(Duration::MAX, 1.0, 0.75), Duration::MAX);
+        let mut backoff = Backoff::new(Duration::MAX, Duration::ZERO).jitter(f64::NAN);
+        for _ in 0..70 {
+            assert_eq!(backoff.failed(), Some(Duration::MAX));
+        }
+        let mut backoff = Backoff::new(Duration::from_nanos(1), Duration::MAX).jitter(1.0);
+        let delays: Vec<_> = (0..200).map(|_| backoff.failed().unwrap()).collect();
+        assert!(delays.iter().all(|&d| d <= Duration::MAX));
+        assert_eq!(backoff.failures(), 200);
+        assert!(backoff.succeeded(Duration::MAX).is_some());
+        assert_eq!(
+            Backoff::new(Duration::ZERO, Duration::ZERO)
+                .max_retries(0)
+                .failed(),
+            None
+        );
     }
 }

@@ -57,6 +57,10 @@
 //!   wrap-around.
 //! * **G13 progress under a storm**: threads firing flat out do not stop
 //!   the task from running back to back, and memory stays flat.
+//! * **G16 every input survives**: no public function panics on an
+//!   argument value (`Duration::MAX`, NaN, zero, huge counts, any name):
+//!   it returns a clear error that changes nothing, or saturates as its
+//!   `# Errors` section documents.
 //!
 //! # Testing your periodic logic
 //!
@@ -133,45 +137,20 @@
 //!   asks for (nothing / now / at T), so a queued dispatch serves the live
 //!   request instead of a stale version, and the timer holds one entry per
 //!   trigger.
-//! * [`wheel`] — the hierarchical timing wheel (µs resolution).
+//! * `wheel/` — the hierarchical timing wheel (µs resolution).
 //! * `scheduler/` — timer thread, inbox, run queue, worker pool, lifecycle.
 //!
-//! ## Ordering audit
-//!
-//! Every non-Relaxed atomic operation was weakened in turn and the loom
-//! suite (`loom-tests/`) run; each ordering below is either caught by a
-//! model when weakened, or was relaxed because no model — and no argument —
-//! needs it. Model names: `T` = `loom_trigger`, `D` = `loom_dispatch`,
-//! `S` = `loom_shutdown`, `St` = `loom_state`.
-//!
-//! | operation | ordering | weakened to | caught by |
-//! |---|---|---|---|
-//! | `State::advance` (fire, suspend) | Release | Relaxed | T `g4_every_fire_is_served…` |
-//! | `State::enter`, RUNNING arm | Acquire | Relaxed | T `g2_data_written_before_fire…`, T `g1_two_fires…`, St `g1_enter…` |
-//! | `State::exit`, done arm | Release | Relaxed | T `g2_data_written_before_fire…`, T `g6_…` |
-//! | `State::exit`, re-run arm | Release | Relaxed | T `g1_two_fires…` (UnsafeCell race) |
-//! | `State::snapshot` | Acquire | Relaxed | T `g6_fire_fire_suspend…`, T `g6_suspend_racing…` (bound 3) |
-//! | `State::touch` (shutdown scan) | AcqRel | Acquire / Release / Relaxed | S `a_run_starting_after_shutdown_began…` |
-//! | `Request::publish` | AcqRel | Release | D `g13_a_firer_finding_the_trigger_queued…` |
-//! | `Request::publish` | AcqRel | Acquire / Relaxed | T `g2_…`, T `g4_…`, T `g5_…`, D `g9_g13_fire_storm…` |
-//! | `Request::take_due` | Acquire | Relaxed | T `g2_data_written_before_fire…` |
-//! | `Request::touch` (inbox pusher) | Release | Relaxed | D `g13_a_firer_finding_the_trigger_queued…` |
-//! | `Request::withdraw` (shutdown scan) | Release | Relaxed | S `a_fire_coalescing_onto_a_dropped_dispatch…` |
-//! | `queued` set / clear | Release / Acquire | Relaxed | T `g4_every_fire_is_served…` |
-//! | `closed` swap / load | Release / Acquire | Relaxed | S `is_shutdown_sees_what_preceded_shutdown` |
-//! | `Request::expire` | Release | Relaxed | not modelled: it hands the statistics' deadline to the worker, and the statistics atomics are kept out of the model on purpose (they order nothing else) |
-//!
-//! Relaxed after the audit, with the reason in the code: the Acquire half
-//! of `advance`, the reservation arms of `enter`/`reserve` (formerly
-//! Release), the Acquire half of `exit`'s re-run arm, the opposite halves of
-//! the `queued` flag, `Request::leave_inbox` (formerly AcqRel; it only
-//! needs to be an RMW), the Acquire halves of `Request::touch`, `Request::withdraw`
-//! and the `closed` swap, and the cancellation flag. Under loom `Backoff::spin` does
-//! not yield: a loom yield stops the checker from exploring stale reads
-//! after it, which had hidden the `publish`/`touch` rows above.
+//! The design notes — the guarantees in detail, the state-word procedures,
+//! the memory orderings with the audit that checked each one against the
+//! loom models, the pitfalls the design avoids, and the edge behaviour of
+//! every entry point — are in `docs/DESIGN.md` in the repository.
 
 #![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
+// docs.rs (nightly, `--cfg docsrs`): label feature-gated items with their
+// feature. `doc_cfg` does it automatically since it absorbed `doc_auto_cfg`,
+// which nightly no longer accepts.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
 mod core;
@@ -188,14 +167,52 @@ mod sync;
 mod task;
 mod trigger;
 mod virtual_time;
+// Test-only: public so that `tests/wheel.rs` and `benches/wheel.rs` can
+// drive the wheel alone, hidden because it is no part of the supported API.
+#[doc(hidden)]
 pub mod wheel;
 
 pub use error::{BuildError, FireError};
 pub use jitter::{jittered, seed_jitter, Backoff};
 pub use scheduler::lifecycle::{cancelled, DiscardedRun, InFlightRun, Outcome, ShutdownReport};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
+// Test-only: the state word as `Trigger::snapshot` returns it, for tests
+// and models; hidden like that method.
+#[doc(hidden)]
 pub use state::Snapshot;
 pub use stats::{SchedulerStats, TriggerState, TriggerStats};
 pub use task::Task;
 pub use trigger::{Trigger, TriggerBuilder, WeakTrigger};
 pub use virtual_time::{VirtualClock, VirtualScheduler};
+
+// Every public type can be shared across threads: checked here, at compile
+// time, rather than discovered in a user's `thread::spawn`.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Scheduler>();
+    assert_send_sync::<Builder>();
+    assert_send_sync::<VirtualScheduler>();
+    assert_send_sync::<VirtualClock>();
+    assert_send_sync::<Trigger>();
+    assert_send_sync::<WeakTrigger>();
+    assert_send_sync::<TriggerBuilder<'static>>();
+    assert_send_sync::<FireError>();
+    assert_send_sync::<BuildError>();
+    assert_send_sync::<TaskPanic>();
+    assert_send_sync::<ShutdownReport>();
+    assert_send_sync::<DiscardedRun>();
+    assert_send_sync::<InFlightRun>();
+    assert_send_sync::<Outcome>();
+    assert_send_sync::<TriggerStats>();
+    assert_send_sync::<SchedulerStats>();
+    assert_send_sync::<TriggerState>();
+    assert_send_sync::<Backoff>();
+    assert_send_sync::<Snapshot>();
+    assert_send_sync::<wheel::Wheel<()>>();
+    assert_send_sync::<wheel::Key>();
+};
+
+// The README's Rust examples run as doctests, so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -25,6 +25,14 @@ pub struct Harness {
     driver: Driver,
 }
 
+impl std::fmt::Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("scheduler", &self.scheduler)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for Harness {
     fn default() -> Self {
         Self::new()

@@ -22,7 +22,7 @@
 //!
 //! # Orderings
 //!
-//! The happens-before edges this word carries (SPEC §7):
+//! The happens-before edges this word carries (docs/DESIGN.md, "Orderings"):
 //!
 //! * **iteration N → iteration N+1**: `exit` clears RUNNING with *Release*;
 //!   `enter` sets RUNNING with *Acquire* and reads that store (or a later one
@@ -39,7 +39,7 @@
 //! * Setting RESERVED (`enter`'s reservation arm, `reserve`) is therefore
 //!   *Relaxed*: the reserver hands nothing on that the firer's own Release
 //!   does not; and `exit`'s re-run arm needs only *Release* (for iteration
-//!   N's writes), not Acquire. The ordering audit (crate docs) weakened
+//!   N's writes), not Acquire. The ordering audit (docs/DESIGN.md) weakened
 //!   each of these with no model failing, and the argument above says why.
 
 use crate::sync::{AtomicU32, Backoff, Ordering};
@@ -180,7 +180,7 @@ impl State {
     /// returns the new version. Used by `fire`, `fire_after` and `suspend`.
     ///
     /// Clearing RESERVED is what makes fire/fire/suspend stop and
-    /// fire/fire/fire yield one chain (SPEC §7).
+    /// fire/fire/fire yield one chain (docs/DESIGN.md, "Pitfalls").
     pub fn advance(&self) -> u32 {
         let backoff = Backoff::new();
         let mut current = self.word.load(Ordering::Relaxed);

@@ -9,6 +9,12 @@ use std::time::Duration;
 /// runs never overlap, so `run` takes `&mut self` and the task's state needs
 /// no lock.
 ///
+/// Every return value is accepted: `Some(Duration::ZERO)` runs again at
+/// once (through the run queue, so other triggers still get their turn),
+/// and a delay whose deadline lies past the clock's range (e.g.
+/// `Duration::MAX`) stops circulating, as `None` does. A panic is caught
+/// and reported, and also stops circulating.
+///
 /// Implemented for every `FnMut() -> Option<Duration> + Send + 'static`.
 ///
 /// # Examples

@@ -64,12 +64,23 @@ impl Drop for Handle {
 impl Trigger {
     /// Binds `task` to `scheduler`. The trigger starts idle: nothing runs
     /// until it is fired.
+    ///
+    /// Keep the returned handle (or a clone): dropping the last handle
+    /// suspends the trigger. `Trigger::bind(&scheduler, task);` never runs
+    /// `task`, and `Trigger::bind(&scheduler, task).fire()?;` runs it at
+    /// most once: the temporary handle is dropped at the end of the
+    /// statement.
+    ///
+    /// Binding to a scheduler that has shut down works, and gives a
+    /// trigger whose fires return [`FireError::Shutdown`].
+    #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
     pub fn bind(scheduler: &Scheduler, task: impl Task) -> Self {
         Self::builder(scheduler).bind(task)
     }
 
     /// A builder for a trigger with a name (shown in `Debug` and in panic
     /// reports).
+    #[must_use = "a builder does nothing until `bind` is called"]
     pub fn builder(scheduler: &Scheduler) -> TriggerBuilder<'_> {
         TriggerBuilder {
             scheduler,
@@ -118,9 +129,12 @@ impl Trigger {
     ///
     /// # Errors
     ///
-    /// [`FireError::DelayTooLong`] if the deadline overflows the clock
-    /// (e.g. `Duration::MAX`): the trigger is left exactly as it was.
-    /// [`FireError::Shutdown`] once the scheduler has shut down.
+    /// [`FireError::DelayTooLong`] if the deadline lies past the clock's
+    /// range, about 584 years after the scheduler started (e.g.
+    /// `Duration::MAX` or `Duration::from_secs(u64::MAX)`): the trigger is
+    /// left exactly as it was. [`FireError::Shutdown`] once the scheduler
+    /// has shut down. Every other delay is accepted: `Duration::ZERO` is
+    /// `fire()`, and a delay that is not a whole number of ticks rounds up.
     ///
     /// # Examples
     ///
@@ -148,7 +162,11 @@ impl Trigger {
     ///
     /// # Errors
     ///
-    /// As [`fire_after`](Self::fire_after).
+    /// As [`fire_after`](Self::fire_after), judged on the end of the
+    /// window, so the answer does not depend on the random draw:
+    /// `fire_within(Duration::MAX)` returns
+    /// `Err(FireError::DelayTooLong(Duration::MAX))` and leaves the trigger
+    /// as it was. `fire_within(Duration::ZERO)` is `fire()`.
     ///
     /// # Examples
     ///
@@ -216,6 +234,9 @@ impl Trigger {
 
     /// A snapshot of the state word (running, reserved, version), for
     /// diagnostics and tests.
+    // Test-only: the integration tests and loom models read the word
+    // directly; users have `stats()`. Public but kept out of the docs.
+    #[doc(hidden)]
     pub fn snapshot(&self) -> Snapshot {
         self.handle.core.snapshot()
     }
@@ -284,6 +305,7 @@ impl fmt::Debug for WeakTrigger {
 /// assert_eq!(trigger.name(), Some("config-refresh"));
 /// ```
 #[derive(Debug)]
+#[must_use = "a builder does nothing until `bind` is called"]
 pub struct TriggerBuilder<'a> {
     scheduler: &'a Scheduler,
     name: Option<Box<str>>,
@@ -291,7 +313,13 @@ pub struct TriggerBuilder<'a> {
 }
 
 impl TriggerBuilder<'_> {
-    /// Names the trigger (shown in `Debug` and in panic reports).
+    /// Names the trigger (shown in `Debug`, statistics, shutdown and panic
+    /// reports).
+    ///
+    /// # Errors
+    ///
+    /// None: any string is a name, the empty one and very long ones
+    /// included; it is stored as given.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into().into_boxed_str());
         self
@@ -300,12 +328,17 @@ impl TriggerBuilder<'_> {
     /// Starts the 30-bit version counter at `version` (masked to 30 bits)
     /// instead of 0. Behaviour does not depend on it; it exists to test the
     /// wrap-around (G12).
+    // Test-only knob (the tests of G12 start near the wrap); public for
+    // them, kept out of the docs.
+    #[doc(hidden)]
     pub fn start_version(mut self, version: u32) -> Self {
         self.version = version;
         self
     }
 
-    /// Binds `task` and returns the (idle) trigger.
+    /// Binds `task` and returns the (idle) trigger; see [`Trigger::bind`]
+    /// — dropping the last handle suspends the trigger.
+    #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
     pub fn bind(self, task: impl Task) -> Trigger {
         let core = Core::new(
             Arc::clone(&self.scheduler.shared),

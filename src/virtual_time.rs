@@ -1,7 +1,7 @@
 //! Virtual time: a scheduler whose clock moves only when the test says so,
 //! for deterministic tests of periodic logic without sleeping.
 
-use crate::clock::ManualTime;
+use crate::clock::{ManualTime, HORIZON_US};
 use crate::scheduler::manual::Driver;
 use crate::scheduler::Scheduler;
 use crate::sync::Arc;
@@ -55,6 +55,11 @@ pub struct VirtualScheduler {
 }
 
 impl VirtualScheduler {
+    /// The latest virtual time: about 584 years (the clock counts
+    /// nanoseconds in a `u64`). [`advance`](Self::advance) and
+    /// [`advance_to`](Self::advance_to) stop there.
+    pub const HORIZON: Duration = Duration::from_micros(HORIZON_US);
+
     pub(crate) fn new(scheduler: Scheduler, time: Arc<ManualTime>) -> Self {
         Self {
             scheduler,
@@ -77,27 +82,44 @@ impl VirtualScheduler {
     /// order; returns how many runs were dispatched (including ones found
     /// superseded).
     ///
-    /// `advance(Duration::ZERO)` runs what is due now.
+    /// `advance(Duration::ZERO)` runs what is due now. Every iteration due
+    /// runs, so advancing by N periods of a periodic trigger runs it N
+    /// times: a long jump over a short period takes long.
+    ///
+    /// # Errors
+    ///
+    /// None: time saturates at [`HORIZON`](Self::HORIZON), so
+    /// `advance(Duration::MAX)` moves to the horizon. There every
+    /// `fire_after` but `fire_after(Duration::ZERO)` returns
+    /// [`FireError::DelayTooLong`](crate::FireError::DelayTooLong) and a
+    /// task's re-arm stops its chain, as for any deadline past the clock's
+    /// range; `fire` still runs.
     ///
     /// # Panics
     ///
     /// If a task keeps re-arming itself with a zero delay (a million runs
-    /// at one instant): time could never move on.
+    /// at one instant): time could never move on. No argument value
+    /// panics.
     pub fn advance(&self, delay: Duration) -> usize {
-        let step = u64::try_from(delay.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
-        let target = self.driver.time.now_us().saturating_add(step);
-        self.driver.advance_to(&self.scheduler.shared, target)
+        let target = self.driver.time.now_us().saturating_add(micros_up(delay));
+        self.driver
+            .advance_to(&self.scheduler.shared, target.min(HORIZON_US))
     }
 
     /// Moves time forward to `at` since the scheduler was built (a time in
     /// the past only runs what is due now); see [`advance`](Self::advance).
     ///
+    /// # Errors
+    ///
+    /// None: as [`advance`](Self::advance), `at` saturates at
+    /// [`HORIZON`](Self::HORIZON).
+    ///
     /// # Panics
     ///
     /// As [`advance`](Self::advance).
     pub fn advance_to(&self, at: Duration) -> usize {
-        let target = u64::try_from(at.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
-        self.driver.advance_to(&self.scheduler.shared, target)
+        self.driver
+            .advance_to(&self.scheduler.shared, micros_up(at).min(HORIZON_US))
     }
 
     /// The next time an iteration is due, if any is armed (the start of
@@ -108,6 +130,11 @@ impl VirtualScheduler {
         let next = self.driver.next_wake();
         (next != u64::MAX).then(|| Duration::from_micros(next))
     }
+}
+
+/// `duration` in microseconds, rounded up (never early), saturating.
+fn micros_up(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
 }
 
 impl Deref for VirtualScheduler {

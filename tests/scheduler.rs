@@ -16,15 +16,37 @@ fn builder_rejects_bad_configuration_with_errors() {
         Scheduler::builder().workers(0).build(),
         Err(BuildError::NoWorkers)
     ));
-    assert!(matches!(
-        Scheduler::builder().tick(Duration::ZERO).build(),
-        Err(BuildError::TickTooSmall(_))
-    ));
+    let error = Scheduler::builder().workers(1_025).build().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            BuildError::TooManyWorkers {
+                requested: 1_025,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("1025"), "{error}");
     let error = Scheduler::builder()
-        .tick(Duration::from_nanos(10))
+        .thread_name_prefix("a\0b")
         .build()
         .unwrap_err();
-    assert!(error.to_string().contains("1 µs"), "{error}");
+    assert!(error.to_string().contains("NUL"), "{error}");
+}
+
+#[test]
+fn a_tick_below_a_microsecond_is_one_microsecond() {
+    for tick in [Duration::ZERO, Duration::from_nanos(10)] {
+        let scheduler = Scheduler::builder().workers(1).tick(tick).build().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let trigger = Trigger::bind(&scheduler, move || {
+            tx.send(()).unwrap();
+            None
+        });
+        trigger.fire_after(Duration::from_nanos(1)).unwrap();
+        rx.recv_timeout(common::PATIENCE).unwrap();
+    }
 }
 
 #[test]

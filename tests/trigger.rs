@@ -1,6 +1,6 @@
-//! Integration tests of the trigger contract (SPEC §4, G1–G13) on the real,
-//! threaded scheduler. Time bounds are generous: they check ordering
-//! ("not before", "eventually"), never speed.
+//! Integration tests of the trigger contract (docs/DESIGN.md, "Guarantees",
+//! G1–G13) on the real, threaded scheduler. Time bounds are generous: they
+//! check ordering ("not before", "eventually"), never speed.
 
 mod common;
 

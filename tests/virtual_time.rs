@@ -1,6 +1,7 @@
 //! Virtual time: deterministic tests of the scheduler, and property tests
-//! of the trigger contract (SPEC §3–§4) against a small sequential
-//! reference model: which iterations run, at which virtual instants.
+//! of the trigger contract (docs/DESIGN.md, "State word" and "Guarantees")
+//! against a small sequential reference model: which iterations run, at
+//! which virtual instants.
 
 use circulation_trigger::{Scheduler, Trigger, VirtualScheduler, WeakTrigger};
 use proptest::prelude::*;
@@ -48,7 +49,8 @@ fn quiet_scripted_panics() {
     });
 }
 
-/// The sequential reference model of one trigger (SPEC §3–§4).
+/// The sequential reference model of one trigger (docs/DESIGN.md, "State
+/// word" and "Guarantees").
 #[derive(Debug, Default)]
 struct Model {
     now: u64,

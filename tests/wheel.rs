@@ -12,6 +12,8 @@ enum Action {
     Reschedule(usize, u64),
     Remove(usize),
     Poll(u64),
+    /// Remove or re-key through a raw key that names no live entry.
+    Dead(u32, u64),
 }
 
 /// Offsets that straddle level boundaries (64^k ± 1) and the far future.
@@ -33,6 +35,7 @@ fn action() -> impl Strategy<Value = Action> {
         2 => (any::<usize>(), offset()).prop_map(|(i, d)| Action::Reschedule(i, d)),
         1 => any::<usize>().prop_map(Action::Remove),
         3 => offset().prop_map(Action::Poll),
+        1 => (any::<u32>(), offset()).prop_map(|(raw, d)| Action::Dead(raw, d)),
     ]
 }
 
@@ -59,13 +62,19 @@ proptest! {
                 Action::Reschedule(i, offset) if !keys.is_empty() => {
                     let key = keys[i % keys.len()];
                     let when = now.saturating_add(offset);
-                    wheel.reschedule(key, when);
+                    prop_assert!(wheel.reschedule(key, when));
                     model.get_mut(&key.into_raw()).unwrap().0 = when;
                 }
                 Action::Remove(i) if !keys.is_empty() => {
                     let key = keys.swap_remove(i % keys.len());
                     let (_, id) = model.remove(&key.into_raw()).unwrap();
-                    prop_assert_eq!(wheel.remove(key), id);
+                    prop_assert_eq!(wheel.remove(key), Some(id));
+                }
+                Action::Dead(raw, offset) if !model.contains_key(&raw) => {
+                    let key = Key::from_raw(raw);
+                    prop_assert!(!wheel.reschedule(key, now.saturating_add(offset)));
+                    prop_assert_eq!(wheel.remove(key), None);
+                    prop_assert_eq!(wheel.get(key), None);
                 }
                 Action::Poll(offset) => {
                     let to = now.saturating_add(offset);
@@ -164,7 +173,7 @@ fn millions_of_random_operations_match_the_model() {
                 let key = live[(next() % live.len() as u64) as usize];
                 let old = by_key[&key.into_raw()];
                 model.remove(&old);
-                wheel.reschedule(key, when);
+                assert!(wheel.reschedule(key, when));
                 model.insert((when, old.1), key);
                 by_key.insert(key.into_raw(), (when, old.1));
             }
@@ -172,7 +181,7 @@ fn millions_of_random_operations_match_the_model() {
                 let key = live.swap_remove((next() % live.len() as u64) as usize);
                 let entry = by_key.remove(&key.into_raw()).unwrap();
                 model.remove(&entry);
-                assert_eq!(wheel.remove(key), entry.1);
+                assert_eq!(wheel.remove(key), Some(entry.1));
             }
             _ => {
                 let to = now.saturating_add(next() % 3_000_000);

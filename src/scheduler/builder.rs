@@ -15,6 +15,14 @@ const DEFAULT_STALL: Duration = Duration::from_millis(10);
 const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// Default [`Builder::max_workers`] (tokio's blocking pool uses the same).
 const DEFAULT_MAX_WORKERS: usize = 512;
+/// The most worker threads a scheduler has at once: above any machine's
+/// parallelism, far below what would exhaust the operating system.
+const MAX_WORKERS: usize = 1_024;
+/// The finest tick: the timer's resolution.
+const MIN_TICK: Duration = Duration::from_micros(1);
+/// The coarsest tick: a deadline rounded up by more than an hour would be
+/// a different deadline, not a batched one.
+const MAX_TICK: Duration = Duration::from_secs(3_600);
 
 /// Configures and starts a [`Scheduler`].
 ///
@@ -33,6 +41,7 @@ const DEFAULT_MAX_WORKERS: usize = 512;
 ///     .build()?;
 /// # Ok::<(), circulation_trigger::BuildError>(())
 /// ```
+#[must_use = "a builder does nothing until `build` or `build_virtual` is called"]
 pub struct Builder {
     workers: Option<usize>,
     max_workers: usize,
@@ -91,6 +100,12 @@ impl Builder {
     /// for iterations in flight (default 5 s). Drop then detaches the
     /// threads whose task has not returned (a task that never returns
     /// must not hang `drop`), and the report counts them.
+    ///
+    /// # Errors
+    ///
+    /// None: any duration is accepted. `Duration::ZERO` does not wait;
+    /// `Duration::MAX` (or any grace past the clock's range) waits as long
+    /// as the iterations in flight take.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
@@ -101,13 +116,20 @@ impl Builder {
     /// them are busy and work waits past the
     /// [stall threshold](Self::stall_threshold), more are started, up to
     /// [`max_workers`](Self::max_workers).
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) refuses `0` ([`BuildError::NoWorkers`]) and
+    /// more than 1,024 ([`BuildError::TooManyWorkers`]);
+    /// [`build_virtual`](Self::build_virtual) has no workers and ignores
+    /// the count.
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = Some(workers);
         self
     }
 
     /// The most worker threads that may exist at once (default 512; raised
-    /// to [`workers`](Self::workers) if lower). When every one is busy
+    /// to [`workers`](Self::workers) if lower, lowered to 1,024 if higher). When every one is busy
     /// the runs wait, and [`SchedulerStats::worker_limit_hits`](crate::SchedulerStats::worker_limit_hits)
     /// counts it (and a `tracing` warning says so, with that feature).
     /// `max_workers(n)` equal to `workers(n)` gives a fixed pool.
@@ -117,7 +139,8 @@ impl Builder {
     }
 
     /// How long work may wait while every worker is busy before another
-    /// worker starts (default 10 ms; at least 100 µs). A task that blocks
+    /// worker starts (default 10 ms; any value is accepted, and below
+    /// 100 µs it counts as 100 µs). A task that blocks
     /// therefore delays another trigger's start by about this much at most,
     /// while the [worker limit](Self::max_workers) is not reached.
     pub fn stall_threshold(mut self, threshold: Duration) -> Self {
@@ -134,8 +157,14 @@ impl Builder {
 
     /// Timer resolution (default and minimum 1 µs): deadlines are rounded
     /// **up** to a multiple of it, so a coarser tick batches wake-ups.
+    ///
+    /// # Errors
+    ///
+    /// None: the tick is clamped to 1 µs ..= 1 hour, on both
+    /// [`build`](Self::build) and [`build_virtual`](Self::build_virtual):
+    /// `tick(Duration::ZERO)` means 1 µs, `tick(Duration::MAX)` one hour.
     pub fn tick(mut self, tick: Duration) -> Self {
-        self.tick = tick;
+        self.tick = tick.clamp(MIN_TICK, MAX_TICK);
         self
     }
 
@@ -158,6 +187,14 @@ impl Builder {
 
     /// Prefix of the threads' names (default `"circulation-"`), followed by
     /// `worker-N` or `monitor`.
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) refuses a prefix containing a NUL byte
+    /// ([`BuildError::InvalidThreadName`]); empty and very long prefixes
+    /// are accepted (the operating system may shorten the name it shows).
+    /// [`build_virtual`](Self::build_virtual) starts no thread and ignores
+    /// the prefix.
     pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -171,7 +208,7 @@ impl Builder {
         self
     }
 
-    /// The tick in µs, clamped to at least 1.
+    /// The tick (clamped by [`tick`](Self::tick)) in whole µs, at least 1.
     fn tick_us(&self) -> u64 {
         u64::try_from(self.tick.as_micros())
             .unwrap_or(u64::MAX)
@@ -182,7 +219,7 @@ impl Builder {
     fn limits(&self, core: usize) -> Limits {
         Limits {
             core,
-            max: self.max_workers.max(core),
+            max: self.max_workers.clamp(core, MAX_WORKERS.max(core)),
             stall: self.stall.max(Duration::from_micros(100)),
             keep_alive: self.keep_alive,
         }
@@ -201,8 +238,15 @@ impl Builder {
     /// Builds a scheduler on **virtual time** instead: no threads, a clock
     /// at zero that moves only in [`VirtualScheduler::advance`](crate::VirtualScheduler::advance), which runs
     /// the due iterations on the calling thread. `workers` and
-    /// `thread_name_prefix` do not apply; `tick`, `coalesce_periodic` and
-    /// `panic_hook` do.
+    /// `thread_name_prefix` do not apply (so they are never refused here);
+    /// `tick`, `coalesce_periodic`, `shutdown_grace`, `seed` and
+    /// `panic_hook` do, exactly as in [`build`](Self::build).
+    ///
+    /// # Errors
+    ///
+    /// None: every setting that applies is accepted by both `build` and
+    /// `build_virtual` (the tick is clamped, not refused), so this returns
+    /// the scheduler itself rather than a `Result`.
     ///
     /// # Examples
     ///
@@ -239,17 +283,26 @@ impl Builder {
     /// # Errors
     ///
     /// [`BuildError::NoWorkers`] for `workers(0)`,
-    /// [`BuildError::TickTooSmall`] for a tick under 1 µs, and
+    /// [`BuildError::TooManyWorkers`] for more than 1,024 workers,
+    /// [`BuildError::InvalidThreadName`] for a thread name prefix with a
+    /// NUL byte (all three before any thread starts), and
     /// [`BuildError::Spawn`] if a thread cannot be started (the threads
     /// already started are shut down and joined).
     pub fn build(self) -> Result<Scheduler, BuildError> {
         let workers = match self.workers {
             Some(0) => return Err(BuildError::NoWorkers),
+            Some(requested) if requested > MAX_WORKERS => {
+                return Err(BuildError::TooManyWorkers {
+                    requested,
+                    max: MAX_WORKERS,
+                })
+            }
             Some(n) => n,
-            None => thread::available_parallelism().map_or(1, |n| n.get()),
+            None => thread::available_parallelism().map_or(1, |n| n.get().min(MAX_WORKERS)),
         };
-        if self.tick < Duration::from_micros(1) {
-            return Err(BuildError::TickTooSmall(self.tick));
+        // `std::thread::Builder::spawn` panics on a name with a NUL byte.
+        if self.prefix.contains('\0') {
+            return Err(BuildError::InvalidThreadName(self.prefix));
         }
         let clock = Clock::real();
         let pool = Pool::new(Some(Box::new(Timer::new(clock.now_us()))));

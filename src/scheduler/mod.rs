@@ -394,7 +394,7 @@ impl Scheduler {
         // Relaxed: `cancelled()` only answers "was shutdown_now called?";
         // no data is handed to the task through it.
         self.shared.lifecycle.cancel.store(true, Ordering::Relaxed);
-        self.await_termination(self.shared.grace);
+        let _ = self.await_termination(self.shared.grace);
         self.shutdown_report().unwrap_or_default()
     }
 
@@ -419,6 +419,13 @@ impl Scheduler {
     /// returns whether they all did. Called from inside a task, it waits
     /// for the *other* threads (the calling worker exits when its task
     /// returns).
+    ///
+    /// # Errors
+    ///
+    /// None: any timeout is accepted. One past the range of [`Instant`]
+    /// (`Duration::MAX`) waits without limit — before a shutdown, for
+    /// ever.
+    #[must_use = "`false` means some threads are still running"]
     pub fn await_termination(&self, timeout: Duration) -> bool {
         // A timeout beyond the clock's range waits without a deadline.
         let deadline = Instant::now().checked_add(timeout);

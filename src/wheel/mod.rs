@@ -27,7 +27,7 @@
 //! let mut wheel = Wheel::new(0);
 //! let a = wheel.insert(1_500, "a");
 //! let _b = wheel.insert(700, "b");
-//! wheel.reschedule(a, 300); // re-key: still one entry for "a"
+//! assert!(wheel.reschedule(a, 300)); // re-key: still one entry for "a"
 //! assert_eq!(wheel.next_expiration(), Some(256)); // a level-1 slot starts
 //!
 //! let mut due = Vec::new();
@@ -51,7 +51,8 @@ impl Key {
         self.0
     }
 
-    /// A key from [`into_raw`](Self::into_raw).
+    /// A key from [`into_raw`](Self::into_raw). Any other value is a key
+    /// too: it names no live entry (see [`Wheel::remove`]) or another one.
     pub fn from_raw(raw: u32) -> Self {
         Key(raw)
     }
@@ -108,7 +109,11 @@ impl<T> Wheel<T> {
     }
 
     /// Adds `value`, due at `when` (µs). A time already past is due at the
-    /// next [`poll`](Self::poll).
+    /// next [`poll`](Self::poll); `u64::MAX` is a valid deadline.
+    ///
+    /// # Panics
+    ///
+    /// If the wheel already holds `u32::MAX` entries (hundreds of GiB).
     pub fn insert(&mut self, when: u64, value: T) -> Key {
         let index = self.allocate(when, value);
         self.link(index);
@@ -116,25 +121,43 @@ impl<T> Wheel<T> {
         Key(index)
     }
 
-    /// Moves entry `key` to a new deadline in O(1).
+    /// Moves entry `key` to a new deadline in O(1); returns whether `key`
+    /// named a live entry.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If `key` does not name a live entry.
-    pub fn reschedule(&mut self, key: Key, when: u64) {
+    /// A `key` that names no live entry (removed, expired, or never
+    /// issued) changes nothing and returns `false`. Keys are reused: a
+    /// stale key may name a newer entry.
+    pub fn reschedule(&mut self, key: Key, when: u64) -> bool {
+        if !self.is_live(key.0) {
+            return false;
+        }
         self.unlink(key.0);
         self.entry_mut(key.0).when = when;
         self.link(key.0);
+        true
     }
 
     /// Removes entry `key` and returns its value.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If `key` does not name a live entry.
-    pub fn remove(&mut self, key: Key) -> T {
+    /// `None`, changing nothing, if `key` names no live entry (see
+    /// [`reschedule`](Self::reschedule)).
+    pub fn remove(&mut self, key: Key) -> Option<T> {
+        if !self.is_live(key.0) {
+            return None;
+        }
         self.unlink(key.0);
-        self.release(key.0)
+        Some(self.release(key.0))
+    }
+
+    /// Whether entry `index` exists and holds a value.
+    fn is_live(&self, index: u32) -> bool {
+        self.entries
+            .get(index as usize)
+            .is_some_and(|entry| entry.value.is_some())
     }
 
     /// The value of entry `key`, if it is live.
@@ -237,9 +260,10 @@ impl<T> Wheel<T> {
         value
     }
 
+    /// A live entry (callers check [`is_live`](Self::is_live) first).
     fn entry_mut(&mut self, index: u32) -> &mut Entry<T> {
         let entry = &mut self.entries[index as usize];
-        assert!(entry.value.is_some(), "key names a removed entry");
+        debug_assert!(entry.value.is_some(), "key names a removed entry");
         entry
     }
 
@@ -339,7 +363,22 @@ mod tests {
         assert_eq!(drain(&mut wheel, 10), [(10, 1)]);
         let again = wheel.insert(99, 2);
         assert_eq!(again, key, "the freed entry is reused");
-        assert_eq!(wheel.remove(again), 2);
+        assert_eq!(wheel.remove(again), Some(2));
+        assert_eq!(wheel.next_expiration(), None);
+    }
+
+    #[test]
+    fn dead_keys_change_nothing() {
+        let mut wheel = Wheel::new(0);
+        let key = wheel.insert(10, 1);
+        assert_eq!(wheel.remove(key), Some(1));
+        for dead in [key, Key::from_raw(7), Key::from_raw(u32::MAX)] {
+            assert_eq!(wheel.remove(dead), None);
+            assert!(!wheel.reschedule(dead, 5));
+            assert_eq!(wheel.get(dead), None);
+            assert_eq!(wheel.deadline(dead), None);
+        }
+        assert!(wheel.is_empty());
         assert_eq!(wheel.next_expiration(), None);
     }
 
