@@ -10,7 +10,7 @@
 //!
 //! Run: `cargo run --release --example fleet_simulation [-- --svg PATH]`
 
-use circulation_trigger::{jittered, seed_jitter, Backoff, Scheduler, Trigger};
+use circulation_trigger::{jittered, seed_jitter, RetryBackoff, Scheduler, Trigger};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -82,7 +82,7 @@ fn simulate(policy: Policy) -> Run {
                 all_updated_at.clone(),
                 clock.clone(),
             );
-            let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30))
+            let mut backoff = RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(30))
                 .jitter(0.5)
                 .seed(client);
             let mut have = 0;

@@ -71,12 +71,12 @@ fn unit_fraction(fraction: f64) -> f64 {
 /// # Examples
 ///
 /// ```
-/// use circulation_trigger::{Backoff, Scheduler, Trigger};
+/// use circulation_trigger::{RetryBackoff, Scheduler, Trigger};
 /// use std::time::Duration;
 ///
 /// let sim = Scheduler::builder().build_virtual();
 /// let clock = sim.clock();
-/// let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+/// let mut backoff = RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// let trigger = Trigger::bind(&sim, move || {
 ///     let up = clock.now() >= Duration::from_secs(10); // down for 10 s
 ///     if up {
@@ -91,7 +91,7 @@ fn unit_fraction(fraction: f64) -> f64 {
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub struct RetryBackoff {
     initial: Duration,
     max: Duration,
     jitter: f64,
@@ -100,7 +100,7 @@ pub struct Backoff {
     rng: fastrand::Rng,
 }
 
-impl Backoff {
+impl RetryBackoff {
     /// Doubling delays from `initial`, never above `max`; no jitter, no
     /// retry limit.
     ///
@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn backoff_doubles_caps_and_stops() {
         let mut backoff =
-            Backoff::new(Duration::from_secs(1), Duration::from_secs(5)).max_retries(5);
+            RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(5)).max_retries(5);
         let delays: Vec<u64> = std::iter::from_fn(|| backoff.failed())
             .map(|d| d.as_secs())
             .collect();
@@ -213,11 +213,11 @@ mod tests {
             );
         }
         let a: Vec<_> = {
-            let mut b = Backoff::new(period, period * 10).jitter(0.5).seed(7);
+            let mut b = RetryBackoff::new(period, period * 10).jitter(0.5).seed(7);
             (0..5).map(|_| b.failed()).collect()
         };
         let b: Vec<_> = {
-            let mut b = Backoff::new(period, period * 10).jitter(0.5).seed(7);
+            let mut b = RetryBackoff::new(period, period * 10).jitter(0.5).seed(7);
             (0..5).map(|_| b.failed()).collect()
         };
         assert_eq!(a, b);
@@ -246,17 +246,17 @@ mod tests {
             }
         }
         assert_eq!(spread(Duration::MAX, 1.0, 0.75), Duration::MAX);
-        let mut backoff = Backoff::new(Duration::MAX, Duration::ZERO).jitter(f64::NAN);
+        let mut backoff = RetryBackoff::new(Duration::MAX, Duration::ZERO).jitter(f64::NAN);
         for _ in 0..70 {
             assert_eq!(backoff.failed(), Some(Duration::MAX));
         }
-        let mut backoff = Backoff::new(Duration::from_nanos(1), Duration::MAX).jitter(1.0);
+        let mut backoff = RetryBackoff::new(Duration::from_nanos(1), Duration::MAX).jitter(1.0);
         let delays: Vec<_> = (0..200).map(|_| backoff.failed().unwrap()).collect();
         assert!(delays.iter().all(|&d| d <= Duration::MAX));
         assert_eq!(backoff.failures(), 200);
         assert!(backoff.succeeded(Duration::MAX).is_some());
         assert_eq!(
-            Backoff::new(Duration::ZERO, Duration::ZERO)
+            RetryBackoff::new(Duration::ZERO, Duration::ZERO)
                 .max_retries(0)
                 .failed(),
             None

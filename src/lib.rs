@@ -173,7 +173,7 @@ mod virtual_time;
 pub mod wheel;
 
 pub use error::{BuildError, FireError};
-pub use jitter::{jittered, seed_jitter, Backoff};
+pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use scheduler::lifecycle::{cancelled, DiscardedRun, InFlightRun, Outcome, ShutdownReport};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
 // Test-only: the state word as `Trigger::snapshot` returns it, for tests
@@ -206,7 +206,7 @@ const _: () = {
     assert_send_sync::<TriggerStats>();
     assert_send_sync::<SchedulerStats>();
     assert_send_sync::<TriggerState>();
-    assert_send_sync::<Backoff>();
+    assert_send_sync::<RetryBackoff>();
     assert_send_sync::<Snapshot>();
     assert_send_sync::<wheel::Wheel<()>>();
     assert_send_sync::<wheel::Key>();

@@ -73,17 +73,21 @@ impl Trigger {
     ///
     /// Binding to a scheduler that has shut down works, and gives a
     /// trigger whose fires return [`FireError::Shutdown`].
+    ///
+    /// `scheduler` is a [`Scheduler`] or a
+    /// [`VirtualScheduler`](crate::VirtualScheduler) (anything that is
+    /// `AsRef<Scheduler>`).
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
-    pub fn bind(scheduler: &Scheduler, task: impl Task) -> Self {
+    pub fn bind<S: AsRef<Scheduler> + ?Sized>(scheduler: &S, task: impl Task) -> Self {
         Self::builder(scheduler).bind(task)
     }
 
     /// A builder for a trigger with a name (shown in `Debug` and in panic
-    /// reports).
+    /// reports); `scheduler` as in [`bind`](Self::bind).
     #[must_use = "a builder does nothing until `bind` is called"]
-    pub fn builder(scheduler: &Scheduler) -> TriggerBuilder<'_> {
+    pub fn builder<S: AsRef<Scheduler> + ?Sized>(scheduler: &S) -> TriggerBuilder<'_> {
         TriggerBuilder {
-            scheduler,
+            scheduler: scheduler.as_ref(),
             name: None,
             version: 0,
         }

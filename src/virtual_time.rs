@@ -5,17 +5,18 @@ use crate::clock::{ManualTime, HORIZON_US};
 use crate::scheduler::manual::Driver;
 use crate::scheduler::Scheduler;
 use crate::sync::Arc;
+use crate::{SchedulerStats, ShutdownReport};
 use std::fmt;
-use std::ops::Deref;
 use std::time::Duration;
 
 /// A scheduler on virtual time: no threads, and a clock that moves only in
 /// [`advance`](Self::advance) / [`advance_to`](Self::advance_to), which run
 /// every iteration due by then on the calling thread, in deadline order.
 ///
-/// It dereferences to [`Scheduler`], so triggers bind to it as usual and
-/// run the same code as on the threaded scheduler — only the clock and the
-/// threads differ. Build one with
+/// Triggers bind to it as to a [`Scheduler`] (it implements
+/// `AsRef<Scheduler>`; [`scheduler`](Self::scheduler) gives the scheduler
+/// itself) and run the same code as on the threaded scheduler — only the
+/// clock and the threads differ. Build one with
 /// [`Builder::build_virtual`](crate::Builder::build_virtual).
 ///
 /// # Examples
@@ -137,10 +138,60 @@ fn micros_up(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
 }
 
-impl Deref for VirtualScheduler {
-    type Target = Scheduler;
+/// The scheduler side of a [`VirtualScheduler`]: lifecycle and statistics,
+/// exactly as on [`Scheduler`] (whose docs each method links to).
+impl VirtualScheduler {
+    /// The underlying [`Scheduler`], for code written against it.
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
 
-    fn deref(&self) -> &Scheduler {
+    /// [`Scheduler::shutdown`].
+    pub fn shutdown(&self) {
+        self.scheduler.shutdown();
+    }
+
+    /// [`Scheduler::shutdown_now`] (no thread to wait for: returns at once).
+    pub fn shutdown_now(&self) -> ShutdownReport {
+        self.scheduler.shutdown_now()
+    }
+
+    /// [`Scheduler::shutdown_report`].
+    pub fn shutdown_report(&self) -> Option<ShutdownReport> {
+        self.scheduler.shutdown_report()
+    }
+
+    /// [`Scheduler::is_shutdown`].
+    pub fn is_shutdown(&self) -> bool {
+        self.scheduler.is_shutdown()
+    }
+
+    /// [`Scheduler::is_terminated`] (always `true`: there are no threads).
+    pub fn is_terminated(&self) -> bool {
+        self.scheduler.is_terminated()
+    }
+
+    /// [`Scheduler::await_termination`] (returns `true` at once).
+    #[must_use = "`false` means some threads are still running"]
+    pub fn await_termination(&self, timeout: Duration) -> bool {
+        self.scheduler.await_termination(timeout)
+    }
+
+    /// [`Scheduler::stats`].
+    pub fn stats(&self) -> SchedulerStats {
+        self.scheduler.stats()
+    }
+
+    /// [`Scheduler::panic_count`].
+    pub fn panic_count(&self) -> u64 {
+        self.scheduler.panic_count()
+    }
+}
+
+/// Triggers bind to a virtual scheduler as to a real one:
+/// `Trigger::bind(&sim, task)`.
+impl AsRef<Scheduler> for VirtualScheduler {
+    fn as_ref(&self) -> &Scheduler {
         &self.scheduler
     }
 }

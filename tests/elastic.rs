@@ -76,7 +76,7 @@ fn a_heartbeat_keeps_running_while_more_tasks_block_than_there_are_workers() {
     assert!(stats.peak_workers > cores(), "{stats:?}");
     assert_eq!(stats.worker_limit_hits, 0);
     gate.open();
-    let report = scheduler.close();
+    let report = scheduler.shutdown_and_join();
     assert_eq!(report.detached_threads(), 0, "every worker was joined");
 }
 

@@ -10,8 +10,8 @@
 mod common;
 
 use circulation_trigger::{
-    jittered, seed_jitter, Backoff, BuildError, Builder, FireError, Outcome, Scheduler, Trigger,
-    VirtualScheduler,
+    jittered, seed_jitter, BuildError, Builder, FireError, Outcome, RetryBackoff, Scheduler,
+    Trigger, VirtualScheduler,
 };
 use common::{eventually, Counter, PATIENCE};
 use proptest::prelude::*;
@@ -135,7 +135,7 @@ fn script() -> impl Strategy<Value = Vec<Option<Duration>>> {
 
 /// A trigger named `name` running `script`; counts its iterations.
 fn scripted(
-    scheduler: &Scheduler,
+    scheduler: &(impl AsRef<Scheduler> + ?Sized),
     name: &str,
     version: u32,
     script: Vec<Option<Duration>>,
@@ -244,7 +244,7 @@ fn backoff_case() -> impl Strategy<Value = BackoffCase> {
 }
 
 fn check_backoff(case: &BackoffCase) {
-    let mut backoff = Backoff::new(case.initial, case.max)
+    let mut backoff = RetryBackoff::new(case.initial, case.max)
         .jitter(case.jitter)
         .max_retries(case.retries)
         .seed(case.seed);
@@ -288,7 +288,7 @@ fn check_shut_down(scheduler: Scheduler, trigger: &Trigger, timeout: Duration) {
         Err(FireError::Shutdown),
         "bound after shutdown"
     );
-    let report = scheduler.close();
+    let report = scheduler.shutdown_and_join();
     assert_eq!(report.detached_threads(), 0);
     assert!(report
         .in_flight()
@@ -312,7 +312,7 @@ enum Call {
     Bind(String, u32),
     Jittered(Duration, f64),
     SeedJitter(u64),
-    Backoff(BackoffCase),
+    RetryBackoff(BackoffCase),
     Observe,
 }
 
@@ -329,7 +329,7 @@ fn call() -> impl Strategy<Value = Call> {
         1 => (name(), any::<u32>()).prop_map(|(n, v)| Call::Bind(n, v)),
         2 => (duration(), fraction()).prop_map(|(d, f)| Call::Jittered(d, f)),
         1 => any::<u64>().prop_map(Call::SeedJitter),
-        1 => backoff_case().prop_map(Call::Backoff),
+        1 => backoff_case().prop_map(Call::RetryBackoff),
         1 => Just(Call::Observe),
     ]
 }
@@ -378,7 +378,7 @@ fn apply(sim: &VirtualScheduler, trigger: &Trigger, bound: &mut Vec<Trigger>, ca
             check_jitter(period, fraction, jittered(period, fraction))
         }
         Call::SeedJitter(seed) => seed_jitter(seed),
-        Call::Backoff(case) => check_backoff(&case),
+        Call::RetryBackoff(case) => check_backoff(&case),
         Call::Observe => {
             let _ = (trigger.stats(), sim.stats(), sim.panic_count());
             assert_eq!(sim.clock().now(), sim.now());

@@ -157,7 +157,7 @@ fn close_is_bounded_by_the_grace_period_and_reports_detached_threads() {
     let (scheduler, _trigger, release) = stuck(Duration::from_secs(2));
     let began = Instant::now();
     // The task never returns on its own: detach its thread, don't hang.
-    let report = scheduler.close();
+    let report = scheduler.shutdown_and_join();
     // One grace period, not two (close, then the drop inside it).
     assert!(
         began.elapsed() < Duration::from_millis(3_500),

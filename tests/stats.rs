@@ -1,7 +1,7 @@
 //! Statistics: exact counts under deterministic (virtual-time) scenarios,
 //! and the aggregate view of a scheduler.
 
-use circulation_trigger::{Backoff, Scheduler, Trigger, TriggerState};
+use circulation_trigger::{RetryBackoff, Scheduler, Trigger, TriggerState};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -124,7 +124,8 @@ fn running_state_and_real_time_stats() {
 fn backoff_drives_a_failing_task_in_virtual_time() {
     let sim = Scheduler::builder().build_virtual();
     let clock = sim.clock();
-    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(8)).max_retries(6);
+    let mut backoff =
+        RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(8)).max_retries(6);
     let trigger = Trigger::bind(&sim, move || {
         let _ = clock.now();
         backoff.failed() // never recovers: 1, 2, 4, 8, 8, 8 s, then stop

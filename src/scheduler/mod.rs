@@ -175,7 +175,7 @@ impl Shared {
     }
 
     /// Whether shutdown has begun. Acquire: pairs with the Release in
-    /// `close` (see there). A fire that passes this check may still race
+    /// `begin_shutdown` (see there). A fire that passes this check may still race
     /// shutdown: it then re-checks after publishing (`Core::confirm`).
     #[inline]
     pub(crate) fn is_closed(&self) -> bool {
@@ -184,7 +184,7 @@ impl Shared {
 
     /// Begins shutdown: refuse fires, discard armed runs (listing them in
     /// the report), wake every thread.
-    fn close(&self) {
+    fn begin_shutdown(&self) {
         // Release: pairs with the Acquire in `is_closed`, so whoever sees
         // the scheduler shut down also sees what the caller of `shutdown`
         // wrote before (`loom_shutdown` checks it). The internal protocol
@@ -286,7 +286,8 @@ fn start_extra_worker(shared: &Arc<Shared>) {
 /// ```
 pub struct Scheduler {
     pub(crate) shared: Arc<Shared>,
-    /// Set once `finish` has run (by `close`), so drop does not wait again.
+    /// Set once `finish` has run (by `shutdown_and_join`), so drop does not
+    /// wait again.
     finished: bool,
 }
 
@@ -297,6 +298,14 @@ impl fmt::Debug for Scheduler {
             .field("terminated", &self.is_terminated())
             .field("panics", &self.panic_count())
             .finish()
+    }
+}
+
+/// Lets [`Trigger::bind`](crate::Trigger::bind) take a `Scheduler` or a
+/// [`VirtualScheduler`](crate::VirtualScheduler) alike.
+impl AsRef<Scheduler> for Scheduler {
+    fn as_ref(&self) -> &Scheduler {
+        self
     }
 }
 
@@ -363,7 +372,7 @@ impl Scheduler {
     /// Idempotent; callable from any thread, including from inside a task.
     /// Does not wait: see [`await_termination`](Self::await_termination).
     pub fn shutdown(&self) {
-        self.shared.close();
+        self.shared.begin_shutdown();
     }
 
     /// Abrupt shutdown: as [`shutdown`](Self::shutdown), and iterations in
@@ -390,7 +399,7 @@ impl Scheduler {
     pub fn shutdown_now(&self) -> ShutdownReport {
         // Close (and scan) first, so the iterations told to stop are the
         // ones the report lists in flight.
-        self.shared.close();
+        self.shared.begin_shutdown();
         // Relaxed: `cancelled()` only answers "was shutdown_now called?";
         // no data is handed to the task through it.
         self.shared.lifecycle.cancel.store(true, Ordering::Relaxed);
@@ -486,12 +495,12 @@ impl Scheduler {
     /// let scheduler = Scheduler::new();
     /// let trigger = Trigger::builder(&scheduler).name("hourly").bind(|| None);
     /// trigger.fire_after(Duration::from_secs(3600))?;
-    /// let report = scheduler.close();
+    /// let report = scheduler.shutdown_and_join();
     /// assert_eq!(report.discarded().len(), 1);
     /// assert_eq!(report.detached_threads(), 0);
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
-    pub fn close(mut self) -> ShutdownReport {
+    pub fn shutdown_and_join(mut self) -> ShutdownReport {
         self.finish();
         self.shutdown_report().unwrap_or_default()
     }
