@@ -22,10 +22,76 @@ pub(crate) const LAST_DEADLINE_US: u64 = HORIZON_US - (1 << 30);
 /// Where a scheduler's time comes from.
 #[derive(Debug, Clone)]
 pub(crate) enum Clock {
-    /// `Instant::now()` relative to the scheduler's creation.
-    Real { epoch: Instant },
+    /// The monotonic clock (the one `Instant` reads) relative to the
+    /// scheduler's creation.
+    Real(RealClock),
     /// A clock moved by hand; see [`ManualTime`].
     Manual(Arc<ManualTime>),
+}
+
+/// The real clock's epoch, as an `Instant` and (Linux) as a raw
+/// `CLOCK_MONOTONIC` reading.
+#[derive(Debug, Clone)]
+pub(crate) struct RealClock {
+    epoch: Instant,
+    /// Linux: `CLOCK_MONOTONIC` at `epoch`, in ns; see [`raw`].
+    #[cfg(target_os = "linux")]
+    raw_epoch_ns: Option<u64>,
+}
+
+impl RealClock {
+    fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            #[cfg(target_os = "linux")]
+            raw_epoch_ns: raw::now_ns(),
+        }
+    }
+
+    /// Nanoseconds since the epoch.
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        #[cfg(target_os = "linux")]
+        if let Some(epoch) = self.raw_epoch_ns {
+            if let Some(now) = raw::now_ns() {
+                return now.saturating_sub(epoch);
+            }
+        }
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Raw readings of the monotonic clock (Linux): the clock `Instant` reads,
+/// without `Instant`'s `Duration` arithmetic (most of a reading's cost on
+/// the fire path).
+///
+/// The coarse clock (`CLOCK_MONOTONIC_COARSE`, a few ns to read) was tried
+/// for long delays and rejected: on a tickless kernel it is only updated on
+/// ticks, which stop while a CPU idles, so it can lag the precise clock by
+/// more than its stated resolution — a deadline measured from it could be
+/// early (G15). A test of "never behind the precise clock" caught it.
+#[cfg(target_os = "linux")]
+mod raw {
+    /// Reads `CLOCK_MONOTONIC` in nanoseconds.
+    #[inline]
+    pub(super) fn now_ns() -> Option<u64> {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY:
+        // - `ts` is a valid, writable `timespec` for the whole call, and
+        //   `clock_gettime` writes only through that pointer;
+        // - `CLOCK_MONOTONIC` is a clock every Linux kernel has; an error
+        //   (-1) becomes `None`, and the caller falls back to `Instant`.
+        let status = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        if status != 0 {
+            return None;
+        }
+        let secs = u64::try_from(ts.tv_sec).ok()?;
+        let nanos = u64::try_from(ts.tv_nsec).ok()?;
+        secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+    }
 }
 
 /// A clock that moves only when [`ManualTime::set_us`] is called.
@@ -56,16 +122,14 @@ impl ManualTime {
 impl Clock {
     /// A real clock whose epoch is now.
     pub(crate) fn real() -> Self {
-        Clock::Real {
-            epoch: Instant::now(),
-        }
+        Clock::Real(RealClock::new())
     }
 
     /// Nanoseconds since the epoch.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
         match self {
-            Clock::Real { epoch } => u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            Clock::Real(clock) => clock.now_ns(),
             Clock::Manual(time) => time.now_ns.load(Ordering::Relaxed),
         }
     }
@@ -198,6 +262,25 @@ mod tests {
             let served = coalesce(deadline, delay);
             assert!(served >= deadline, "never early");
             assert!(served - deadline <= (delay.as_micros() / 1_000) as u64);
+        }
+    }
+
+    #[test]
+    fn the_raw_reading_follows_instant_and_never_goes_back() {
+        let clock = Clock::real();
+        let Clock::Real(real) = &clock else {
+            unreachable!()
+        };
+        let mut last = clock.now_ns();
+        for _ in 0..10_000 {
+            let lower = real.epoch.elapsed().as_nanos() as u64;
+            let now = clock.now_ns();
+            let upper = real.epoch.elapsed().as_nanos() as u64;
+            assert!(now >= last, "the clock went back: {now} < {last}");
+            // The same clock as `Instant`: between two `Instant` readings,
+            // give or take the epoch's two reads (well under a millisecond).
+            assert!(now + 1_000_000 >= lower && now <= upper + 1_000_000);
+            last = now;
         }
     }
 

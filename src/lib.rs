@@ -57,6 +57,13 @@
 //!   wrap-around.
 //! * **G13 progress under a storm**: threads firing flat out do not stop
 //!   the task from running back to back, and memory stays flat.
+//! * **G14 no stall**: no task, however long it blocks, delays another
+//!   trigger's start by more than the stall threshold
+//!   ([`Builder::stall_threshold`], 10 ms) while the worker limit
+//!   ([`Builder::max_workers`]) is not reached; reaching it is reported.
+//! * **G15 never early**: coalesced periodic wake-ups
+//!   ([`Builder::coalesce_periodic`]) and coarse ticks only move a start
+//!   later, within a documented tolerance.
 //! * **G16 every input survives**: no public function panics on an
 //!   argument value (`Duration::MAX`, NaN, zero, huge counts, any name):
 //!   it returns a clear error that changes nothing, or saturates as its

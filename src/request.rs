@@ -214,28 +214,24 @@ impl Request {
         Word(self.word.load(Ordering::Relaxed))
     }
 
-    /// Installs `kind` for `version` unless a newer version is already
-    /// installed, setting IN_INBOX too if `to_inbox`; returns the word it
-    /// replaced, or `None` if refused. Same-version writes are allowed (exit
-    /// re-arms, re-runs after a reservation).
-    pub(crate) fn publish(&self, version: u32, kind: Kind, to_inbox: bool) -> Option<Word> {
-        let fresh = Word::new(version, kind).raw() | if to_inbox { IN_INBOX } else { 0 };
+    /// The single compare-exchange loop every conditional transition of
+    /// this word goes through (as `State::update`): `step` maps the word
+    /// read to a [`Step`] — write a new word with the ordering that
+    /// transition needs, or leave it — and the outcome to return.
+    #[inline]
+    fn update<T>(&self, mut step: impl FnMut(Word) -> Step<T>) -> T {
         let backoff = Backoff::new();
         let mut current = self.word.load(Ordering::Relaxed);
         loop {
-            if is_newer(Word(current).version(), version) {
-                return None;
-            }
-            // AcqRel: Release hands the caller's writes to the worker's
-            // Acquire in `take_due` (G2); Acquire pairs with `touch` for the
-            // timer wake-up protocol (scheduler/inbox.rs).
-            match self.word.compare_exchange_weak(
-                current,
-                fresh | (current & IN_INBOX),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(Word(current)),
+            let (new, success, outcome) = match step(Word(current)) {
+                Step::Keep(outcome) => return outcome,
+                Step::Store(new, success, outcome) => (new, success, outcome),
+            };
+            match self
+                .word
+                .compare_exchange_weak(current, new, success, Ordering::Relaxed)
+            {
+                Ok(_) => return outcome,
                 Err(actual) => {
                     current = actual;
                     backoff.spin();
@@ -244,27 +240,35 @@ impl Request {
         }
     }
 
+    /// Installs `kind` for `version` unless a newer version is already
+    /// installed, setting IN_INBOX too if `to_inbox`; returns the word it
+    /// replaced, or `None` if refused. Same-version writes are allowed (exit
+    /// re-arms, re-runs after a reservation).
+    pub(crate) fn publish(&self, version: u32, kind: Kind, to_inbox: bool) -> Option<Word> {
+        let fresh = Word::new(version, kind).raw() | if to_inbox { IN_INBOX } else { 0 };
+        self.update(|current| {
+            if is_newer(current.version(), version) {
+                return Step::Keep(None);
+            }
+            // AcqRel: Release hands the caller's writes to the worker's
+            // Acquire in `take_due` (G2); Acquire pairs with `touch` for the
+            // timer wake-up protocol (scheduler/inbox.rs).
+            let new = fresh | (current.raw() & IN_INBOX);
+            Step::Store(new, Ordering::AcqRel, Some(current))
+        })
+    }
+
     /// Claims a DUE request: DUE → TAKEN. Returns the version to enter.
     pub(crate) fn take_due(&self) -> Option<u32> {
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
-            let word = Word(current);
-            if word.kind() != Kind::Due {
-                return None;
+        self.update(|current| {
+            if current.kind() != Kind::Due {
+                return Step::Keep(None);
             }
-            let taken = Word::new(word.version(), Kind::Taken).with_inbox_of(current);
+            let taken = Word::new(current.version(), Kind::Taken).with_inbox_of(current.raw());
             // Acquire: pairs with the Release in `publish`, so the iteration
             // (or the reservation it leaves) sees the caller's writes (G2).
-            match self.word.compare_exchange_weak(
-                current,
-                taken,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(word.version()),
-                Err(actual) => current = actual,
-            }
-        }
+            Step::Store(taken, Ordering::Acquire, Some(current.version()))
+        })
     }
 
     /// The timer found the AT request `expected` due: AT → DUE, unless the
@@ -272,13 +276,16 @@ impl Request {
     /// IN_INBOX, so the timer will read that one).
     pub(crate) fn expire(&self, expected: Word) -> bool {
         let due = Word::new(expected.version(), Kind::Due).with_inbox_of(expected.raw());
-        // Release: hands the timer's statistics (the deadline it marked due)
-        // to the worker's Acquire in `take_due`. The caller's data needs no
-        // more: an RMW continues the release sequence of the publish it
-        // replaces.
-        self.word
-            .compare_exchange(expected.raw(), due, Ordering::Release, Ordering::Relaxed)
-            .is_ok()
+        self.update(|current| {
+            if current != expected {
+                return Step::Keep(false);
+            }
+            // Release: hands the timer's statistics (the deadline it marked
+            // due) to the worker's Acquire in `take_due`. The caller's data
+            // needs no more: an RMW continues the release sequence of the
+            // publish it replaces.
+            Step::Store(due, Ordering::Release, true)
+        })
     }
 
     /// Timer side: clears IN_INBOX and returns the request it read, in one
@@ -298,23 +305,13 @@ impl Request {
     /// and so sees the scheduler closed (see `scheduler/lifecycle.rs`). No
     /// Acquire half: the scan reads only the word's bits.
     pub(crate) fn withdraw(&self) -> Option<Kind> {
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
-            let word = Word(current);
-            if !matches!(word.kind(), Kind::At { .. } | Kind::Due) {
-                return None;
+        self.update(|current| {
+            if !matches!(current.kind(), Kind::At { .. } | Kind::Due) {
+                return Step::Keep(None);
             }
-            let idle = Word::new(word.version(), Kind::Idle).with_inbox_of(current);
-            match self.word.compare_exchange_weak(
-                current,
-                idle,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(word.kind()),
-                Err(actual) => current = actual,
-            }
-        }
+            let idle = Word::new(current.version(), Kind::Idle).with_inbox_of(current.raw());
+            Step::Store(idle, Ordering::Release, Some(current.kind()))
+        })
     }
 
     /// A firer that found the scheduler closed takes its own request back:
@@ -322,23 +319,13 @@ impl Request {
     /// one listed, served or superseded it). Relaxed: the caller returns an
     /// error; no data is handed over.
     pub(crate) fn withdraw_own(&self, version: u32, kind: Kind) -> bool {
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
-            let word = Word(current);
-            if word.version() != version || word.kind() != kind {
-                return false;
+        self.update(|current| {
+            if current.version() != version || current.kind() != kind {
+                return Step::Keep(false);
             }
-            let idle = Word::new(version, Kind::Idle).with_inbox_of(current);
-            match self.word.compare_exchange_weak(
-                current,
-                idle,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => current = actual,
-            }
-        }
+            let idle = Word::new(version, Kind::Idle).with_inbox_of(current.raw());
+            Step::Store(idle, Ordering::Relaxed, true)
+        })
     }
 
     /// Reads the word with an RMW for the inbox pusher: see the wake-up
@@ -348,6 +335,16 @@ impl Request {
     pub(crate) fn touch(&self) -> Word {
         Word(self.word.fetch_or(0, Ordering::Release))
     }
+}
+
+/// What one attempt of a transition does with the word it read (see
+/// `Request::update`).
+enum Step<T> {
+    /// Leave the word as it is and return the outcome.
+    Keep(T),
+    /// Write this raw word with this success ordering, then return the
+    /// outcome.
+    Store(u64, Ordering, T),
 }
 
 #[cfg(all(test, not(loom)))]

@@ -17,8 +17,10 @@
 //! |          |         | exactly one follow-up runs when it ends                        |
 //! | 1        | 0       | never stored: `exit` clears both bits together                 |
 //!
-//! Every mutation is a compare-exchange through [`State::cas`], so all
-//! transitions of one trigger sit in one modification order.
+//! Every mutation is a compare-exchange through one loop, `State::update`,
+//! each transition a small closure naming its arms and their orderings (as
+//! tokio's `runtime/task/state.rs`), so all transitions of one trigger sit
+//! in one modification order.
 //!
 //! # Orderings
 //!
@@ -167,30 +169,26 @@ impl State {
         Snapshot(self.word.fetch_or(0, Ordering::AcqRel))
     }
 
-    /// The single compare-exchange helper every transition goes through.
-    /// `success` is chosen per transition (see the module's `# Orderings`);
-    /// failure is Relaxed because a failed attempt only feeds the next try.
+    /// The single compare-exchange loop every transition goes through:
+    /// `step` maps the word it read to a [`Step`] — write a new word (with
+    /// the ordering that transition's arm needs, see `# Orderings`) or
+    /// leave it — and the outcome to return. A failed attempt (another
+    /// thread changed the word) backs off and runs `step` again on the
+    /// value it found; failure is Relaxed, as it only feeds the next try.
     #[inline]
-    fn cas(&self, current: u32, new: u32, success: Ordering) -> Result<u32, u32> {
-        self.word
-            .compare_exchange_weak(current, new, success, Ordering::Relaxed)
-    }
-
-    /// **advance**: clears RESERVED, bumps the version, keeps RUNNING;
-    /// returns the new version. Used by `fire`, `fire_after` and `suspend`.
-    ///
-    /// Clearing RESERVED is what makes fire/fire/suspend stop and
-    /// fire/fire/fire yield one chain (docs/DESIGN.md, "Pitfalls").
-    pub fn advance(&self) -> u32 {
+    fn update<T>(&self, mut step: impl FnMut(u32) -> Step<T>) -> T {
         let backoff = Backoff::new();
         let mut current = self.word.load(Ordering::Relaxed);
         loop {
-            let version = next_version(current & VERSION_MASK);
-            let new = (current & RUNNING) | version;
-            // Release: heads the release sequence the serving run's Acquire
-            // `enter` synchronizes with (see `# Orderings`).
-            match self.cas(current, new, Ordering::Release) {
-                Ok(_) => return version,
+            let (new, success, outcome) = match step(current) {
+                Step::Keep(outcome) => return outcome,
+                Step::Store(new, success, outcome) => (new, success, outcome),
+            };
+            match self
+                .word
+                .compare_exchange_weak(current, new, success, Ordering::Relaxed)
+            {
+                Ok(_) => return outcome,
                 Err(actual) => {
                     current = actual;
                     backoff.spin();
@@ -199,74 +197,82 @@ impl State {
         }
     }
 
+    /// **advance**: clears RESERVED, bumps the version, keeps RUNNING;
+    /// returns the new version. Used by `fire`, `fire_after` and `suspend`.
+    ///
+    /// Clearing RESERVED is what makes fire/fire/suspend stop and
+    /// fire/fire/fire yield one chain (docs/DESIGN.md, "Pitfalls").
+    pub fn advance(&self) -> u32 {
+        self.update(|current| {
+            let version = next_version(current & VERSION_MASK);
+            // Release: heads the release sequence the serving run's Acquire
+            // `enter` synchronizes with (see `# Orderings`).
+            Step::Store((current & RUNNING) | version, Ordering::Release, version)
+        })
+    }
+
     /// **enter**: a due run of `version` asks to execute.
     pub fn enter(&self, version: u32) -> Enter {
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
+        self.update(|current| {
             if current & VERSION_MASK != version {
-                return Enter::Stale;
-            }
-            let (new, outcome, ordering) = if current & RUNNING == 0 {
+                Step::Keep(Enter::Stale)
+            } else if current & RUNNING == 0 {
                 // Acquire: pairs with the Release in `exit`, so iteration N+1
                 // sees everything iteration N wrote (G1, G2).
-                (current | RUNNING, Enter::Entered, Ordering::Acquire)
+                Step::Store(current | RUNNING, Ordering::Acquire, Enter::Entered)
             } else {
                 // Relaxed: the re-run synchronizes with the firer through
                 // the release sequence of its `advance` (see `# Orderings`).
-                (current | RESERVED, Enter::Reserved, Ordering::Relaxed)
-            };
-            match self.cas(current, new, ordering) {
-                Ok(_) => return outcome,
-                Err(actual) => current = actual,
+                Step::Store(current | RESERVED, Ordering::Relaxed, Enter::Reserved)
             }
-        }
+        })
     }
 
     /// The reservation half of **enter**, for a firer that claimed a due
     /// run while the trigger runs: sets RESERVED if `version` is live and
     /// an iteration is in flight, and never sets RUNNING.
     pub fn reserve(&self, version: u32) -> Reserve {
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
+        self.update(|current| {
             if current & VERSION_MASK != version {
-                return Reserve::Stale;
+                Step::Keep(Reserve::Stale)
+            } else if current & RUNNING == 0 {
+                Step::Keep(Reserve::NotRunning)
+            } else {
+                // Relaxed: as `enter`'s reservation arm (see `# Orderings`).
+                Step::Store(current | RESERVED, Ordering::Relaxed, Reserve::Reserved)
             }
-            if current & RUNNING == 0 {
-                return Reserve::NotRunning;
-            }
-            // Relaxed: as `enter`'s reservation arm (see `# Orderings`).
-            match self.cas(current, current | RESERVED, Ordering::Relaxed) {
-                Ok(_) => return Reserve::Reserved,
-                Err(actual) => current = actual,
-            }
-        }
+        })
     }
 
     /// **exit**: the iteration that entered with `version` has returned.
     pub fn exit(&self, version: u32) -> Exit {
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
+        self.update(|current| {
             debug_assert!(current & RUNNING != 0, "exit without running bit");
             let live = current & VERSION_MASK;
-            let (new, outcome, ordering) = if current & RESERVED != 0 {
+            let outcome = if current & RESERVED != 0 {
                 // Release: publishes this iteration's writes to the re-run's
                 // Acquire `enter`; the firer's data reaches it through the
                 // release sequence of the firer's `advance`.
-                (live, Exit::Rerun { version: live }, Ordering::Release)
+                Exit::Rerun { version: live }
             } else {
                 // Release: publishes this iteration's writes; pairs with the
                 // Acquire in `enter` of the next iteration.
-                let done = Exit::Done {
+                Exit::Done {
                     live: live == version,
-                };
-                (live, done, Ordering::Release)
+                }
             };
-            match self.cas(current, new, ordering) {
-                Ok(_) => return outcome,
-                Err(actual) => current = actual,
-            }
-        }
+            Step::Store(live, Ordering::Release, outcome)
+        })
     }
+}
+
+/// What one attempt of a transition does with the word it read (see
+/// `State::update`).
+enum Step<T> {
+    /// Leave the word as it is and return the outcome.
+    Keep(T),
+    /// Write this word with this success ordering, then return the outcome.
+    Store(u32, Ordering, T),
 }
 
 #[cfg(all(test, not(loom)))]
