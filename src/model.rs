@@ -167,6 +167,15 @@ impl Harness {
         trigger.core().request().load().kind().deadline(now)
     }
 
+    /// The lateness (µs) `trigger`'s statistics recorded for its last timed
+    /// run, if any.
+    pub fn last_lateness(trigger: &Trigger) -> Option<u64> {
+        trigger
+            .stats()
+            .last_lateness
+            .map(|late| late.as_micros() as u64)
+    }
+
     /// Whether `trigger` holds an armed request (due now, or at a time).
     pub fn is_armed(&self, trigger: &Trigger) -> bool {
         use crate::request::Kind;

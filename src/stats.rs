@@ -66,9 +66,12 @@ pub(crate) struct Counters {
     suspends: AtomicU64,
     suspend_version: AtomicU32,
     /// Timer side: the deadline of the run it last marked due, and for
-    /// which version (`NONE` once the worker consumed it).
-    due_at_us: AtomicU64,
-    due_version: AtomicU32,
+    /// which version (`NONE` once the worker consumed it). The only
+    /// statistics the loom models see (loom atomics under `--cfg loom`):
+    /// the timer hands them to the worker through `Request::expire`'s
+    /// Release, and `loom_dispatch`'s lateness model checks that edge.
+    due_at_us: crate::sync::AtomicU64,
+    due_version: crate::sync::AtomicU32,
     /// Worker side (the holder of RUNNING).
     iterations: AtomicU64,
     served_fires: AtomicU64,
@@ -92,8 +95,8 @@ impl Counters {
             wraps: AtomicU32::new(0),
             suspends: AtomicU64::new(0),
             suspend_version: AtomicU32::new(NONE),
-            due_at_us: AtomicU64::new(0),
-            due_version: AtomicU32::new(NONE),
+            due_at_us: crate::sync::AtomicU64::new(0),
+            due_version: crate::sync::AtomicU32::new(NONE),
             iterations: AtomicU64::new(0),
             served_fires: AtomicU64::new(0),
             panics: AtomicU64::new(0),

@@ -174,3 +174,29 @@ fn g9_rearming_keeps_one_timer_entry() {
         assert_eq!(h.timer_entries(), 0);
     });
 }
+
+#[test]
+fn expire_hands_the_deadline_to_the_worker_that_measures_lateness() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (trigger, runs) = counting(&h);
+        // Queued by `fire`, then superseded by a timed request: the queued
+        // dispatch may meet the timer's expiry of it from another thread.
+        trigger.fire().unwrap();
+        trigger.fire_after(Duration::from_micros(10)).unwrap();
+        h.timer_turn(0); // the wheel holds the entry
+        h.set_time(15);
+        let timer = {
+            let h = h.clone();
+            thread::spawn(move || h.timer_turn(15)) // due at 10: marked late by 5
+        };
+        h.run_one(); // the queued dispatch, racing the expiry
+        timer.join().unwrap();
+        h.run_all();
+        assert_eq!(runs.get(), 1);
+        // Measured against the deadline the timer recorded (10 µs), not a
+        // stale one (0): a Relaxed expiry lets the worker see the version
+        // but not the deadline written before it.
+        assert_eq!(Harness::last_lateness(&trigger), Some(5));
+    });
+}
