@@ -1,16 +1,22 @@
 //! A fleet of 100,000 clients refreshing their configuration from one
 //! config center with a QPS cap, in virtual time. At t = 60 s a "refresh
-//! now" broadcast reaches every client at once. Compares answering it with
-//! `fire()` (a stampede) against `fire_within(10 s)` (spread over 10 s):
-//! peak load on the config center, requests rejected by its cap, and time
-//! until every client has the new configuration. Rejected clients retry
-//! with jittered exponential back-off.
+//! now" broadcast reaches every client at once. Compares three ways of
+//! answering it: `fire()` (a stampede), `fire_within(10 s)` (spread over
+//! 10 s), and `fire_within(10 s)` with phase-keeping periods
+//! ([`PhaseKeeper`]): peak load on the config center, requests rejected by
+//! its cap, time until every client has the new configuration, and — over
+//! the 300 s after the broadcast window — the highest one-second load over
+//! the mean load. A client whose periodic chain restarts from the
+//! broadcast refreshes in lockstep with the whole fleet ever after; one
+//! that keeps its phase does not. Rejected clients retry with jittered
+//! exponential back-off.
 //!
-//! Writes an SVG plot of the offered load per second for both policies.
+//! Prints one line per policy, then a markdown table, and writes an SVG
+//! plot of the offered load per second.
 //!
 //! Run: `cargo run --release --example fleet_simulation [-- --svg PATH]`
 
-use circulation_trigger::{jittered, seed_jitter, RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::{jittered, seed_jitter, PhaseKeeper, RetryBackoff, Scheduler, Trigger};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -20,8 +26,10 @@ const CLIENTS: usize = 100_000;
 const QPS_CAP: u64 = 15_000;
 const PERIOD: Duration = Duration::from_secs(60);
 const BROADCAST_AT: Duration = Duration::from_secs(60);
-const END: Duration = Duration::from_secs(180);
 const SPREAD: Duration = Duration::from_secs(10);
+/// How long after the broadcast window the load is watched.
+const AFTER: Duration = Duration::from_secs(300);
+const END: Duration = Duration::from_secs(60 + 10 + 300);
 
 /// The config center: answers at most `QPS_CAP` queries per (virtual)
 /// second and rejects the rest.
@@ -51,6 +59,18 @@ impl Center {
 enum Policy {
     Fire,
     FireWithin,
+    /// `fire_within`, and periods that keep their phase.
+    FireWithinPhase,
+}
+
+impl Policy {
+    fn name(self) -> &'static str {
+        match self {
+            Policy::Fire => "fire",
+            Policy::FireWithin => "fire_within",
+            Policy::FireWithinPhase => "fire_within+phase",
+        }
+    }
 }
 
 struct Run {
@@ -60,6 +80,9 @@ struct Run {
     peak: u64,
     rejected_after_broadcast: u64,
     all_updated_after: Option<Duration>,
+    /// Highest one-second load over the mean, in the 300 s after the
+    /// broadcast window.
+    peak_over_mean: f64,
     wall: Duration,
 }
 
@@ -86,6 +109,9 @@ fn simulate(policy: Policy) -> Run {
                 .jitter(0.5)
                 .seed(client);
             let mut have = 0;
+            // Each client's own phase (seeded above: deterministic).
+            let phase = PhaseKeeper::new(PERIOD).random_offset();
+            let keep_phase = policy == Policy::FireWithinPhase;
             let trigger = Trigger::bind(&sim, move || {
                 let now = clock.now();
                 let answer = center.lock().unwrap().query(now);
@@ -98,12 +124,22 @@ fn simulate(policy: Policy) -> Run {
                             }
                         }
                         backoff.succeeded(PERIOD);
-                        Some(jittered(PERIOD, 0.1))
+                        if keep_phase {
+                            Some(phase.next_delay())
+                        } else {
+                            Some(jittered(PERIOD, 0.1))
+                        }
                     }
                     None => backoff.failed(),
                 }
             });
-            trigger.fire_within(PERIOD).expect("running"); // spread the start
+            // Spread the start: at random, or on the client's own slot.
+            if keep_phase {
+                trigger.fire_after(phase.first_delay_from(Duration::ZERO))
+            } else {
+                trigger.fire_within(PERIOD)
+            }
+            .expect("running");
             trigger
         })
         .collect();
@@ -113,7 +149,7 @@ fn simulate(policy: Policy) -> Run {
     for trigger in &triggers {
         match policy {
             Policy::Fire => trigger.fire(),
-            Policy::FireWithin => trigger.fire_within(SPREAD),
+            Policy::FireWithin | Policy::FireWithinPhase => trigger.fire_within(SPREAD),
         }
         .expect("running");
     }
@@ -123,11 +159,13 @@ fn simulate(policy: Policy) -> Run {
     let offered: Vec<u64> = center.seconds.iter().map(|(a, r)| a + r).collect();
     let broadcast_second = BROADCAST_AT.as_secs() as usize;
     let all_at = all_updated_at.load(Relaxed);
+    let window_end = (BROADCAST_AT + SPREAD).as_secs() as usize;
+    let after = &offered[window_end..window_end + AFTER.as_secs() as usize];
+    let mean = after.iter().sum::<u64>() as f64 / after.len() as f64;
+    let peak_after = after.iter().copied().max().unwrap_or(0);
     Run {
-        name: match policy {
-            Policy::Fire => "fire()",
-            Policy::FireWithin => "fire_within(10 s)",
-        },
+        name: policy.name(),
+        peak_over_mean: peak_after as f64 / mean,
         peak: offered.iter().copied().max().unwrap_or(0),
         rejected_after_broadcast: center.seconds[broadcast_second..]
             .iter()
@@ -139,6 +177,9 @@ fn simulate(policy: Policy) -> Run {
         wall: started.elapsed(),
     }
 }
+
+/// One color per policy, in `Policy` order.
+const COLORS: [&str; 3] = ["#e67e22", "#2471a3", "#1e8449"];
 
 fn svg(runs: &[Run]) -> String {
     const W: f64 = 760.0;
@@ -170,7 +211,7 @@ fn svg(runs: &[Run]) -> String {
             y0 = y(qps)
         );
     }
-    for second in (0..=END.as_secs()).step_by(30) {
+    for second in (0..=END.as_secs()).step_by(60) {
         let _ = writeln!(
             out,
             r#"<text x="{}" y="{}" text-anchor="middle">{second} s</text>"#,
@@ -186,7 +227,7 @@ fn svg(runs: &[Run]) -> String {
         y(QPS_CAP as f64) - 6.0,
         c = y(QPS_CAP as f64)
     );
-    for (run, color) in runs.iter().zip(["#e67e22", "#2471a3"]) {
+    for (run, color) in runs.iter().zip(COLORS) {
         let points: Vec<String> = run
             .offered
             .iter()
@@ -199,17 +240,18 @@ fn svg(runs: &[Run]) -> String {
             points.join(" ")
         );
     }
-    for (i, (run, color)) in runs.iter().zip(["#e67e22", "#2471a3"]).enumerate() {
+    for (i, (run, color)) in runs.iter().zip(COLORS).enumerate() {
         let ly = 40.0 + 18.0 * i as f64;
         let _ = writeln!(
             out,
-            r#"<rect x="{}" y="{}" width="14" height="4" fill="{color}"/><text x="{}" y="{}">{} (peak {} QPS)</text>"#,
+            r#"<rect x="{}" y="{}" width="14" height="4" fill="{color}"/><text x="{}" y="{}">{} (peak {} QPS; after the broadcast, peak/mean {:.2})</text>"#,
             LEFT + 20.0,
             ly - 4.0,
             LEFT + 40.0,
             ly,
             run.name,
-            run.peak
+            run.peak,
+            run.peak_over_mean
         );
     }
     out.push_str("</svg>\n");
@@ -221,18 +263,38 @@ fn main() {
         .skip_while(|arg| arg != "--svg")
         .nth(1)
         .unwrap_or_else(|| "target/fleet_qps.svg".to_owned());
-    let runs = [simulate(Policy::Fire), simulate(Policy::FireWithin)];
-    println!("{CLIENTS} clients, QPS cap {QPS_CAP}, period 60 s ± 10 %, broadcast at 60 s\n");
-    println!("| broadcast policy | peak QPS offered | rejected by the cap | every client updated after | simulation wall time |");
-    println!("|---|---|---|---|---|");
+    let runs = [
+        simulate(Policy::Fire),
+        simulate(Policy::FireWithin),
+        simulate(Policy::FireWithinPhase),
+    ];
     for run in &runs {
         println!(
-            "| `{}` | {} | {} | {} | {:.1} s |",
+            "policy={} peak_qps={} rejected={} all_updated_s={} after_broadcast_peak_over_mean={:.2}",
+            run.name,
+            run.peak,
+            run.rejected_after_broadcast,
+            run.all_updated_after
+                .map_or("never".to_owned(), |d| format!("{:.1}", d.as_secs_f64())),
+            run.peak_over_mean
+        );
+    }
+    println!(
+        "\n{CLIENTS} clients, QPS cap {QPS_CAP}, period 60 s (± 10 %, or phase-keeping), \
+         broadcast at 60 s, watched until {} s\n",
+        END.as_secs()
+    );
+    println!("| broadcast policy | peak QPS offered | rejected by the cap | every client updated after | after the broadcast: peak / mean load | simulation wall time |");
+    println!("|---|---|---|---|---|---|");
+    for run in &runs {
+        println!(
+            "| `{}` | {} | {} | {} | {:.2} | {:.1} s |",
             run.name,
             run.peak,
             run.rejected_after_broadcast,
             run.all_updated_after
                 .map_or("never".to_owned(), |d| format!("{:.1} s", d.as_secs_f64())),
+            run.peak_over_mean,
             run.wall.as_secs_f64()
         );
     }
@@ -243,10 +305,19 @@ fn main() {
         Ok(()) => println!("\nplot: {path}"),
         Err(error) => eprintln!("could not write {path}: {error}"),
     }
-    let (stampede, spread) = (&runs[0], &runs[1]);
+    let (stampede, spread, phased) = (&runs[0], &runs[1], &runs[2]);
     assert!(stampede.peak > QPS_CAP, "fire() should stampede");
     assert!(
-        spread.peak <= QPS_CAP,
+        spread.peak <= QPS_CAP && phased.peak <= QPS_CAP,
         "fire_within should stay under the cap"
+    );
+    assert!(
+        spread.peak_over_mean > 2.0,
+        "without phase-keeping the fleet should refresh in lockstep"
+    );
+    assert!(
+        phased.peak_over_mean <= 1.5,
+        "with phase-keeping the load should return to flat: {:.2}",
+        phased.peak_over_mean
     );
 }

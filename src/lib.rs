@@ -166,6 +166,7 @@ mod jitter;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;
+mod phase;
 mod request;
 mod scheduler;
 mod state;
@@ -181,7 +182,10 @@ pub mod wheel;
 
 pub use error::{BuildError, FireError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
-pub use scheduler::lifecycle::{cancelled, DiscardedRun, InFlightRun, Outcome, ShutdownReport};
+pub use phase::PhaseKeeper;
+pub use scheduler::lifecycle::{
+    cancelled, scheduler_time, DiscardedRun, InFlightRun, Outcome, ShutdownReport,
+};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
 // Test-only: the state word as `Trigger::snapshot` returns it, for tests
 // and models; hidden like that method.
@@ -214,6 +218,7 @@ const _: () = {
     assert_send_sync::<SchedulerStats>();
     assert_send_sync::<TriggerState>();
     assert_send_sync::<RetryBackoff>();
+    assert_send_sync::<PhaseKeeper>();
     assert_send_sync::<Snapshot>();
     assert_send_sync::<wheel::Wheel<()>>();
     assert_send_sync::<wheel::Key>();

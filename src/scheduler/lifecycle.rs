@@ -27,6 +27,7 @@
 //! decisions, so a run is listed once: as discarded or as in flight.
 
 use super::Shared;
+use crate::clock::Clock;
 use crate::core::Core;
 use crate::request::Kind;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
@@ -311,7 +312,9 @@ impl Draft {
 
 thread_local! {
     /// The cancellation flag of the scheduler whose task runs on this thread.
-    static CANCEL: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+    /// The scheduler whose tasks run on this thread: its cancellation flag
+    /// and its clock.
+    static CONTEXT: RefCell<Option<Context>> = const { RefCell::new(None) };
     /// Whether the running task has seen `cancelled()` return `true`.
     static OBSERVED: Cell<bool> = const { Cell::new(false) };
 }
@@ -341,11 +344,11 @@ thread_local! {
 /// println!("{report}");
 /// ```
 pub fn cancelled() -> bool {
-    let cancelled = CANCEL.with(|cell| {
+    let cancelled = CONTEXT.with(|cell| {
         cell.borrow()
             .as_ref()
             // Relaxed: see `Scheduler::shutdown_now`.
-            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+            .is_some_and(|context| context.cancel.load(Ordering::Relaxed))
     });
     if cancelled {
         OBSERVED.with(|seen| seen.set(true));
@@ -353,15 +356,56 @@ pub fn cancelled() -> bool {
     cancelled
 }
 
-/// Makes [`cancelled`] answer for `shared` on this thread (worker threads
-/// for their lifetime; the virtual driver for the length of a call).
-pub(crate) fn enter_thread(shared: &Shared) -> Option<Arc<AtomicBool>> {
-    CANCEL.with(|cell| cell.replace(Some(Arc::clone(&shared.lifecycle.cancel))))
+/// The time of the scheduler running the current task: since it was built,
+/// on its clock — real time on a [`Scheduler`](crate::Scheduler), virtual
+/// time on a [`VirtualScheduler`](crate::VirtualScheduler). `None` outside
+/// tasks. The times in [`TriggerStats`](crate::TriggerStats) are on the
+/// same clock.
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{scheduler_time, Scheduler, Trigger};
+/// use std::time::Duration;
+///
+/// let sim = Scheduler::builder().build_virtual();
+/// let trigger = Trigger::bind(&sim, || {
+///     assert_eq!(scheduler_time(), Some(Duration::from_secs(5)));
+///     None
+/// });
+/// trigger.fire_after(Duration::from_secs(5))?;
+/// sim.advance(Duration::from_secs(10));
+/// assert_eq!(scheduler_time(), None); // not inside a task
+/// # Ok::<(), circulation_trigger::FireError>(())
+/// ```
+pub fn scheduler_time() -> Option<Duration> {
+    CONTEXT.with(|cell| {
+        cell.borrow()
+            .as_ref()
+            .map(|context| Duration::from_nanos(context.clock.now_ns()))
+    })
+}
+
+/// What a thread running a scheduler's tasks knows of it.
+pub(crate) struct Context {
+    cancel: Arc<AtomicBool>,
+    clock: Clock,
+}
+
+/// Makes [`cancelled`] and [`scheduler_time`] answer for `shared` on this
+/// thread (worker threads for their lifetime; the virtual driver for the
+/// length of a call).
+pub(crate) fn enter_thread(shared: &Shared) -> Option<Context> {
+    let context = Context {
+        cancel: Arc::clone(&shared.lifecycle.cancel),
+        clock: shared.clock.clone(),
+    };
+    CONTEXT.with(|cell| cell.replace(Some(context)))
 }
 
 /// Restores what [`enter_thread`] replaced.
-pub(crate) fn leave_thread(previous: Option<Arc<AtomicBool>>) {
-    CANCEL.with(|cell| *cell.borrow_mut() = previous);
+pub(crate) fn leave_thread(previous: Option<Context>) {
+    CONTEXT.with(|cell| *cell.borrow_mut() = previous);
 }
 
 /// Resets the "saw cancellation" mark before an iteration.

@@ -1,0 +1,232 @@
+//! Phase-keeping periods: a periodic task that runs on its own grid of
+//! slots `offset + k·period`, so an out-of-band run (a "refresh now") does
+//! not move its schedule — and a fleet that received one broadcast does not
+//! refresh in lockstep ever after.
+
+use crate::scheduler::lifecycle::scheduler_time;
+use std::time::Duration;
+
+/// The delay to a periodic task's next slot on a fixed grid,
+/// `offset + k·period` in [scheduler time](crate::scheduler_time), for the
+/// task to return.
+///
+/// A task returning `Some(period)` re-phases itself on every run: after a
+/// "refresh now" its chain restarts from that run. Across a fleet that
+/// received one broadcast, every client then refreshes within the same
+/// window, every period, for ever (jitter smears it out only slowly). A
+/// task returning [`next_delay`](Self::next_delay) keeps its phase
+/// instead:
+///
+/// ```text
+/// slots:      7 s          67 s            127 s           187 s
+///              │             │    fire() ──┐  │               │
+/// Some(60 s):  ●─────────────●─────────────●──┼──── 160 s ────●  (re-phased)
+/// phase:       ●─────────────●─────────────●──┼─(skipped)─────●  (kept)
+///                                        100 s
+/// ```
+///
+/// A slot closer than [`min_gap`](Self::min_gap) after the run that asks
+/// (default: half a period) is skipped, so an out-of-band run just before a
+/// slot does not cost a second run right after it.
+///
+/// It composes with the crate's other delay helpers: return
+/// `RetryBackoff::failed()` on failure and `Some(phase.next_delay())` on
+/// success; wrap it in [`jittered`](crate::jittered) to spread each run a
+/// little around its slot (the grid itself does not drift). Give each
+/// client of a fleet its own offset ([`random_offset`](Self::random_offset)).
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{PhaseKeeper, Scheduler, Trigger};
+/// use std::time::Duration;
+///
+/// let sim = Scheduler::builder().build_virtual();
+/// let phase = PhaseKeeper::new(Duration::from_secs(60)).offset(Duration::from_secs(7));
+/// let trigger = Trigger::bind(&sim, move || Some(phase.next_delay()));
+/// trigger.fire_after(phase.first_delay_from(sim.now()))?; // first slot: 7 s
+/// sim.advance_to(Duration::from_secs(100));
+/// trigger.fire()?; // "refresh now" at 100 s
+/// sim.advance_to(Duration::from_secs(200));
+/// let runs = trigger.stats().iterations;
+/// assert_eq!(runs, 4); // 7, 67, 100, 187 s: the slot at 127 s was too close
+/// assert_eq!(trigger.stats().last_start, Some(Duration::from_secs(187)));
+/// # Ok::<(), circulation_trigger::FireError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhaseKeeper {
+    period: Duration,
+    offset: Duration,
+    min_gap: Duration,
+}
+
+impl PhaseKeeper {
+    /// Slots every `period`, at offset zero, skipping slots closer than
+    /// half a period. A zero `period` is taken as 1 µs (there is no grid
+    /// of zero spacing).
+    pub fn new(period: Duration) -> Self {
+        let period = period.max(Duration::from_micros(1));
+        Self {
+            period,
+            offset: Duration::ZERO,
+            min_gap: period / 2,
+        }
+    }
+
+    /// Places the slots at `offset + k·period` (`offset` is taken modulo
+    /// the period).
+    #[must_use]
+    pub fn offset(mut self, offset: Duration) -> Self {
+        self.offset = modulo(offset, self.period);
+        self
+    }
+
+    /// A uniformly random offset in `[0, period)`, from a thread-local
+    /// generator (seed it with [`seed_jitter`](crate::seed_jitter) for a
+    /// deterministic test): each client of a fleet gets its own phase.
+    #[must_use]
+    pub fn random_offset(self) -> Self {
+        let nanos = u64::try_from(self.period.as_nanos()).unwrap_or(u64::MAX);
+        self.offset(Duration::from_nanos(fastrand::u64(..nanos)))
+    }
+
+    /// Skips a slot closer than `gap` after the run that asks (default half
+    /// a period; `Duration::ZERO` never skips). Clamped to the period.
+    #[must_use]
+    pub fn min_gap(mut self, gap: Duration) -> Self {
+        self.min_gap = gap.min(self.period);
+        self
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The delay from now to the next slot, for a task to return:
+    /// `Some(phase.next_delay())`. "Now" is the [scheduler
+    /// time](crate::scheduler_time) of the running task; outside a task it
+    /// is unknown, and the delay is one period.
+    pub fn next_delay(&self) -> Duration {
+        scheduler_time().map_or(self.period, |now| self.delay_from(now))
+    }
+
+    /// The delay from `now` (scheduler time) to the first slot at or after
+    /// it, skipping none: to arm the task for the first time
+    /// (`trigger.fire_after(phase.first_delay_from(now))`).
+    ///
+    /// # Errors
+    ///
+    /// None: times and periods of any size saturate.
+    pub fn first_delay_from(&self, now: Duration) -> Duration {
+        if now <= self.offset {
+            return self.offset - now;
+        }
+        let into_period = modulo(now - self.offset, self.period);
+        if into_period.is_zero() {
+            Duration::ZERO
+        } else {
+            self.period - into_period
+        }
+    }
+
+    /// The delay from `now` (scheduler time) to the first slot after it at
+    /// least [`min_gap`](Self::min_gap) away (`now` exactly on a slot
+    /// counts as a run of that slot: the next one is a period later).
+    ///
+    /// # Errors
+    ///
+    /// None: times and periods of any size saturate.
+    pub fn delay_from(&self, now: Duration) -> Duration {
+        if now < self.offset {
+            // Before the first slot of the grid: it is at `offset`.
+            return self.skip_close(self.offset - now);
+        }
+        let into_period = modulo(now - self.offset, self.period);
+        self.skip_close(self.period - into_period)
+    }
+
+    /// `delay` to a slot, or a period more if the slot is too close.
+    fn skip_close(&self, delay: Duration) -> Duration {
+        if delay < self.min_gap {
+            delay.saturating_add(self.period)
+        } else {
+            delay
+        }
+    }
+}
+
+/// `value mod period` for durations (`period` > 0).
+fn modulo(value: Duration, period: Duration) -> Duration {
+    let period_ns = period.as_nanos().max(1);
+    let rest = value.as_nanos() % period_ns;
+    // `rest` < `period_ns`, which came from a `Duration`: it fits.
+    Duration::from_nanos(u64::try_from(rest).unwrap_or(u64::MAX))
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn slots_stay_on_the_grid() {
+        let phase = PhaseKeeper::new(secs(60))
+            .offset(secs(7))
+            .min_gap(Duration::ZERO);
+        assert_eq!(phase.delay_from(secs(0)), secs(7));
+        assert_eq!(
+            phase.delay_from(secs(7)),
+            secs(60),
+            "on a slot: the next one"
+        );
+        assert_eq!(phase.delay_from(secs(8)), secs(59));
+        assert_eq!(phase.delay_from(secs(100)), secs(27));
+        assert_eq!(
+            phase.delay_from(secs(66) + Duration::from_nanos(999)),
+            Duration::from_secs(1) - Duration::from_nanos(999)
+        );
+    }
+
+    #[test]
+    fn the_first_slot_is_never_skipped() {
+        let phase = PhaseKeeper::new(secs(60)).offset(secs(7));
+        assert_eq!(phase.first_delay_from(secs(0)), secs(7));
+        assert_eq!(phase.first_delay_from(secs(7)), Duration::ZERO);
+        assert_eq!(phase.first_delay_from(secs(70)), secs(57));
+        assert_eq!(phase.first_delay_from(secs(67)), Duration::ZERO);
+    }
+
+    #[test]
+    fn close_slots_are_skipped() {
+        let phase = PhaseKeeper::new(secs(60)).offset(secs(7)).min_gap(secs(30));
+        assert_eq!(phase.delay_from(secs(100)), secs(87), "127 s is 27 s away");
+        assert_eq!(phase.delay_from(secs(90)), secs(37), "127 s is 37 s away");
+        assert_eq!(
+            PhaseKeeper::new(secs(60))
+                .min_gap(Duration::MAX)
+                .delay_from(secs(1)),
+            secs(119)
+        );
+    }
+
+    #[test]
+    fn hostile_values_saturate() {
+        let zero = PhaseKeeper::new(Duration::ZERO);
+        assert_eq!(zero.period(), Duration::from_micros(1));
+        let huge = PhaseKeeper::new(Duration::MAX).offset(Duration::MAX);
+        let _ = huge.delay_from(Duration::MAX);
+        let _ = huge.delay_from(Duration::ZERO);
+        let _ = PhaseKeeper::new(secs(1))
+            .random_offset()
+            .delay_from(Duration::MAX);
+        assert_eq!(
+            PhaseKeeper::new(secs(10)).next_delay(),
+            secs(10),
+            "outside a task"
+        );
+    }
+}

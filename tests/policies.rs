@@ -1,0 +1,161 @@
+//! Scheduling policies: phase-keeping periods (`PhaseKeeper`) and the
+//! scheduler time tasks see (`scheduler_time`), on virtual time (exact
+//! instants) and on the real scheduler (never early).
+
+mod common;
+
+use circulation_trigger::{scheduler_time, PhaseKeeper, RetryBackoff, Scheduler, Trigger};
+use common::eventually;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// A trigger on `sim` whose task logs its scheduler time and returns
+/// `next(now)`.
+fn logging(
+    sim: &circulation_trigger::VirtualScheduler,
+    mut next: impl FnMut(Duration) -> Option<Duration> + Send + 'static,
+) -> (Trigger, Arc<Mutex<Vec<u64>>>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let trigger = Trigger::bind(sim, move || {
+        let now = scheduler_time().expect("inside a task");
+        l.lock().unwrap().push(now.as_secs());
+        next(now)
+    });
+    (trigger, log)
+}
+
+#[test]
+fn an_out_of_band_run_does_not_move_the_phase() {
+    let sim = Scheduler::builder().build_virtual();
+    let phase = PhaseKeeper::new(secs(60)).offset(secs(7));
+    let (trigger, log) = logging(&sim, move |_| Some(phase.next_delay()));
+    trigger
+        .fire_after(phase.first_delay_from(sim.now()))
+        .unwrap();
+    sim.advance_to(secs(100));
+    trigger.fire().unwrap(); // "refresh now"
+    sim.advance_to(secs(300));
+    // 127 s is 27 s after the out-of-band run (< half a period): skipped.
+    assert_eq!(*log.lock().unwrap(), [7, 67, 100, 187, 247]);
+}
+
+#[test]
+fn without_a_gap_no_slot_is_skipped() {
+    let sim = Scheduler::builder().build_virtual();
+    let phase = PhaseKeeper::new(secs(60))
+        .offset(secs(7))
+        .min_gap(Duration::ZERO);
+    let (trigger, log) = logging(&sim, move |_| Some(phase.next_delay()));
+    trigger.fire_after(secs(7)).unwrap();
+    sim.advance_to(secs(100));
+    trigger.fire().unwrap();
+    sim.advance_to(secs(200));
+    assert_eq!(*log.lock().unwrap(), [7, 67, 100, 127, 187]);
+}
+
+#[test]
+fn a_plain_period_re_phases_on_every_out_of_band_run() {
+    // The behaviour phase-keeping exists to avoid, for contrast.
+    let sim = Scheduler::builder().build_virtual();
+    let (trigger, log) = logging(&sim, |_| Some(secs(60)));
+    trigger.fire_after(secs(7)).unwrap();
+    sim.advance_to(secs(100));
+    trigger.fire().unwrap();
+    sim.advance_to(secs(230));
+    assert_eq!(*log.lock().unwrap(), [7, 67, 100, 160, 220]);
+}
+
+#[test]
+fn back_off_then_back_on_the_grid() {
+    let sim = Scheduler::builder().build_virtual();
+    let phase = PhaseKeeper::new(secs(60)).offset(secs(10));
+    let mut backoff = RetryBackoff::new(secs(1), secs(30));
+    // The service is down from 60 s to 76 s.
+    let (trigger, log) = logging(&sim, move |now| {
+        if now >= secs(60) && now < secs(76) {
+            backoff.failed()
+        } else {
+            backoff.succeeded(secs(60));
+            Some(phase.next_delay())
+        }
+    });
+    trigger.fire_after(secs(10)).unwrap();
+    sim.advance_to(secs(200));
+    // 70 fails, retries at 71, 73 (fail), 77 (up): the next slot 130 is 53 s
+    // away, so the grid resumes there.
+    assert_eq!(*log.lock().unwrap(), [10, 70, 71, 73, 77, 130, 190]);
+}
+
+#[test]
+fn jitter_around_the_slots_does_not_drift_the_grid() {
+    circulation_trigger::seed_jitter(3);
+    let sim = Scheduler::builder().build_virtual();
+    let phase = PhaseKeeper::new(secs(60)).min_gap(Duration::ZERO);
+    let (trigger, log) = logging(&sim, move |_| {
+        // Aim a little after each slot: ± 1 % of a 2 s lag.
+        Some(circulation_trigger::jittered(
+            phase.next_delay() + secs(2),
+            0.01,
+        ))
+    });
+    trigger.fire().unwrap();
+    sim.advance_to(secs(60 * 50));
+    let log = log.lock().unwrap();
+    for (k, &start) in log.iter().enumerate().skip(1) {
+        let slot = 60 * k as u64;
+        assert!(
+            (slot + 1..=slot + 3).contains(&start),
+            "run {k} at {start} s"
+        );
+    }
+}
+
+#[test]
+fn scheduler_time_is_none_outside_tasks_and_real_inside() {
+    assert_eq!(scheduler_time(), None);
+    let scheduler = Scheduler::new();
+    let seen = Arc::new(Mutex::new(None));
+    let s = seen.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        *s.lock().unwrap() = scheduler_time();
+        None
+    });
+    trigger.fire_after(Duration::from_millis(20)).unwrap();
+    eventually("the run", || seen.lock().unwrap().is_some());
+    let at = seen.lock().unwrap().unwrap();
+    assert!(at >= Duration::from_millis(20), "started early: {at:?}");
+    assert_eq!(trigger.stats().last_start.map(|t| t <= at), Some(true));
+}
+
+#[test]
+fn phase_kept_runs_are_never_early_on_real_time() {
+    let scheduler = Scheduler::new();
+    let period = Duration::from_millis(30);
+    let phase = PhaseKeeper::new(period).min_gap(Duration::ZERO);
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let s = starts.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        let now = scheduler_time().expect("inside a task");
+        let mut starts = s.lock().unwrap();
+        starts.push(now);
+        (starts.len() < 8).then(|| phase.next_delay())
+    });
+    trigger.fire().unwrap();
+    eventually("eight runs", || starts.lock().unwrap().len() == 8);
+    let starts = starts.lock().unwrap();
+    for pair in starts.windows(2) {
+        // Each run aims at the first slot after the previous one.
+        let slot_index = pair[0].as_nanos() / period.as_nanos() + 1;
+        let slot = period * u32::try_from(slot_index).unwrap();
+        assert!(
+            pair[1] >= slot,
+            "{:?} ran before its slot {slot:?}",
+            pair[1]
+        );
+    }
+}
