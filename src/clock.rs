@@ -134,6 +134,21 @@ impl Clock {
         }
     }
 
+    /// Nanoseconds since the epoch at which the real clock reaches `at`
+    /// (0 if `at` is before the epoch); `None` on a manual clock, where an
+    /// `Instant` names no point of its time. The raw reading lags the
+    /// `Instant` epoch by the nanoseconds between the two reads at
+    /// creation, so the conversion can only make a run later, never early.
+    pub(crate) fn instant_ns(&self, at: Instant) -> Option<u64> {
+        match self {
+            Clock::Real(clock) => Some(
+                u64::try_from(at.saturating_duration_since(clock.epoch).as_nanos())
+                    .unwrap_or(u64::MAX),
+            ),
+            Clock::Manual(_) => None,
+        }
+    }
+
     /// Microseconds since the epoch, rounded down.
     #[inline]
     pub(crate) fn now_us(&self) -> u64 {

@@ -243,6 +243,25 @@ impl Core {
         self.confirm(version, kind, replaced)
     }
 
+    /// Requests a run when the scheduler's clock shows `at_ns` (now, if it
+    /// already has).
+    pub(crate) fn fire_at_ns(self: &Arc<Self>, at_ns: u64) -> Result<(), FireError> {
+        let now_ns = self.shared.clock.now_ns();
+        match at_ns.checked_sub(now_ns) {
+            Some(delay) if delay > 0 => self.fire_after_from(now_ns, Duration::from_nanos(delay)),
+            _ => self.fire(),
+        }
+    }
+
+    /// Requests a run at `at` on the real clock (see `Trigger::fire_at`).
+    pub(crate) fn fire_at(self: &Arc<Self>, at: std::time::Instant) -> Result<(), FireError> {
+        match self.shared.clock.instant_ns(at) {
+            Some(at_ns) => self.fire_at_ns(at_ns),
+            // Virtual time: the instant counts from the real now.
+            None => self.fire_after(at.saturating_duration_since(std::time::Instant::now())),
+        }
+    }
+
     /// Requests a run after a uniformly random delay in `[0, window)`.
     /// The whole window must fit the clock's range, so whether the fire is
     /// refused never depends on the draw.

@@ -159,6 +159,67 @@ impl Trigger {
         self.handle.core.fire_after(delay)
     }
 
+    /// Runs the task at `deadline` (at once if it has passed), superseding
+    /// earlier requests like [`fire_after`](Self::fire_after): latest
+    /// wins, never early.
+    ///
+    /// On a [`VirtualScheduler`](crate::VirtualScheduler), whose time is
+    /// not the real clock's, `deadline` counts from the real now: the run is
+    /// due `deadline - Instant::now()` of virtual time later. Use
+    /// [`fire_at_elapsed`](Self::fire_at_elapsed) to name a point of the
+    /// scheduler's own time on either kind.
+    ///
+    /// # Errors
+    ///
+    /// As [`fire_after`](Self::fire_after).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let scheduler = Scheduler::new();
+    /// let trigger = Trigger::bind(&scheduler, || None);
+    /// let nightly = Instant::now() + Duration::from_secs(3600);
+    /// trigger.fire_at(nightly)?;
+    /// trigger.fire_at(Instant::now() - Duration::from_secs(1))?; // past: now
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    #[inline]
+    pub fn fire_at(&self, deadline: std::time::Instant) -> Result<(), FireError> {
+        self.handle.core.fire_at(deadline)
+    }
+
+    /// Runs the task when the scheduler's clock shows `at` — the time since
+    /// it was built, as [`VirtualScheduler::now`](crate::VirtualScheduler::now),
+    /// [`scheduler_time`](crate::scheduler_time) and the statistics count it
+    /// — or at once if it already has. Latest wins, never early, on the real
+    /// and the virtual scheduler alike.
+    ///
+    /// # Errors
+    ///
+    /// As [`fire_after`](Self::fire_after).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::bind(&sim, || None);
+    /// trigger.fire_at_elapsed(Duration::from_secs(90))?;
+    /// sim.advance(Duration::from_secs(120));
+    /// assert_eq!(trigger.stats().last_start, Some(Duration::from_secs(90)));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    #[inline]
+    pub fn fire_at_elapsed(&self, at: Duration) -> Result<(), FireError> {
+        let at_ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+        self.handle.core.fire_at_ns(at_ns)
+    }
+
     /// Runs the task after a uniformly random delay in `[0, window)`,
     /// superseding earlier requests like [`fire_after`](Self::fire_after).
     /// A "refresh now" broadcast to a fleet spread over a window does not

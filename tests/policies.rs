@@ -159,3 +159,51 @@ fn phase_kept_runs_are_never_early_on_real_time() {
         );
     }
 }
+
+#[test]
+fn fire_at_elapsed_runs_at_that_scheduler_time_latest_wins() {
+    let sim = Scheduler::builder().build_virtual();
+    let (trigger, log) = logging(&sim, |_| None);
+    trigger.fire_at_elapsed(secs(90)).unwrap();
+    sim.advance_to(secs(100));
+    trigger.fire_at_elapsed(secs(30)).unwrap(); // past: now
+    sim.advance(Duration::ZERO);
+    trigger.fire_at_elapsed(secs(200)).unwrap();
+    trigger.fire_after(secs(10)).unwrap(); // latest wins: 110 s, not 200 s
+    sim.advance_to(secs(300));
+    assert_eq!(*log.lock().unwrap(), [90, 100, 110]);
+    // Beyond the clock's range: refused, the armed request untouched.
+    trigger.fire_at_elapsed(secs(400)).unwrap();
+    assert!(matches!(
+        trigger.fire_at_elapsed(Duration::MAX),
+        Err(circulation_trigger::FireError::DelayTooLong(_))
+    ));
+    sim.advance_to(secs(500));
+    assert_eq!(*log.lock().unwrap(), [90, 100, 110, 400]);
+}
+
+#[test]
+fn fire_at_an_instant_is_never_early() {
+    let scheduler = Scheduler::new();
+    let ran = Arc::new(Mutex::new(None));
+    let r = ran.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        *r.lock().unwrap() = Some(std::time::Instant::now());
+        None
+    });
+    let at = std::time::Instant::now() + Duration::from_millis(30);
+    trigger.fire_at(at).unwrap();
+    eventually("the run", || ran.lock().unwrap().is_some());
+    assert!(ran.lock().unwrap().unwrap() >= at, "ran before its instant");
+    // A past instant runs at once; on virtual time an instant counts from now.
+    trigger.fire_at(std::time::Instant::now()).unwrap();
+    let sim = Scheduler::builder().build_virtual();
+    let (virtual_trigger, log) = logging(&sim, |_| None);
+    virtual_trigger
+        .fire_at(std::time::Instant::now() + secs(3600))
+        .unwrap();
+    sim.advance(secs(3599));
+    assert!(log.lock().unwrap().is_empty());
+    sim.advance(secs(2));
+    assert_eq!(log.lock().unwrap().len(), 1);
+}
