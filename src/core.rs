@@ -31,6 +31,8 @@
 
 use crate::clock::{coalesce, deadline_us};
 use crate::error::FireError;
+use crate::jitter::RetryBackoff;
+use crate::policy::{PanicPolicy, Policies};
 use crate::request::{Kind, Request, Word};
 use crate::scheduler::lifecycle::{self, Outcome};
 use crate::scheduler::Shared;
@@ -82,6 +84,37 @@ impl InboxPush {
     }
 }
 
+/// What the RUNNING holder alone touches: the task, and the back-off of a
+/// [`PanicPolicy::Retry`](crate::PanicPolicy::Retry).
+pub(crate) struct TaskCell {
+    task: Box<dyn Task>,
+    retry: Option<Box<RetryBackoff>>,
+}
+
+impl TaskCell {
+    pub(crate) fn new(task: Box<dyn Task>, on_panic: PanicPolicy) -> Self {
+        let retry = match on_panic {
+            PanicPolicy::Stop => None,
+            PanicPolicy::Retry(backoff) => Some(Box::new(backoff)),
+        };
+        Self { task, retry }
+    }
+
+    /// Runs the task, catching a panic; returns its result and, after a
+    /// panic under a retry policy, the delay before the next attempt.
+    fn run(&mut self) -> (std::thread::Result<Option<Duration>>, Option<Duration>) {
+        let result = catch_unwind(AssertUnwindSafe(|| self.task.run()));
+        let retry = self.retry.as_deref_mut().and_then(|backoff| match result {
+            Ok(_) => {
+                backoff.reset();
+                None
+            }
+            Err(_) => backoff.failed(),
+        });
+        (result, retry)
+    }
+}
+
 pub(crate) struct Core {
     state: State,
     request: Request,
@@ -92,8 +125,10 @@ pub(crate) struct Core {
     pub(crate) timer_key: crate::sync::TimerOwned,
     /// Invariant: accessed only by the worker that holds the RUNNING bit
     /// (between `State::enter` returning `Entered` and `State::exit`).
-    task: UnsafeCell<Box<dyn Task>>,
+    task: UnsafeCell<TaskCell>,
     pub(crate) name: Option<Box<str>>,
+    /// Cooldown and stuck detection, if the trigger has any.
+    pub(crate) policies: Option<Box<Policies>>,
     /// This trigger's slot in the scheduler's registry.
     slot: u32,
     stats: Counters,
@@ -118,21 +153,28 @@ impl Core {
     /// A new idle trigger, registered with its scheduler.
     pub(crate) fn new(
         shared: Arc<Shared>,
-        task: Box<dyn Task>,
+        task: TaskCell,
         name: Option<Box<str>>,
+        policies: Option<Box<Policies>>,
         version: u32,
     ) -> Arc<Self> {
-        Arc::new_cyclic(|weak| Self {
+        let watched = policies.as_ref().is_some_and(|p| p.stuck_after_us > 0);
+        let core = Arc::new_cyclic(|weak| Self {
             state: State::new(version),
             request: Request::new(version),
             queued: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(crate::scheduler::NO_KEY),
             task: UnsafeCell::new(task),
             name,
+            policies,
             slot: shared.lifecycle.register(weak.clone()),
             stats: Counters::new(version & crate::state::VERSION_MASK),
             shared,
-        })
+        });
+        if watched {
+            core.shared.lifecycle.watch(&core);
+        }
+        core
     }
 
     /// A statistics snapshot.
@@ -140,8 +182,9 @@ impl Core {
         let state = self.state.snapshot();
         let request = self.request.peek();
         let now = self.shared.clock.now_us();
+        let stuck = self.policies.as_ref().is_some_and(|p| p.is_stuck());
         self.stats
-            .snapshot(self.name.as_deref(), state, request, now)
+            .snapshot(self.name.as_deref(), state, request, now, stuck)
     }
 
     /// Reads the state word with an RMW, for the shutdown scan.
@@ -361,6 +404,18 @@ impl Core {
         self.request.expire(seen) && self.claim_queue_slot(OnClosed::List)
     }
 
+    /// If this trigger's run in flight has just become stuck (running
+    /// longer than its `stuck_after`), how long it has run (µs); marks it
+    /// so it is reported once.
+    pub(crate) fn stuck_for(&self, now_us: u64) -> Option<u64> {
+        let policies = self.policies.as_ref()?;
+        if policies.stuck_after_us == 0 || !self.state.snapshot().is_running() {
+            return None;
+        }
+        let running_for = now_us.saturating_sub(self.stats.last_start_us()?);
+        (running_for >= policies.stuck_after_us && policies.mark_stuck()).then_some(running_for)
+    }
+
     /// How long this trigger's last iteration ran (µs), as the timer role
     /// holder's guess of how long its next one will.
     pub(crate) fn expected_run_us(&self) -> u64 {
@@ -405,10 +460,38 @@ impl Core {
                 if self.shared.is_closed() && !self.shared.lifecycle.admit_late(self, discard) {
                     return None;
                 }
-                self.run(version)
+                match self.cooldown_end() {
+                    Some((end_us, now_us)) => self.defer(version, end_us, now_us),
+                    None => self.run(version),
+                }
             }
             Enter::Reserved | Enter::Stale => None,
         }
+    }
+
+    /// The end of the minimum interval after the last start, and now, if
+    /// that end is still ahead. Read while holding RUNNING: the Acquire in
+    /// `enter` makes the previous run's start visible.
+    fn cooldown_end(&self) -> Option<(u64, u64)> {
+        let min_us = self.policies.as_ref()?.min_interval_us;
+        if min_us == 0 {
+            return None;
+        }
+        let end_us = self.stats.last_start_us()?.saturating_add(min_us);
+        let now_us = self.shared.clock.now_us();
+        (end_us > now_us).then_some((end_us, now_us))
+    }
+
+    /// A due run came too soon after the previous start: give RUNNING back
+    /// without running, and arm the live request for the cooldown's end
+    /// (fires during the cooldown coalesce there; latest wins as always).
+    fn defer(self: &Arc<Self>, version: u32, end_us: u64, now_us: u64) -> Option<InboxPush> {
+        let live = match self.state.exit(version) {
+            Exit::Rerun { version } => version,
+            Exit::Done { live: true } => version,
+            Exit::Done { live: false } => return None, // a newer request rules
+        };
+        self.publish_at_later(live, end_us, now_us).2
     }
 
     /// Runs one iteration (this worker holds RUNNING), then exits.
@@ -444,17 +527,19 @@ impl Core {
     /// Calls the task, catching a panic (reported, then treated as `None`).
     fn call_task(&self) -> (Option<Duration>, Outcome) {
         lifecycle::reset_observed();
-        let result = self.task.with_mut(|task| {
-            catch_unwind(AssertUnwindSafe(|| {
-                // SAFETY:
-                // - exclusive: this worker's `enter` returned `Entered`, so it
-                //   holds RUNNING until `exit`; no other code touches the
-                //   cell meanwhile (G1, checked by the loom models);
-                // - ordered: the Acquire in `enter` makes the previous
-                //   holder's writes (Release in its `exit`) visible;
-                // - valid: the cell lives in `self`, kept alive by the Arc.
-                unsafe { (*task).run() }
-            }))
+        if let Some(policies) = &self.policies {
+            policies.started();
+        }
+        let (result, retry) = self.task.with_mut(|cell| {
+            // SAFETY:
+            // - exclusive: this worker's `enter` returned `Entered`, so it
+            //   holds RUNNING until `exit`; no other code touches the cell
+            //   meanwhile (G1, checked by the loom models);
+            // - ordered: the Acquire in `enter` makes the previous holder's
+            //   writes (Release in its `exit`) visible;
+            // - valid: the cell lives in `self`, kept alive by the Arc, and
+            //   the reference does not outlive this closure.
+            unsafe { (*cell).run() }
         });
         match result {
             Ok(next) if lifecycle::observed() => (next, Outcome::Cancelled),
@@ -462,7 +547,7 @@ impl Core {
             Err(payload) => {
                 self.shared
                     .report_panic(self.name.as_deref(), payload.as_ref());
-                (None, Outcome::Panicked)
+                (retry, Outcome::Panicked)
             }
         }
     }

@@ -171,6 +171,12 @@ impl RetryBackoff {
         Some(spread(delay, self.jitter, self.rng.f64()).min(self.max))
     }
 
+    /// Forgets the failures so far (the next failure waits the initial
+    /// delay again), without producing a delay.
+    pub fn reset(&mut self) {
+        self.failures = 0;
+    }
+
     /// Records a success and resets; returns `Some(period)`, jittered like
     /// the back-off delays.
     ///

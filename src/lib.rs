@@ -167,6 +167,7 @@ mod jitter;
 #[doc(hidden)]
 pub mod model;
 mod phase;
+mod policy;
 mod request;
 mod scheduler;
 mod state;
@@ -183,6 +184,7 @@ pub mod wheel;
 pub use error::{BuildError, FireError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use phase::PhaseKeeper;
+pub use policy::{PanicPolicy, StuckRun};
 pub use scheduler::lifecycle::{
     cancelled, scheduler_time, DiscardedRun, InFlightRun, Outcome, ShutdownReport,
 };
@@ -219,6 +221,8 @@ const _: () = {
     assert_send_sync::<TriggerState>();
     assert_send_sync::<RetryBackoff>();
     assert_send_sync::<PhaseKeeper>();
+    assert_send_sync::<PanicPolicy>();
+    assert_send_sync::<StuckRun>();
     assert_send_sync::<Snapshot>();
     assert_send_sync::<wheel::Wheel<()>>();
     assert_send_sync::<wheel::Key>();

@@ -54,6 +54,10 @@ pub struct TriggerStats {
     pub max_lateness: Option<Duration>,
     /// What the trigger is doing now.
     pub state: TriggerState,
+    /// The run in flight has been running longer than the trigger's
+    /// [`stuck_after`](crate::TriggerBuilder::stuck_after) (and was
+    /// reported); cleared when the next run starts.
+    pub stuck: bool,
 }
 
 /// The counters of one trigger.
@@ -155,6 +159,12 @@ impl Counters {
         }
     }
 
+    /// When the last iteration started (µs), if one has.
+    pub(crate) fn last_start_us(&self) -> Option<u64> {
+        let start = self.last_start_us.load(Relaxed);
+        (start != u64::MAX).then_some(start)
+    }
+
     /// How long the last finished iteration ran (µs; 0 if none finished or
     /// one is in flight): the timer role holder's estimate of a due run.
     pub(crate) fn last_run_us(&self) -> u64 {
@@ -175,6 +185,7 @@ impl Counters {
         state: Snapshot,
         request: Word,
         now_us: u64,
+        stuck: bool,
     ) -> TriggerStats {
         let advances = u64::from(self.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
             + u64::from(state.version());
@@ -193,6 +204,7 @@ impl Counters {
             last_lateness: micros(self.last_lateness_us.load(Relaxed)),
             max_lateness: micros(self.max_lateness_us.load(Relaxed)),
             state: self.state(state, request, now_us),
+            stuck: stuck && state.is_running(),
         }
     }
 

@@ -1,8 +1,9 @@
 //! The public trigger handle: bind a task to a scheduler, then `fire`,
 //! `fire_after` and `suspend` it from any thread.
 
-use crate::core::Core;
+use crate::core::{Core, TaskCell};
 use crate::error::FireError;
+use crate::policy::{PanicPolicy, Policies};
 use crate::scheduler::Scheduler;
 use crate::state::Snapshot;
 use crate::sync::{Arc, Weak};
@@ -90,6 +91,9 @@ impl Trigger {
             scheduler: scheduler.as_ref(),
             name: None,
             version: 0,
+            min_interval: Duration::ZERO,
+            stuck_after: Duration::ZERO,
+            on_panic: PanicPolicy::Stop,
         }
     }
 
@@ -375,6 +379,9 @@ pub struct TriggerBuilder<'a> {
     scheduler: &'a Scheduler,
     name: Option<Box<str>>,
     version: u32,
+    min_interval: Duration,
+    stuck_after: Duration,
+    on_panic: PanicPolicy,
 }
 
 impl TriggerBuilder<'_> {
@@ -407,10 +414,99 @@ impl TriggerBuilder<'_> {
     pub fn bind(self, task: impl Task) -> Trigger {
         let core = Core::new(
             Arc::clone(&self.scheduler.shared),
-            Box::new(task),
+            TaskCell::new(Box::new(task), self.on_panic),
             self.name,
+            Policies::new(self.min_interval, self.stuck_after),
             self.version,
         );
         Trigger::from_core(core)
+    }
+
+    /// A cooldown: no iteration starts sooner than `interval` after the
+    /// previous one started. A run due earlier — a fire, a re-run after a
+    /// reservation, a shorter delay the task returned — waits for the
+    /// cooldown's end, and all that come meanwhile coalesce into that one
+    /// run; a `fire_after` beyond the cooldown is served at its deadline as
+    /// usual (latest wins). A storm of "refresh now" messages then costs at
+    /// most one run per `interval`. `Duration::ZERO` (the default): none.
+    ///
+    /// ```text
+    /// run ──┐ fire fire fire            fire_after(30 s) ─┐
+    ///       │  │    │    │                                 │
+    ///       ●──┴────┴────┴──── ● (at +10 s: one run)       └─ ● (+30 s)
+    ///       └─ min_interval(10 s) ─┘
+    /// ```
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::builder(&sim)
+    ///     .min_interval(Duration::from_secs(10))
+    ///     .bind(|| None);
+    /// trigger.fire()?; // runs at 0 s
+    /// sim.advance(Duration::from_secs(1));
+    /// for _ in 0..100 {
+    ///     trigger.fire()?; // a storm at 1 s: one run, at 10 s
+    /// }
+    /// sim.advance(Duration::from_secs(20));
+    /// assert_eq!(trigger.stats().iterations, 2);
+    /// assert_eq!(trigger.stats().last_start, Some(Duration::from_secs(10)));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn min_interval(mut self, interval: Duration) -> Self {
+        self.min_interval = interval;
+        self
+    }
+
+    /// Reports a run still in flight `after` it started, once per run: to
+    /// the scheduler's [`stuck_hook`](crate::Builder::stuck_hook), as a
+    /// `tracing` warning (feature `tracing`), and as
+    /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) until the next
+    /// run starts. The run is not interrupted (a sync task cannot be).
+    /// The scheduler's monitor checks every half
+    /// [stall threshold](crate::Builder::stall_threshold), so a report
+    /// comes within about that much after `after`. On a
+    /// [`VirtualScheduler`](crate::VirtualScheduler) time does not move
+    /// during a run, so no run becomes stuck. `Duration::ZERO` (the
+    /// default): never reported.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let scheduler = Scheduler::builder()
+    ///     .stuck_hook(move |stuck| tx.send(stuck.trigger().map(str::to_owned)).unwrap())
+    ///     .build()?;
+    /// let trigger = Trigger::builder(&scheduler)
+    ///     .name("config-refresh")
+    ///     .stuck_after(Duration::from_millis(20))
+    ///     .bind(|| {
+    ///         std::thread::sleep(Duration::from_millis(200)); // an RPC that hangs
+    ///         None
+    ///     });
+    /// trigger.fire().unwrap();
+    /// let stuck = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    /// assert_eq!(stuck.as_deref(), Some("config-refresh"));
+    /// # Ok::<(), circulation_trigger::BuildError>(())
+    /// ```
+    pub fn stuck_after(mut self, after: Duration) -> Self {
+        self.stuck_after = after;
+        self
+    }
+
+    /// What a panic in the task does: stop circulating (the default, G8)
+    /// or retry after a back-off ([`PanicPolicy`]). The panic is caught,
+    /// counted and reported either way.
+    pub fn on_panic(mut self, policy: PanicPolicy) -> Self {
+        self.on_panic = policy;
+        self
     }
 }

@@ -207,3 +207,116 @@ fn fire_at_an_instant_is_never_early() {
     sim.advance(secs(2));
     assert_eq!(log.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn a_cooldown_coalesces_fires_into_one_run_at_its_end() {
+    let sim = Scheduler::builder().build_virtual();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let trigger = Trigger::builder(&sim).min_interval(secs(10)).bind(move || {
+        l.lock().unwrap().push(scheduler_time().unwrap().as_secs());
+        None
+    });
+    trigger.fire().unwrap(); // 0 s
+    sim.advance_to(secs(1));
+    for _ in 0..1_000 {
+        trigger.fire().unwrap(); // a storm: one run, at 10 s
+    }
+    sim.advance_to(secs(12));
+    trigger.fire_after(secs(30)).unwrap(); // beyond the cooldown: at 42 s
+    sim.advance_to(secs(50));
+    trigger.fire_after(secs(1)).unwrap(); // inside it (42 + 10): at 52 s
+    sim.advance_to(secs(100));
+    assert_eq!(*log.lock().unwrap(), [0, 10, 42, 52]);
+    let stats = trigger.stats();
+    assert_eq!((stats.iterations, stats.fires), (4, 1_003));
+}
+
+#[test]
+fn a_cooldown_spaces_a_periodic_task_and_its_reservations() {
+    let sim = Scheduler::builder().build_virtual();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let trigger = Trigger::builder(&sim).min_interval(secs(5)).bind(move || {
+        l.lock().unwrap().push(scheduler_time().unwrap().as_secs());
+        Some(secs(1)) // asks for 1 s: served every 5 s
+    });
+    trigger.fire().unwrap();
+    sim.advance_to(secs(21));
+    assert_eq!(*log.lock().unwrap(), [0, 5, 10, 15, 20]);
+    trigger.suspend();
+    sim.advance_to(secs(40));
+    assert_eq!(
+        log.lock().unwrap().len(),
+        5,
+        "suspend wins over a deferred run"
+    );
+}
+
+#[test]
+fn a_panic_policy_retries_after_a_back_off_and_resets_on_success() {
+    common::quiet_panics();
+    let sim = Scheduler::builder().build_virtual();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let policy = circulation_trigger::PanicPolicy::Retry(
+        RetryBackoff::new(secs(1), secs(60)).max_retries(3),
+    );
+    let trigger = Trigger::builder(&sim).on_panic(policy).bind(move || {
+        let now = scheduler_time().unwrap().as_secs();
+        l.lock().unwrap().push(now);
+        // Panics at 0, 1 and 3 s; fine at 7 s; panics for good from 100 s.
+        assert!(now == 7 || (8..100).contains(&now), "boom at {now}");
+        (now == 7).then_some(secs(93))
+    });
+    trigger.fire().unwrap();
+    sim.advance_to(secs(200));
+    // After success the back-off starts over: 100, then 3 retries (101,
+    // 103, 107); the fourth consecutive failure reaches the retry limit and
+    // stops the chain.
+    assert_eq!(*log.lock().unwrap(), [0, 1, 3, 7, 100, 101, 103, 107]);
+    assert_eq!(trigger.stats().panics, 7);
+    assert_eq!(sim.panic_count(), 7);
+    // The default policy stops at the first panic (G8).
+    let stop = Trigger::bind(&sim, || panic!("once"));
+    stop.fire().unwrap();
+    sim.advance(secs(10));
+    assert_eq!(stop.stats().iterations, 1);
+}
+
+#[test]
+fn a_run_longer_than_stuck_after_is_reported_once() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let scheduler = Scheduler::builder()
+        .stuck_hook(move |stuck| {
+            tx.send((stuck.trigger().map(str::to_owned), stuck.running_for()))
+                .unwrap()
+        })
+        .build()
+        .unwrap();
+    let release = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let r = release.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .name("hung")
+        .stuck_after(Duration::from_millis(30))
+        .bind(move || {
+            let (open, bed) = &*r;
+            let mut open = open.lock().unwrap();
+            while !*open {
+                open = bed.wait(open).unwrap();
+            }
+            None
+        });
+    trigger.fire().unwrap();
+    let (name, running_for) = rx.recv_timeout(common::PATIENCE).expect("a report");
+    assert_eq!(name.as_deref(), Some("hung"));
+    assert!(running_for >= Duration::from_millis(30));
+    assert!(trigger.stats().stuck);
+    // Once per run: no second report while it stays stuck.
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+    *release.0.lock().unwrap() = true;
+    release.1.notify_all();
+    eventually("the run ended", || {
+        trigger.stats().iterations == 1 && !trigger.stats().stuck
+    });
+}

@@ -58,6 +58,9 @@ struct Model {
     pending: Option<u64>,
     step: usize,
     runs: Vec<u64>,
+    /// `TriggerBuilder::min_interval` (µs; 0: none): no start sooner than
+    /// this after the previous start.
+    min_interval: u64,
 }
 
 impl Model {
@@ -68,13 +71,23 @@ impl Model {
             Op::Suspend => self.pending = None,
             Op::Advance(d) => {
                 let target = self.now + d;
-                while let Some(at) = self.pending.filter(|&at| at <= target) {
+                while let Some(at) = self.next_start().filter(|&at| at <= target) {
                     self.now = self.now.max(at);
                     self.run(script);
                 }
                 self.now = target;
             }
         }
+    }
+
+    /// When the live request runs: its instant, or the end of the cooldown
+    /// after the last start if that is later.
+    fn next_start(&self) -> Option<u64> {
+        let at = self.pending?;
+        Some(match self.runs.last() {
+            Some(&last) if self.min_interval > 0 => at.max(last + self.min_interval),
+            _ => at,
+        })
     }
 
     fn run(&mut self, script: &[Step]) {
@@ -108,28 +121,41 @@ fn scripted(
     version: u32,
     script: Vec<Step>,
 ) -> (Trigger, Arc<Mutex<Vec<u64>>>) {
+    scripted_with(sim, version, script, Duration::ZERO)
+}
+
+/// [`scripted`], with a cooldown.
+fn scripted_with(
+    sim: &VirtualScheduler,
+    version: u32,
+    script: Vec<Step>,
+    min_interval: Duration,
+) -> (Trigger, Arc<Mutex<Vec<u64>>>) {
     let runs = Arc::new(Mutex::new(Vec::new()));
     let me: Arc<OnceLock<WeakTrigger>> = Arc::default();
     let (log, cell, clock) = (runs.clone(), me.clone(), sim.clock());
     let mut index = 0;
-    let trigger = Trigger::builder(sim).start_version(version).bind(move || {
-        log.lock().unwrap().push(clock.now().as_micros() as u64);
-        let step = script[index % script.len()];
-        index += 1;
-        let me = cell
-            .get()
-            .and_then(WeakTrigger::upgrade)
-            .expect("handle alive");
-        match step {
-            Step::Again(d) => return Some(Duration::from_micros(d)),
-            Step::Stop => return None,
-            Step::Panic => std::panic::panic_any(Scripted),
-            Step::FireSelf => me.fire().unwrap(),
-            Step::FireAfterSelf(d) => me.fire_after(Duration::from_micros(d)).unwrap(),
-            Step::SuspendSelf => me.suspend(),
-        }
-        Some(Duration::from_secs(1))
-    });
+    let trigger = Trigger::builder(sim)
+        .start_version(version)
+        .min_interval(min_interval)
+        .bind(move || {
+            log.lock().unwrap().push(clock.now().as_micros() as u64);
+            let step = script[index % script.len()];
+            index += 1;
+            let me = cell
+                .get()
+                .and_then(WeakTrigger::upgrade)
+                .expect("handle alive");
+            match step {
+                Step::Again(d) => return Some(Duration::from_micros(d)),
+                Step::Stop => return None,
+                Step::Panic => std::panic::panic_any(Scripted),
+                Step::FireSelf => me.fire().unwrap(),
+                Step::FireAfterSelf(d) => me.fire_after(Duration::from_micros(d)).unwrap(),
+                Step::SuspendSelf => me.suspend(),
+            }
+            Some(Duration::from_secs(1))
+        });
     me.set(trigger.downgrade()).unwrap();
     (trigger, runs)
 }
@@ -204,6 +230,26 @@ proptest! {
         let sim = Scheduler::builder().build_virtual();
         let (trigger, runs) = scripted(&sim, version, script.clone());
         let mut model = Model::default();
+        for &op in &ops {
+            apply(&trigger, &sim, op);
+            model.apply(op, &script);
+            prop_assert_eq!(&*runs.lock().unwrap(), &model.runs, "after {:?}", op);
+        }
+    }
+
+    /// One trigger with a cooldown: a run due sooner than `min_interval`
+    /// after the previous start waits for the cooldown's end.
+    #[test]
+    fn a_trigger_with_a_cooldown_runs_when_the_model_says(
+        min_interval in 1u64..3_000_000,
+        script in script(),
+        ops in prop::collection::vec(op(), 1..40),
+    ) {
+        quiet_scripted_panics();
+        let sim = Scheduler::builder().build_virtual();
+        let cooldown = Duration::from_micros(min_interval);
+        let (trigger, runs) = scripted_with(&sim, 0, script.clone(), cooldown);
+        let mut model = Model { min_interval, ..Model::default() };
         for &op in &ops {
             apply(&trigger, &sim, op);
             model.apply(op, &script);

@@ -1,7 +1,7 @@
 //! [`Builder`]: the scheduler's settings, and starting its threads.
 
 use super::pool::{Limits, Pool};
-use super::{PanicHook, Scheduler, Shared, Timer, DEFAULT_GRACE};
+use super::{PanicHook, Scheduler, Shared, StuckHook, Timer, DEFAULT_GRACE};
 use crate::clock::{Clock, ManualTime};
 use crate::error::BuildError;
 use crate::sync::{Arc, Mutex};
@@ -51,6 +51,7 @@ pub struct Builder {
     coalesce: bool,
     prefix: String,
     panic_hook: Option<PanicHook>,
+    stuck_hook: Option<StuckHook>,
     grace: Duration,
     seed: u64,
 }
@@ -66,6 +67,7 @@ impl fmt::Debug for Builder {
             .field("coalesce_periodic", &self.coalesce)
             .field("prefix", &self.prefix)
             .field("panic_hook", &self.panic_hook.is_some())
+            .field("stuck_hook", &self.stuck_hook.is_some())
             .field("shutdown_grace", &self.grace)
             .finish()
     }
@@ -82,6 +84,7 @@ impl Builder {
             coalesce: true,
             prefix: "circulation-".to_owned(),
             panic_hook: None,
+            stuck_hook: None,
             grace: DEFAULT_GRACE,
             seed: 0x5EED,
         }
@@ -208,6 +211,15 @@ impl Builder {
         self
     }
 
+    /// Called (on the scheduler's monitor thread) once for every run in
+    /// flight longer than its trigger's
+    /// [`stuck_after`](crate::TriggerBuilder::stuck_after). The run goes on;
+    /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) marks it.
+    pub fn stuck_hook(mut self, hook: impl Fn(&crate::StuckRun) + Send + Sync + 'static) -> Self {
+        self.stuck_hook = Some(Box::new(hook));
+        self
+    }
+
     /// The tick (clamped by [`tick`](Self::tick)) in whole µs, at least 1.
     fn tick_us(&self) -> u64 {
         u64::try_from(self.tick.as_micros())
@@ -232,6 +244,7 @@ impl Builder {
         shared.grace = self.grace;
         shared.coalesce = self.coalesce;
         shared.prefix = self.prefix;
+        shared.stuck_hook = self.stuck_hook;
         shared
     }
 

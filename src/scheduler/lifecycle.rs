@@ -171,6 +171,8 @@ struct Draft {
 #[derive(Default)]
 pub(crate) struct Lifecycle {
     registry: Mutex<Registry>,
+    /// Triggers with a `stuck_after`, for the monitor to check.
+    watched: Mutex<Vec<Weak<Core>>>,
     draft: Mutex<Option<Draft>>,
     /// Set by `shutdown_now`; polled by tasks through [`cancelled`].
     pub(crate) cancel: Arc<AtomicBool>,
@@ -200,6 +202,27 @@ impl Lifecycle {
                 u32::try_from(registry.slots.len() - 1).expect("fewer than 2^32 triggers")
             }
         }
+    }
+
+    /// Adds a trigger with a `stuck_after` to the monitor's checks.
+    pub(crate) fn watch(&self, core: &Arc<Core>) {
+        lock(&self.watched).push(Arc::downgrade(core));
+    }
+
+    /// Reports, once per run, every watched trigger whose run in flight
+    /// started more than its `stuck_after` before `now_us` (the monitor,
+    /// every tick); forgets dropped triggers.
+    pub(crate) fn check_stuck(&self, now_us: u64, report: impl Fn(&Core, u64)) {
+        let mut watched = lock(&self.watched);
+        watched.retain(|core| {
+            let Some(core) = core.upgrade() else {
+                return false;
+            };
+            if let Some(running_for) = core.stuck_for(now_us) {
+                report(&core, running_for);
+            }
+            true
+        });
     }
 
     /// Forgets a dropped trigger's slot.

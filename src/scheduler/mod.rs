@@ -68,6 +68,7 @@ impl fmt::Display for TaskPanic {
 }
 
 type PanicHook = Box<dyn Fn(&TaskPanic) + Send + Sync>;
+type StuckHook = Box<dyn Fn(&crate::StuckRun) + Send + Sync>;
 
 /// The text of a panic payload.
 fn panic_message(payload: &(dyn Any + Send)) -> String {
@@ -94,6 +95,8 @@ pub(crate) struct Shared {
     grace: Duration,
     panics: AtomicU64,
     panic_hook: Option<PanicHook>,
+    /// Called by the monitor for each run reported stuck.
+    stuck_hook: Option<StuckHook>,
     /// The generator of `fire_within` on virtual time (seeded: the same
     /// test gives the same delays); the real scheduler uses a thread-local
     /// one instead, with no lock on the fire path.
@@ -128,6 +131,7 @@ impl Shared {
             grace: DEFAULT_GRACE,
             panics: AtomicU64::new(0),
             panic_hook,
+            stuck_hook: None,
             rng: None,
             alive: Mutex::new(0),
             terminated: Condvar::new(),
@@ -229,6 +233,25 @@ impl Shared {
                 message: panic_message(payload),
             };
             // A panicking hook must not take the worker down with it.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
+        }
+    }
+
+    /// A run of `core` has been in flight for `running_for_us`, past its
+    /// `stuck_after`: report it (the monitor, once per run).
+    pub(crate) fn report_stuck(&self, core: &crate::core::Core, running_for_us: u64) {
+        let report = crate::StuckRun {
+            trigger: core.name.as_deref().map(str::to_owned),
+            running_for: Duration::from_micros(running_for_us),
+        };
+        #[cfg(feature = "tracing")]
+        tracing::warn!(
+            trigger = report.trigger().unwrap_or("<unnamed>"),
+            running_for = ?report.running_for(),
+            "run stuck"
+        );
+        if let Some(hook) = &self.stuck_hook {
+            // A panicking hook must not take the monitor down with it.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
         }
     }

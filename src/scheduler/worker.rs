@@ -21,7 +21,9 @@
 //! row with no worker picking anything up in between, it starts a worker,
 //! up to the limit (and reports reaching it). Like Go's `sysmon` it only
 //! ticks while the pool is active: after a quiet second with no worker
-//! busy it parks until a worker gets busy again.
+//! busy it parks until a worker gets busy again. It also reports runs in
+//! flight longer than their trigger's `stuck_after` (a stuck run keeps its
+//! worker busy, so the monitor keeps ticking).
 
 use super::pool::{Bed, Step, Watch, Work};
 use super::{lifecycle, Shared};
@@ -102,12 +104,16 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
     let tick = (shared.limits.stall / 2).max(Duration::from_micros(100));
     let mut watch = Watch::default();
     loop {
+        let now_us = shared.clock.now_us();
         if shared
             .pool
-            .monitor_check(&mut watch, &shared.limits, shared.clock.now_us())
+            .monitor_check(&mut watch, &shared.limits, now_us)
         {
             super::start_extra_worker(shared);
         }
+        shared.lifecycle.check_stuck(now_us, |core, running_for| {
+            shared.report_stuck(core, running_for)
+        });
         if !shared.pool.monitor_sleep(&mut watch, tick) {
             return;
         }

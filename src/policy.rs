@@ -1,0 +1,134 @@
+//! Per-trigger policies set on [`TriggerBuilder`](crate::TriggerBuilder):
+//! a minimum interval between starts (cooldown), what a panic does, and
+//! when a run counts as stuck. Kept out of the trigger's hot words: a
+//! trigger without policies pays one null pointer.
+
+use crate::jitter::RetryBackoff;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+/// What a trigger does after its task panics. Either way the panic is
+/// caught, counted and reported to the panic hook (G8).
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{PanicPolicy, RetryBackoff, Scheduler, Trigger};
+/// use std::time::Duration;
+///
+/// let sim = Scheduler::builder().build_virtual();
+/// let mut calls = 0;
+/// let trigger = Trigger::builder(&sim)
+///     .on_panic(PanicPolicy::Retry(RetryBackoff::new(
+///         Duration::from_secs(1),
+///         Duration::from_secs(60),
+///     )))
+///     .bind(move || {
+///         calls += 1;
+///         assert!(calls > 2, "flaky start"); // panics twice
+///         None
+///     });
+/// trigger.fire()?;
+/// sim.advance(Duration::from_secs(10)); // runs at 0 s (panic), 1 s (panic), 3 s
+/// let stats = trigger.stats();
+/// assert_eq!((stats.iterations, stats.panics), (3, 2));
+/// # Ok::<(), circulation_trigger::FireError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub enum PanicPolicy {
+    /// Stop circulating, as if the task had returned `None` (the default;
+    /// the trigger stays usable: the next fire runs it).
+    #[default]
+    Stop,
+    /// Keep circulating: run again after the back-off's next delay
+    /// ([`RetryBackoff::failed`]; `None` once its retry limit is reached
+    /// stops). A run that returns normally resets the back-off.
+    Retry(RetryBackoff),
+}
+
+/// The policies of one trigger that has any.
+#[derive(Default)]
+pub(crate) struct Policies {
+    /// No start sooner than this after the previous start (µs; 0: none).
+    pub(crate) min_interval_us: u64,
+    /// A run longer than this is reported stuck (µs; 0: never).
+    pub(crate) stuck_after_us: u64,
+    /// The run in flight was reported stuck; cleared when a run starts.
+    /// Relaxed: a report flag, ordering nothing.
+    stuck: AtomicBool,
+}
+
+impl fmt::Debug for Policies {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policies")
+            .field("min_interval_us", &self.min_interval_us)
+            .field("stuck_after_us", &self.stuck_after_us)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Policies {
+    /// Policies from the builder's settings; `None` if there are none.
+    pub(crate) fn new(min_interval: Duration, stuck_after: Duration) -> Option<Box<Self>> {
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let (min_interval_us, stuck_after_us) = (micros(min_interval), micros(stuck_after));
+        (min_interval_us > 0 || stuck_after_us > 0).then(|| {
+            Box::new(Self {
+                min_interval_us,
+                stuck_after_us,
+                stuck: AtomicBool::new(false),
+            })
+        })
+    }
+
+    /// Whether the run in flight has been reported stuck.
+    pub(crate) fn is_stuck(&self) -> bool {
+        self.stuck.load(Relaxed)
+    }
+
+    /// Marks the run in flight stuck; returns whether this call did (a run
+    /// is reported once).
+    pub(crate) fn mark_stuck(&self) -> bool {
+        !self.stuck.swap(true, Relaxed)
+    }
+
+    /// A run starts: not stuck.
+    pub(crate) fn started(&self) {
+        self.stuck.store(false, Relaxed);
+    }
+}
+
+/// A run that has been in flight longer than its trigger's
+/// [`stuck_after`](crate::TriggerBuilder::stuck_after), as handed to the
+/// scheduler's [`stuck_hook`](crate::Builder::stuck_hook). Reported once per
+/// run; the run is not interrupted (a sync task cannot be).
+#[derive(Debug, Clone)]
+pub struct StuckRun {
+    pub(crate) trigger: Option<String>,
+    pub(crate) running_for: Duration,
+}
+
+impl StuckRun {
+    /// The trigger's name, if it has one.
+    pub fn trigger(&self) -> Option<&str> {
+        self.trigger.as_deref()
+    }
+
+    /// How long the run had been in flight when it was reported.
+    pub fn running_for(&self) -> Duration {
+        self.running_for
+    }
+}
+
+impl fmt::Display for StuckRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a run of trigger `{}` has been in flight for {:?}",
+            self.trigger().unwrap_or("<unnamed>"),
+            self.running_for
+        )
+    }
+}
