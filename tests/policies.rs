@@ -320,3 +320,50 @@ fn a_run_longer_than_stuck_after_is_reported_once() {
         trigger.stats().iterations == 1 && !trigger.stats().stuck
     });
 }
+
+#[test]
+fn a_cooldown_holds_on_real_time() {
+    let scheduler = Scheduler::new();
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let s = starts.clone();
+    let cooldown = Duration::from_millis(40);
+    let trigger = Trigger::builder(&scheduler)
+        .min_interval(cooldown)
+        .bind(move || {
+            s.lock().unwrap().push(std::time::Instant::now());
+            None
+        });
+    // Fire flat out until four runs have happened.
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    while starts.lock().unwrap().len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "timed out");
+        trigger.fire().unwrap();
+        std::thread::yield_now();
+    }
+    let starts = starts.lock().unwrap();
+    for pair in starts.windows(2) {
+        assert!(pair[1] - pair[0] >= cooldown, "started within the cooldown");
+    }
+}
+
+#[test]
+fn a_panic_policy_retries_on_real_time() {
+    common::quiet_panics();
+    let scheduler = Scheduler::new();
+    let calls = common::Counter::default();
+    let c = calls.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .on_panic(circulation_trigger::PanicPolicy::Retry(RetryBackoff::new(
+            Duration::from_millis(5),
+            Duration::from_millis(50),
+        )))
+        .bind(move || {
+            assert!(c.bump() > 2, "boom: flaky start");
+            None
+        });
+    trigger.fire().unwrap();
+    eventually("the third call succeeded", || calls.get() == 3);
+    eventually("its statistics", || trigger.stats().iterations == 3);
+    assert_eq!(trigger.stats().panics, 2);
+    assert_eq!(scheduler.panic_count(), 2);
+}

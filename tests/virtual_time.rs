@@ -30,6 +30,8 @@ enum Step {
 enum Op {
     Fire,
     FireAfter(u64),
+    /// `fire_at_elapsed`: at this scheduler time (µs), or now if past.
+    FireAt(u64),
     Suspend,
     Advance(u64),
 }
@@ -68,6 +70,7 @@ impl Model {
         match op {
             Op::Fire => self.pending = Some(self.now),
             Op::FireAfter(d) => self.pending = Some(self.now + d),
+            Op::FireAt(t) => self.pending = Some(t.max(self.now)),
             Op::Suspend => self.pending = None,
             Op::Advance(d) => {
                 let target = self.now + d;
@@ -164,6 +167,7 @@ fn apply(trigger: &Trigger, sim: &VirtualScheduler, op: Op) {
     match op {
         Op::Fire => trigger.fire().unwrap(),
         Op::FireAfter(d) => trigger.fire_after(Duration::from_micros(d)).unwrap(),
+        Op::FireAt(t) => trigger.fire_at_elapsed(Duration::from_micros(t)).unwrap(),
         Op::Suspend => trigger.suspend(),
         Op::Advance(d) => {
             sim.advance(Duration::from_micros(d));
@@ -207,6 +211,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => Just(Op::Fire),
         3 => delay().prop_map(Op::FireAfter),
+        1 => (0u64..20_000_000).prop_map(Op::FireAt),
         1 => Just(Op::Suspend),
         4 => prop_oneof![0u64..10, 10u64..1_000_000, 1_000_000u64..2_000_000].prop_map(Op::Advance),
     ]
