@@ -167,3 +167,39 @@ fn coalesced_periodic_runs_are_never_early() {
         assert!(start - previous_end >= period, "a run started early");
     }
 }
+
+#[test]
+fn an_extra_worker_holding_the_timer_role_retires_by_handing_it_over() {
+    // Regression: an extra worker that took the free timer role slept on it
+    // without a timeout and never retired.
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .worker_keep_alive(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let (core_gate, started) = (Gate::default(), Counter::default());
+    // The core worker blocks; a second run needs an extra worker, which
+    // then finds the role free with nothing due and holds it.
+    let _hog = blockers(&scheduler, 1, &core_gate, &started);
+    eventually("the core worker is busy", || started.get() == 1);
+    let quick = Trigger::bind(&scheduler, || None);
+    quick.fire().unwrap();
+    eventually("an extra worker ran the quick task", || {
+        quick.stats().iterations == 1 && scheduler.stats().workers == 2
+    });
+    std::thread::sleep(Duration::from_millis(100)); // past its keep-alive
+    assert_eq!(
+        scheduler.stats().workers,
+        2,
+        "no idle worker to hand over to"
+    );
+    core_gate.open(); // the core worker goes idle
+    eventually("the extra worker handed the role over and retired", || {
+        scheduler.stats().workers == 1
+    });
+    // The wheel is still watched.
+    quick.fire_after(Duration::from_millis(10)).unwrap();
+    eventually("a timed run after the hand-over", || {
+        quick.stats().iterations == 2
+    });
+}

@@ -69,6 +69,9 @@ pub(crate) enum Step {
     Released,
     /// The pool closed; these due runs were never queued (list them).
     Closed(Vec<Weak<Core>>),
+    /// This extra worker handed the role over after its keep-alive and is
+    /// uncounted: it exits.
+    Retired,
 }
 
 /// Estimated work one helper is woken for (µs): below it, waking another
@@ -351,13 +354,16 @@ impl Pool {
 
     /// Role holder side, after a turn that found `due` runs: queue them
     /// and go run them (putting the role back), or sleep toward the
-    /// wheel's next deadline until then or until woken.
+    /// wheel's next deadline until then or until woken. `retire`: the
+    /// holder is an extra worker, which sleeps at most its keep-alive and
+    /// may then retire (see [`hand_over_and_retire`](Self::hand_over_and_retire)).
     pub(crate) fn after_turn(
         &self,
         timer: Box<Timer>,
         due: &mut Vec<Weak<Core>>,
         estimate_us: u64,
         clock: &Clock,
+        retire: Option<&Limits>,
     ) -> Step {
         let mut state = self.lock();
         if state.closed {
@@ -375,14 +381,48 @@ impl Pool {
         }
         if state.inbox.is_empty() && !state.notified {
             let until = timer.next_wake();
-            let timeout = (until != NEVER && !clock.is_manual()).then(|| clock.until(until));
-            state = self.sleep(state, until, timeout);
+            let mut timeout = (until != NEVER && !clock.is_manual()).then(|| clock.until(until));
+            if let Some(keep_alive) = retire.map(|limits| limits.keep_alive) {
+                timeout = Some(timeout.map_or(keep_alive, |t| t.min(keep_alive)));
+            }
+            let by_itself;
+            (state, by_itself) = self.sleep(state, until, timeout);
             if state.closed {
                 return Step::Closed(Vec::new());
+            }
+            let quiet = by_itself && state.inbox.is_empty() && state.queue.is_empty();
+            if let Some(limits) = retire.filter(|_| quiet && clock.now_us() < until) {
+                if let Some(wakes) = self.hand_over_and_retire(&mut state, &timer, limits) {
+                    state.timer = Some(timer);
+                    drop(state);
+                    self.notify(wakes);
+                    return Step::Retired;
+                }
             }
         }
         state.notified = false;
         Step::Turn(timer, std::mem::take(&mut state.inbox))
+    }
+
+    /// An extra worker's keep-alive ran out while it held the role with
+    /// nothing due: if another worker is idle to take the role over and the
+    /// pool is above its core size, wake that worker (the caller puts the
+    /// role back) and uncount this one. Else it keeps the role: it is the
+    /// only thread free to watch the wheel.
+    fn hand_over_and_retire(
+        &self,
+        state: &mut State,
+        timer: &Timer,
+        limits: &Limits,
+    ) -> Option<Wakes> {
+        if state.idle.is_empty() || state.workers.current <= limits.core {
+            return None;
+        }
+        let mut wakes = Wakes::default();
+        state.timer_next = timer.next_wake();
+        let _ = state.wake_idle(&mut wakes);
+        state.workers.current -= 1;
+        Some(wakes)
     }
 
     /// Puts the timer role back before running user code, and picks who
@@ -419,12 +459,14 @@ impl Pool {
 
     /// The role holder sleeps toward `until` (see the protocol in
     /// `inbox.rs`); `timeout` bounds the wait on the real clock.
+    /// Returns the guard and whether it woke by itself (a timeout, not a
+    /// waker).
     fn sleep<'a>(
         &'a self,
         mut state: MutexGuard<'a, State>,
         until: u64,
         timeout: Option<Duration>,
-    ) -> MutexGuard<'a, State> {
+    ) -> (MutexGuard<'a, State>, bool) {
         // Relaxed: see the protocol in `inbox.rs` (the lock carries it).
         self.sleep_until.store(until, Ordering::Relaxed);
         state.holder_asleep = true;
@@ -433,7 +475,8 @@ impl Pool {
             None => wait(&self.timer_bed, state),
         };
         self.sleep_until.store(AWAKE, Ordering::Relaxed);
-        if std::mem::replace(&mut state.holder_asleep, false) {
+        let by_itself = std::mem::replace(&mut state.holder_asleep, false);
+        if by_itself {
             // Woke by itself (its deadline): it is about to work.
             let mut wakes = Wakes::default();
             state.note_activity(&mut wakes);
@@ -441,7 +484,7 @@ impl Pool {
                 self.monitor_bed.notify_one();
             }
         }
-        state
+        (state, by_itself)
     }
 
     /// Plays the role holder going to sleep toward `until_us` without a
@@ -451,7 +494,7 @@ impl Pool {
     pub(crate) fn wait_as_holder(&self, until_us: u64) -> Vec<Weak<Core>> {
         let mut state = self.lock();
         if state.inbox.is_empty() && !state.notified && !state.closed {
-            state = self.sleep(state, until_us, None);
+            state = self.sleep(state, until_us, None).0;
         }
         state.notified = false;
         std::mem::take(&mut state.inbox)

@@ -42,7 +42,11 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
         let (limits, clock) = (&shared.limits, &shared.clock);
         match shared.pool.next_work(&bed, extra, limits, clock, &mut push) {
             Work::Run(core) => push = core.upgrade().and_then(|core| core.dispatch()),
-            Work::Timer(timer, items) => hold_timer(shared, timer, items),
+            Work::Timer(timer, items) => {
+                if hold_timer(shared, timer, items, extra) {
+                    return; // retired, the role handed over
+                }
+            }
             Work::Exit => {
                 if let Some(push) = push {
                     push.closed();
@@ -73,26 +77,30 @@ fn fine_timer_slack() {
 
 /// Holds the timer role: turn, then sleep toward the next deadline, until
 /// a turn finds runs due (the role goes back, and this thread runs the
-/// first of them) or the pool closes.
+/// first of them) or the pool closes. Returns `true` if this `extra`
+/// worker retired, handing the role over.
 fn hold_timer(
     shared: &Shared,
     mut timer: Box<super::Timer>,
     mut items: Vec<Weak<crate::core::Core>>,
-) {
+    extra: bool,
+) -> bool {
     let mut due = Vec::new();
+    let retire = extra.then_some(&shared.limits);
     loop {
         let estimate_us = timer.turn(shared.clock.now_us(), items, &mut due);
         match shared
             .pool
-            .after_turn(timer, &mut due, estimate_us, &shared.clock)
+            .after_turn(timer, &mut due, estimate_us, &shared.clock, retire)
         {
             Step::Turn(held, news) => (timer, items) = (held, news),
-            Step::Released => return,
+            Step::Released => return false,
+            Step::Retired => return true,
             Step::Closed(never_queued) => {
                 for core in never_queued.iter().filter_map(Weak::upgrade) {
                     shared.lifecycle.discard_live(&core);
                 }
-                return;
+                return false;
             }
         }
     }
