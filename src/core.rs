@@ -30,7 +30,7 @@
 //! * The task cell is guarded by the RUNNING bit (see `state.rs`).
 
 use crate::clock::{coalesce, deadline_us};
-use crate::error::FireError;
+use crate::error::{FireError, WaitError};
 use crate::jitter::RetryBackoff;
 use crate::policy::{PanicPolicy, Policies};
 use crate::request::{Kind, Request, Word};
@@ -40,6 +40,7 @@ use crate::state::{Enter, Exit, Reserve, Snapshot, State};
 use crate::stats::{Counters, TriggerStats};
 use crate::sync::{Arc, AtomicBool, Ordering, UnsafeCell};
 use crate::task::Task;
+use crate::wait::{self, Waiters};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
@@ -129,6 +130,8 @@ pub(crate) struct Core {
     pub(crate) name: Option<Box<str>>,
     /// Cooldown and stuck detection, if the trigger has any.
     pub(crate) policies: Option<Box<Policies>>,
+    /// `fire_and_wait`'s waiters, from the first call on.
+    waiters: std::sync::OnceLock<Box<Waiters>>,
     /// This trigger's slot in the scheduler's registry.
     slot: u32,
     stats: Counters,
@@ -167,6 +170,7 @@ impl Core {
             task: UnsafeCell::new(task),
             name,
             policies,
+            waiters: std::sync::OnceLock::new(),
             slot: shared.lifecycle.register(weak.clone()),
             stats: Counters::new(version & crate::state::VERSION_MASK),
             shared,
@@ -211,6 +215,11 @@ impl Core {
 
     /// Requests a run as soon as a worker is free.
     pub(crate) fn fire(self: &Arc<Self>) -> Result<(), FireError> {
+        self.fire_version().map(|_| ())
+    }
+
+    /// [`fire`](Self::fire), returning the version it installed.
+    fn fire_version(self: &Arc<Self>) -> Result<u32, FireError> {
         if self.shared.is_closed() {
             return Err(FireError::Shutdown);
         }
@@ -219,7 +228,25 @@ impl Core {
         if replaced.is_some() && !self.reserve_inline() {
             self.schedule_run(OnClosed::Refuse);
         }
-        self.confirm(version, Kind::Due, replaced)
+        self.confirm(version, Kind::Due, replaced)?;
+        Ok(version)
+    }
+
+    /// Fires, then waits for the iteration that serves this fire (see
+    /// `wait.rs`) for at most `timeout`.
+    pub(crate) fn fire_and_wait(self: &Arc<Self>, timeout: Duration) -> Result<Outcome, WaitError> {
+        if wait::is_running_here(self.address()) {
+            return Err(WaitError::OwnTask);
+        }
+        let waiters = self.waiters.get_or_init(Box::default);
+        let fired = self.fire_version().map_err(|_| WaitError::Shutdown)?;
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        waiters.wait(fired, deadline, || self.shared.is_closed())
+    }
+
+    /// This trigger's identity for the "running here" mark.
+    fn address(&self) -> usize {
+        self as *const Self as usize
     }
 
     /// Fired while an iteration runs: do the dispatcher's job right here —
@@ -325,6 +352,9 @@ impl Core {
     pub(crate) fn suspend(&self) {
         let version = self.advance();
         self.stats.suspended(version);
+        if let Some(waiters) = self.waiters.get() {
+            waiters.suspended(version);
+        }
         // A newer request may already be installed: then it wins, as the
         // later call.
         let _ = self.request.publish(version, Kind::Idle, false);
@@ -504,7 +534,13 @@ impl Core {
         )
         .entered();
         self.stats.started(version, self.shared.clock.now_us());
+        if let Some(waiters) = self.waiters.get() {
+            waiters.started(version);
+        }
         let (next, outcome) = self.call_task();
+        if let Some(waiters) = self.waiters.get() {
+            waiters.finished(version, outcome);
+        }
         let panicked = outcome == Outcome::Panicked;
         // One clock read serves the statistics and the re-arm deadline.
         let end_ns = self.shared.clock.now_ns();
@@ -530,6 +566,7 @@ impl Core {
         if let Some(policies) = &self.policies {
             policies.started();
         }
+        let _running = wait::running(self.address());
         let (result, retry) = self.task.with_mut(|cell| {
             // SAFETY:
             // - exclusive: this worker's `enter` returned `Entered`, so it

@@ -32,6 +32,37 @@ impl fmt::Display for FireError {
 
 impl std::error::Error for FireError {}
 
+/// Why [`Trigger::fire_and_wait`](crate::Trigger::fire_and_wait) returned
+/// without an iteration's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitError {
+    /// No iteration serving the fire finished within the timeout (it may
+    /// still run later: the fire stands).
+    Timeout,
+    /// A `suspend` superseded the fire before an iteration served it.
+    Suspended,
+    /// The scheduler shut down before an iteration served the fire (or
+    /// before the fire: it was refused).
+    Shutdown,
+    /// Called from inside the trigger's own task, which would wait for
+    /// itself for ever.
+    OwnTask,
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WaitError::Timeout => "no iteration serving the fire finished in time",
+            WaitError::Suspended => "the trigger was suspended before an iteration served the fire",
+            WaitError::Shutdown => "the scheduler shut down before an iteration served the fire",
+            WaitError::OwnTask => "fire_and_wait was called from inside the trigger's own task",
+        })
+    }
+}
+
+impl std::error::Error for WaitError {}
+
 /// Why [`Builder::build`](crate::Builder::build) failed.
 #[derive(Debug)]
 #[non_exhaustive]

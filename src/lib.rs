@@ -176,12 +176,13 @@ mod sync;
 mod task;
 mod trigger;
 mod virtual_time;
+mod wait;
 // Test-only: public so that `tests/wheel.rs` and `benches/wheel.rs` can
 // drive the wheel alone, hidden because it is no part of the supported API.
 #[doc(hidden)]
 pub mod wheel;
 
-pub use error::{BuildError, FireError};
+pub use error::{BuildError, FireError, WaitError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use phase::PhaseKeeper;
 pub use policy::{PanicPolicy, StuckRun};
@@ -223,6 +224,7 @@ const _: () = {
     assert_send_sync::<PhaseKeeper>();
     assert_send_sync::<PanicPolicy>();
     assert_send_sync::<StuckRun>();
+    assert_send_sync::<WaitError>();
     assert_send_sync::<Snapshot>();
     assert_send_sync::<wheel::Wheel<()>>();
     assert_send_sync::<wheel::Key>();

@@ -184,7 +184,7 @@ impl fmt::Debug for Word {
 
 /// Whether version `a` is newer than `b` in 30-bit wrapping order (within
 /// half the ring, 2^29 versions: far beyond any request in flight).
-fn is_newer(a: u32, b: u32) -> bool {
+pub(crate) fn is_newer(a: u32, b: u32) -> bool {
     let distance = a.wrapping_sub(b) & VERSION_MASK;
     distance != 0 && distance < (VERSION_MASK >> 1) + 1
 }

@@ -163,6 +163,52 @@ impl Trigger {
         self.handle.core.fire_after(delay)
     }
 
+    /// "Refresh now and tell me when it is done": fires, then blocks until
+    /// an iteration that serves this fire — one that started after the
+    /// call, seeing everything the caller wrote before it — has finished,
+    /// and returns its [`Outcome`](crate::Outcome) (`Completed`,
+    /// `Panicked`, or `Cancelled` if it saw [`cancelled`](crate::cancelled)).
+    /// An iteration already in flight at the call does not count: its
+    /// follow-up does. Concurrent callers share one run (fires coalesce as
+    /// always).
+    ///
+    /// On a [`VirtualScheduler`](crate::VirtualScheduler) the run happens
+    /// when another thread advances time; with none, the call times out.
+    ///
+    /// # Errors
+    ///
+    /// Never a hang: [`WaitError::Timeout`] after `timeout` (the fire
+    /// stands; any duration is accepted, `Duration::MAX` waits without
+    /// limit), [`WaitError::Suspended`] if a `suspend` superseded the fire
+    /// before a run served it, [`WaitError::Shutdown`] if the scheduler
+    /// shut down first, and [`WaitError::OwnTask`] when called from inside
+    /// this trigger's own task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Outcome, Scheduler, Trigger};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let scheduler = Scheduler::new();
+    /// let version = Arc::new(AtomicU64::new(0));
+    /// let v = version.clone();
+    /// let refresher = Trigger::bind(&scheduler, move || {
+    ///     v.fetch_add(1, Ordering::Relaxed); // fetch the configuration
+    ///     Some(Duration::from_secs(60))
+    /// });
+    /// // A request handler: refresh now, and answer once it is done.
+    /// let outcome = refresher.fire_and_wait(Duration::from_secs(10))?;
+    /// assert_eq!(outcome, Outcome::Completed);
+    /// assert_eq!(version.load(Ordering::Relaxed), 1);
+    /// # Ok::<(), circulation_trigger::WaitError>(())
+    /// ```
+    pub fn fire_and_wait(&self, timeout: Duration) -> Result<crate::Outcome, crate::WaitError> {
+        self.handle.core.fire_and_wait(timeout)
+    }
+
     /// Runs the task at `deadline` (at once if it has passed), superseding
     /// earlier requests like [`fire_after`](Self::fire_after): latest
     /// wins, never early.

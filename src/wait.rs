@@ -1,0 +1,135 @@
+//! `fire_and_wait`: "refresh now and tell me when it is done". A waiter
+//! fires, then waits for the first iteration that serves its fire — one
+//! that entered with the fire's version or a newer one (30-bit wrapping
+//! order; a run already in flight at the call has an older version and does
+//! not count) — and returns that iteration's outcome. Concurrent waiters
+//! share one run: the newest version serves them all.
+//!
+//! The waiters' state is allocated on a trigger's first `fire_and_wait`;
+//! until then the run path pays one null check. It is plain std locking
+//! outside the lock-free protocol (the loom models never create it).
+
+use crate::error::WaitError;
+use crate::request::is_newer;
+use crate::scheduler::lifecycle::Outcome;
+use std::cell::Cell;
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How often a waiter looks whether the scheduler shut down meanwhile.
+const CLOSED_POLL: Duration = Duration::from_millis(20);
+
+/// `a` is `b` or newer, in 30-bit wrapping order.
+fn at_least(a: u32, b: u32) -> bool {
+    a == b || is_newer(a, b)
+}
+
+#[derive(Default)]
+struct WaitState {
+    /// The version of the last iteration that started.
+    started: Option<u32>,
+    /// The version and outcome of the last iteration that finished.
+    finished: Option<(u32, Outcome)>,
+    /// The version the last `suspend` installed.
+    suspended: Option<u32>,
+}
+
+/// The waiters of one trigger.
+#[derive(Default)]
+pub(crate) struct Waiters {
+    state: Mutex<WaitState>,
+    changed: Condvar,
+}
+
+impl Waiters {
+    fn update(&self, f: impl FnOnce(&mut WaitState)) {
+        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
+        self.changed.notify_all();
+    }
+
+    /// An iteration of `version` starts.
+    pub(crate) fn started(&self, version: u32) {
+        self.update(|s| s.started = Some(version));
+    }
+
+    /// The iteration of `version` ended with `outcome`.
+    pub(crate) fn finished(&self, version: u32, outcome: Outcome) {
+        self.update(|s| s.finished = Some((version, outcome)));
+    }
+
+    /// `suspend` installed `version`.
+    pub(crate) fn suspended(&self, version: u32) {
+        self.update(|s| s.suspended = Some(version));
+    }
+
+    /// Waits for the iteration serving the fire of version `fired` (see
+    /// the module docs) until `deadline` (`None`: no limit).
+    pub(crate) fn wait(
+        &self,
+        fired: u32,
+        deadline: Option<Instant>,
+        closed: impl Fn() -> bool,
+    ) -> Result<Outcome, WaitError> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some((version, outcome)) = state.finished {
+                if at_least(version, fired) {
+                    return Ok(outcome);
+                }
+            }
+            let serving = state.started.is_some_and(|v| at_least(v, fired));
+            if !serving {
+                // Superseded before any run served it: a suspend, or
+                // shutdown (nothing new starts).
+                if state.suspended.is_some_and(|v| is_newer(v, fired)) {
+                    return Err(WaitError::Suspended);
+                }
+                if closed() {
+                    return Err(WaitError::Shutdown);
+                }
+            }
+            let slice = match deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(WaitError::Timeout);
+                    }
+                    left.min(CLOSED_POLL)
+                }
+                None => CLOSED_POLL,
+            };
+            state = self
+                .changed
+                .wait_timeout(state, slice)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+thread_local! {
+    /// The trigger whose task runs on this thread (its core's address), so
+    /// `fire_and_wait` from inside its own task fails instead of waiting
+    /// for itself for ever.
+    static RUNNING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks `core` as running its task on this thread until the guard drops.
+pub(crate) fn running(core: usize) -> RunningGuard {
+    RunningGuard(RUNNING.with(|cell| cell.replace(core)))
+}
+
+/// Whether `core`'s task is running on this thread.
+pub(crate) fn is_running_here(core: usize) -> bool {
+    RUNNING.with(Cell::get) == core
+}
+
+/// Restores the previous mark (a task may run another scheduler's virtual
+/// time, whose tasks then run nested on this thread).
+pub(crate) struct RunningGuard(usize);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        RUNNING.with(|cell| cell.set(self.0));
+    }
+}
