@@ -177,11 +177,11 @@ impl Trigger {
     ///
     /// # Errors
     ///
-    /// Never a hang: [`WaitError::Timeout`] after `timeout` (the fire
+    /// Never a hang: [`WaitError::Timeout`](crate::WaitError::Timeout) after `timeout` (the fire
     /// stands; any duration is accepted, `Duration::MAX` waits without
-    /// limit), [`WaitError::Suspended`] if a `suspend` superseded the fire
-    /// before a run served it, [`WaitError::Shutdown`] if the scheduler
-    /// shut down first, and [`WaitError::OwnTask`] when called from inside
+    /// limit), [`WaitError::Suspended`](crate::WaitError::Suspended) if a `suspend` superseded the fire
+    /// before a run served it, [`WaitError::Shutdown`](crate::WaitError::Shutdown) if the scheduler
+    /// shut down first, and [`WaitError::OwnTask`](crate::WaitError::OwnTask) when called from inside
     /// this trigger's own task.
     ///
     /// # Examples

@@ -6,28 +6,9 @@
 mod common;
 
 use circulation_trigger::{Outcome, Scheduler, Trigger};
-use common::{eventually, Counter};
-use std::sync::{Arc, Condvar, Mutex};
+use common::{eventually, Counter, Gate};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A gate blocking tasks wait on until the test opens it.
-#[derive(Clone, Default)]
-struct Gate(Arc<(Mutex<bool>, Condvar)>);
-
-impl Gate {
-    fn wait(&self) {
-        let (open, bed) = &*self.0;
-        let mut open = open.lock().unwrap();
-        while !*open {
-            open = bed.wait(open).unwrap();
-        }
-    }
-
-    fn open(&self) {
-        *self.0 .0.lock().unwrap() = true;
-        self.0 .1.notify_all();
-    }
-}
 
 /// `n` triggers whose task blocks on `gate`, counting starts in `started`.
 fn blockers(scheduler: &Scheduler, n: usize, gate: &Gate, started: &Counter) -> Vec<Trigger> {

@@ -5,30 +5,11 @@
 mod common;
 
 use circulation_trigger::{Outcome, Scheduler, Trigger, WaitError};
-use common::{eventually, Counter, PATIENCE};
+use common::{eventually, Counter, Gate, PATIENCE};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
-
-/// A gate a task blocks on until the test opens it.
-#[derive(Clone, Default)]
-struct Gate(Arc<(Mutex<bool>, Condvar)>);
-
-impl Gate {
-    fn wait(&self) {
-        let (open, bed) = &*self.0;
-        let mut open = open.lock().unwrap();
-        while !*open {
-            open = bed.wait(open).unwrap();
-        }
-    }
-
-    fn open(&self) {
-        *self.0 .0.lock().unwrap() = true;
-        self.0 .1.notify_all();
-    }
-}
 
 #[test]
 fn returns_the_outcome_of_the_run_serving_the_fire() {

@@ -91,3 +91,24 @@ pub fn quiet_panics() {
         }));
     });
 }
+
+/// A gate tasks block on until the test opens it.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    /// Blocks until the gate is open.
+    pub fn wait(&self) {
+        let (open, bed) = &*self.0;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = bed.wait(open).unwrap();
+        }
+    }
+
+    /// Opens the gate for good, releasing every waiter.
+    pub fn open(&self) {
+        *self.0 .0.lock().unwrap() = true;
+        self.0 .1.notify_all();
+    }
+}
