@@ -391,7 +391,7 @@ impl Core {
         now_us: u64,
         on_closed: OnClosed,
     ) -> (Kind, Option<Word>) {
-        let (kind, replaced, push) = self.publish_at_later(version, deadline, now_us);
+        let (kind, replaced, push) = self.publish_at_later(version, deadline, now_us, on_closed);
         if let Some(push) = push {
             push.deliver(on_closed);
         }
@@ -400,12 +400,14 @@ impl Core {
 
     /// [`publish_at`](Self::publish_at), leaving the inbox push (if one is
     /// needed) to the caller: a worker hands it to the pool under the lock
-    /// it takes next anyway.
+    /// it takes next anyway. A request meeting a closed scheduler here is
+    /// handled by `on_closed`: a firer's is left for its `confirm`.
     fn publish_at_later(
         self: &Arc<Self>,
         version: u32,
         deadline: u64,
         now_us: u64,
+        on_closed: OnClosed,
     ) -> (Kind, Option<Word>, Option<InboxPush>) {
         let kind = Kind::at(deadline, now_us);
         let replaced = self.request.publish(version, kind, true);
@@ -417,7 +419,7 @@ impl Core {
             Some(_) => {
                 self.shared.pool.poke(deadline);
                 if self.shared.is_closed() {
-                    self.closed_under(OnClosed::List);
+                    self.closed_under(on_closed);
                 }
                 None
             }
@@ -521,7 +523,8 @@ impl Core {
             Exit::Done { live: true } => version,
             Exit::Done { live: false } => return None, // a newer request rules
         };
-        self.publish_at_later(live, end_us, now_us).2
+        self.publish_at_later(live, end_us, now_us, OnClosed::List)
+            .2
     }
 
     /// Runs one iteration (this worker holds RUNNING), then exits.
@@ -610,6 +613,7 @@ impl Core {
         if self.shared.coalesce {
             deadline = coalesce(deadline, delay);
         }
-        self.publish_at_later(version, deadline, now_ns / 1_000).2
+        self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)
+            .2
     }
 }

@@ -184,3 +184,27 @@ fn a_run_starting_after_shutdown_began_is_listed() {
         );
     });
 }
+
+/// A `fire_after` that finds its trigger already in the timer's inbox (an
+/// earlier accepted request is armed) racing shutdown: exactly one run is
+/// listed — the firer's request is refused or stands for both, never
+/// listed beside the earlier one.
+#[test]
+fn a_second_fire_after_racing_shutdown_lists_exactly_one_run() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("raced")
+            .bind(|| None);
+        trigger.fire_after(Duration::from_micros(50)).unwrap(); // in the inbox
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire_after(Duration::from_micros(5)))
+        };
+        h.scheduler().shutdown();
+        let _accepted = firer.join().unwrap().is_ok();
+        let report = h.scheduler().shutdown_report().unwrap();
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        assert_eq!(report.discarded().len(), 1, "{report}");
+    });
+}
