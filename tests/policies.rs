@@ -367,3 +367,46 @@ fn a_panic_policy_retries_on_real_time() {
     assert_eq!(trigger.stats().panics, 2);
     assert_eq!(scheduler.panic_count(), 2);
 }
+
+#[test]
+fn hostile_values_for_the_new_entry_points_never_panic() {
+    // G16 for the builder options and calls added with the elastic pool,
+    // the policies and fire_and_wait: on the real and the virtual scheduler.
+    let extremes = [Duration::ZERO, Duration::from_nanos(1), Duration::MAX];
+    for &d in &extremes {
+        let scheduler = Scheduler::builder()
+            .max_workers(usize::MAX)
+            .stall_threshold(d)
+            .worker_keep_alive(d)
+            .coalesce_periodic(d.is_zero())
+            .build()
+            .unwrap();
+        let sim = Scheduler::builder()
+            .max_workers(0)
+            .stall_threshold(d)
+            .build_virtual();
+        for s in [&scheduler, sim.scheduler()] {
+            let trigger = Trigger::builder(s)
+                .min_interval(d)
+                .stuck_after(d)
+                .on_panic(circulation_trigger::PanicPolicy::Retry(RetryBackoff::new(
+                    d, d,
+                )))
+                .bind(|| Some(Duration::MAX));
+            let _ = trigger.fire_at_elapsed(d);
+            let _ = trigger.fire_at(std::time::Instant::now());
+            let _ =
+                trigger.fire_and_wait(Duration::from_millis(1).min(d.max(Duration::from_nanos(1))));
+            let _ = PhaseKeeper::new(d).offset(d).min_gap(d).first_delay_from(d);
+        }
+        sim.advance(secs(1));
+        // Still working: a plain trigger runs.
+        let probe = Trigger::bind(&scheduler, || None);
+        assert_eq!(
+            probe.fire_and_wait(common::PATIENCE),
+            Ok(circulation_trigger::Outcome::Completed)
+        );
+        scheduler.shutdown();
+        assert!(scheduler.await_termination(common::PATIENCE));
+    }
+}
