@@ -509,7 +509,15 @@ impl Core {
         if min_us == 0 {
             return None;
         }
-        let end_us = self.stats.last_start_us()?.saturating_add(min_us);
+        // The real clock's start was rounded down to the microsecond: the
+        // run began somewhere in [start, start + 1), so the interval surely
+        // has passed only from start + 1 + min on. Virtual time is exact.
+        let rounding = u64::from(!self.shared.clock.is_manual());
+        let end_us = self
+            .stats
+            .last_start_us()?
+            .saturating_add(min_us)
+            .saturating_add(rounding);
         let now_us = self.shared.clock.now_us();
         (end_us > now_us).then_some((end_us, now_us))
     }

@@ -72,7 +72,12 @@ impl fmt::Debug for Policies {
 impl Policies {
     /// Policies from the builder's settings; `None` if there are none.
     pub(crate) fn new(min_interval: Duration, stuck_after: Duration) -> Option<Box<Self>> {
-        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        // Rounded up: a cooldown is never shorter than asked, and a stuck
+        // report never comes before `stuck_after`.
+        let micros = |d: Duration| {
+            let whole = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+            whole.saturating_add(u64::from(d.subsec_nanos() % 1_000 != 0))
+        };
         let (min_interval_us, stuck_after_us) = (micros(min_interval), micros(stuck_after));
         (min_interval_us > 0 || stuck_after_us > 0).then(|| {
             Box::new(Self {
@@ -130,5 +135,23 @@ impl fmt::Display for StuckRun {
             self.trigger().unwrap_or("<unnamed>"),
             self.running_for
         )
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_durations_round_up_to_the_microsecond() {
+        let policies = Policies::new(Duration::from_nanos(1), Duration::from_nanos(1_001))
+            .expect("some policy");
+        assert_eq!((policies.min_interval_us, policies.stuck_after_us), (1, 2));
+        let exact = Policies::new(Duration::from_micros(40), Duration::MAX).unwrap();
+        assert_eq!(
+            (exact.min_interval_us, exact.stuck_after_us),
+            (40, u64::MAX)
+        );
+        assert!(Policies::new(Duration::ZERO, Duration::ZERO).is_none());
     }
 }

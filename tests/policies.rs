@@ -327,12 +327,20 @@ fn a_cooldown_holds_on_real_time() {
     let starts = Arc::new(Mutex::new(Vec::new()));
     let s = starts.clone();
     let cooldown = Duration::from_millis(40);
+    // Each run logs its start as the scheduler recorded it (an `Instant`
+    // read inside the task would add the task's own, unbounded, delay).
+    let me = Arc::new(std::sync::OnceLock::<circulation_trigger::WeakTrigger>::new());
+    let m = me.clone();
     let trigger = Trigger::builder(&scheduler)
         .min_interval(cooldown)
         .bind(move || {
-            s.lock().unwrap().push(std::time::Instant::now());
+            let me = m.get().and_then(|weak| weak.upgrade()).expect("set");
+            s.lock()
+                .unwrap()
+                .push(me.stats().last_start.expect("running"));
             None
         });
+    me.set(trigger.downgrade()).unwrap();
     // Fire flat out until four runs have happened.
     let deadline = std::time::Instant::now() + common::PATIENCE;
     while starts.lock().unwrap().len() < 4 {
