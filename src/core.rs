@@ -31,6 +31,7 @@
 
 use crate::clock::{coalesce, deadline_us};
 use crate::error::{FireError, WaitError};
+use crate::iteration::{AsyncBody, CancelSlot, Iteration, Spawn, TaskFuture};
 use crate::jitter::RetryBackoff;
 use crate::policy::{PanicPolicy, Policies};
 use crate::request::{Kind, Request, Word};
@@ -88,31 +89,68 @@ impl InboxPush {
 /// What the RUNNING holder alone touches: the task, and the back-off of a
 /// [`PanicPolicy::Retry`](crate::PanicPolicy::Retry).
 pub(crate) struct TaskCell {
-    task: Box<dyn Task>,
+    body: Body,
     retry: Option<Box<RetryBackoff>>,
+}
+
+/// A task that runs on the worker, or one whose iterations are futures.
+enum Body {
+    Sync(Box<dyn Task>),
+    #[cfg_attr(not(any(feature = "tokio", loom)), allow(dead_code))]
+    Async(AsyncBody),
+}
+
+/// What calling the task gave.
+enum Called {
+    /// A sync task returned (or panicked).
+    Returned(std::thread::Result<Option<Duration>>),
+    /// An async task returned this iteration's future, to spawn there.
+    Started(TaskFuture, Arc<dyn Spawn>),
 }
 
 impl TaskCell {
     pub(crate) fn new(task: Box<dyn Task>, on_panic: PanicPolicy) -> Self {
+        Self::with_body(Body::Sync(task), on_panic)
+    }
+
+    #[cfg_attr(not(any(feature = "tokio", loom)), allow(dead_code))]
+    pub(crate) fn new_async(body: AsyncBody, on_panic: PanicPolicy) -> Self {
+        Self::with_body(Body::Async(body), on_panic)
+    }
+
+    fn with_body(body: Body, on_panic: PanicPolicy) -> Self {
         let retry = match on_panic {
             PanicPolicy::Stop => None,
             PanicPolicy::Retry(backoff) => Some(Box::new(backoff)),
         };
-        Self { task, retry }
+        Self { body, retry }
     }
 
-    /// Runs the task, catching a panic; returns its result and, after a
-    /// panic under a retry policy, the delay before the next attempt.
-    fn run(&mut self) -> (std::thread::Result<Option<Duration>>, Option<Duration>) {
-        let result = catch_unwind(AssertUnwindSafe(|| self.task.run()));
-        let retry = self.retry.as_deref_mut().and_then(|backoff| match result {
+    fn is_async(&self) -> bool {
+        matches!(self.body, Body::Async(_))
+    }
+
+    /// Calls the task, catching a panic.
+    fn call(&mut self) -> Called {
+        match &mut self.body {
+            Body::Sync(task) => Called::Returned(catch_unwind(AssertUnwindSafe(|| task.run()))),
+            Body::Async(body) => match catch_unwind(AssertUnwindSafe(|| body.task.start())) {
+                Ok(future) => Called::Started(future, Arc::clone(&body.spawner)),
+                Err(payload) => Called::Returned(Err(payload)),
+            },
+        }
+    }
+
+    /// After an iteration's result: the delay before the next attempt if
+    /// it panicked under a retry policy (which a normal return resets).
+    fn settle(&mut self, result: &std::thread::Result<Option<Duration>>) -> Option<Duration> {
+        self.retry.as_deref_mut().and_then(|backoff| match result {
             Ok(_) => {
                 backoff.reset();
                 None
             }
             Err(_) => backoff.failed(),
-        });
-        (result, retry)
+        })
     }
 }
 
@@ -124,9 +162,22 @@ pub(crate) struct Core {
     /// The timer's wheel key for this trigger; read and written only by the
     /// timer (see `scheduler/timer.rs`).
     pub(crate) timer_key: crate::sync::TimerOwned,
-    /// Invariant: accessed only by the worker that holds the RUNNING bit
-    /// (between `State::enter` returning `Entered` and `State::exit`).
+    /// Invariant: accessed only by the holder of the RUNNING bit (between
+    /// `State::enter` returning `Entered` and `State::exit`), in `run` and
+    /// `end` only. Why that is sound:
+    /// - exclusive: the holder — a worker, or for an async task the
+    ///   iteration it spawned — keeps RUNNING until `exit`; no other code
+    ///   touches the cell meanwhile (G1, checked by the loom models, the
+    ///   async hand-over included);
+    /// - ordered: the Acquire in `enter` makes the previous holder's writes
+    ///   (Release in its `exit`) visible; a spawned iteration's executor
+    ///   hands it to its polling thread with its own synchronization;
+    /// - valid: the cell lives in `self`, kept alive by the Arc, and no
+    ///   reference outlives its `with_mut` closure.
     task: UnsafeCell<TaskCell>,
+    /// For an async task: the waker of its iteration in flight, which
+    /// `shutdown_now` wakes to cancel it.
+    cancel: Option<Box<CancelSlot>>,
     pub(crate) name: Option<Box<str>>,
     /// Cooldown and stuck detection, if the trigger has any.
     pub(crate) policies: Option<Box<Policies>>,
@@ -145,11 +196,12 @@ impl Drop for Core {
 }
 
 // SAFETY: `Core` is shared between threads by `Arc`. Every field but `task`
-// is `Sync` already. `task` (`Box<dyn Task>`, which is `Send`) is only
-// accessed by the single worker holding the RUNNING bit, with Acquire/Release
-// hand-over between holders (see `state.rs`), so sharing `&Core` never gives
-// two threads access to the task at once: the `Mutex<T>: Sync where T: Send`
-// argument, with the state word as the lock.
+// is `Sync` already. `task` (a `TaskCell`, which is `Send`: its task, async
+// task and spawner are) is only accessed by the single holder of the
+// RUNNING bit, with Acquire/Release hand-over between holders (see
+// `state.rs`), so sharing `&Core` never gives two threads access to the task
+// at once: the `Mutex<T>: Sync where T: Send` argument, with the state word
+// as the lock.
 unsafe impl Sync for Core {}
 
 impl Core {
@@ -167,6 +219,7 @@ impl Core {
             request: Request::new(version),
             queued: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(crate::scheduler::NO_KEY),
+            cancel: task.is_async().then(Box::default),
             task: UnsafeCell::new(task),
             name,
             policies,
@@ -235,17 +288,42 @@ impl Core {
     /// Fires, then waits for the iteration that serves this fire (see
     /// `wait.rs`) for at most `timeout`.
     pub(crate) fn fire_and_wait(self: &Arc<Self>, timeout: Duration) -> Result<Outcome, WaitError> {
+        let fired = self.fire_for_wait()?;
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        self.waiters()
+            .wait(fired, deadline, || self.shared.is_closed())
+    }
+
+    /// A waiter's fire: refused from inside this trigger's own task;
+    /// returns the version whose run the waiter waits for.
+    pub(crate) fn fire_for_wait(self: &Arc<Self>) -> Result<u32, WaitError> {
         if wait::is_running_here(self.address()) {
             return Err(WaitError::OwnTask);
         }
-        let waiters = self.waiters.get_or_init(Box::default);
-        let fired = self.fire_version().map_err(|_| WaitError::Shutdown)?;
-        let deadline = std::time::Instant::now().checked_add(timeout);
-        waiters.wait(fired, deadline, || self.shared.is_closed())
+        // Created before the fire, so the run serving it reports to them.
+        self.waiters();
+        self.fire_version().map_err(|_| WaitError::Shutdown)
+    }
+
+    /// The waiters, created on first use.
+    pub(crate) fn waiters(&self) -> &Waiters {
+        self.waiters.get_or_init(Box::default)
+    }
+
+    /// The shutdown scan: waiters re-check (nothing new will start).
+    pub(crate) fn wake_waiters(&self) {
+        if let Some(waiters) = self.waiters.get() {
+            waiters.notify();
+        }
+    }
+
+    /// An async trigger's cancellation slot.
+    pub(crate) fn cancel_slot(&self) -> Option<&CancelSlot> {
+        self.cancel.as_deref()
     }
 
     /// This trigger's identity for the "running here" mark.
-    fn address(&self) -> usize {
+    pub(crate) fn address(&self) -> usize {
         self as *const Self as usize
     }
 
@@ -451,6 +529,10 @@ impl Core {
     /// How long this trigger's last iteration ran (µs), as the timer role
     /// holder's guess of how long its next one will.
     pub(crate) fn expected_run_us(&self) -> u64 {
+        if self.cancel.is_some() {
+            // An async iteration only spawns its future on the worker.
+            return 0;
+        }
         self.stats.last_run_us()
     }
 
@@ -535,7 +617,9 @@ impl Core {
             .2
     }
 
-    /// Runs one iteration (this worker holds RUNNING), then exits.
+    /// Runs one iteration (this worker holds RUNNING), then exits; or, for
+    /// an async task, spawns the iteration's future, which exits when it
+    /// completes (see `iteration.rs`).
     fn run(self: &Arc<Self>, version: u32) -> Option<InboxPush> {
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
@@ -548,7 +632,68 @@ impl Core {
         if let Some(waiters) = self.waiters.get() {
             waiters.started(version);
         }
-        let (next, outcome) = self.call_task();
+        lifecycle::reset_observed();
+        if let Some(policies) = &self.policies {
+            policies.started();
+        }
+        let called = {
+            let _running = wait::running(self.address());
+            // SAFETY: see the invariant on `Core::task`.
+            self.task.with_mut(|cell| unsafe { (*cell).call() })
+        };
+        match called {
+            Called::Returned(result) => {
+                let outcome = match &result {
+                    Ok(_) if lifecycle::observed() => Outcome::Cancelled,
+                    Ok(_) => Outcome::Completed,
+                    Err(_) => Outcome::Panicked,
+                };
+                self.end(version, result, outcome)
+            }
+            Called::Started(future, spawner) => {
+                // Spawned outside the cell's borrow: an executor that drops
+                // the job at once (it shut down) ends the iteration right
+                // here, and the next holder may then touch the cell.
+                spawner.spawn(Box::pin(Iteration::new(Arc::clone(self), version, future)));
+                None
+            }
+        }
+    }
+
+    /// An async iteration of `version` ended (on whichever thread polled
+    /// it): as [`end`](Self::end), delivering a re-arm at once.
+    pub(crate) fn end_async(
+        self: &Arc<Self>,
+        version: u32,
+        result: std::thread::Result<Option<Duration>>,
+        outcome: Outcome,
+    ) {
+        if let Some(push) = self.end(version, result, outcome) {
+            push.deliver_now();
+        }
+    }
+
+    /// Ends the iteration of `version`, which this thread holds RUNNING
+    /// for: a panic is reported, statistics, waiters and the shutdown
+    /// report learn the outcome, then `exit`, and the re-run or re-arm.
+    fn end(
+        self: &Arc<Self>,
+        version: u32,
+        result: std::thread::Result<Option<Duration>>,
+        outcome: Outcome,
+    ) -> Option<InboxPush> {
+        // SAFETY: see the invariant on `Core::task`.
+        let retry = self
+            .task
+            .with_mut(|cell| unsafe { (*cell).settle(&result) });
+        let next = match result {
+            Ok(next) => next,
+            Err(payload) => {
+                self.shared
+                    .report_panic(self.name.as_deref(), payload.as_ref());
+                retry
+            }
+        };
         if let Some(waiters) = self.waiters.get() {
             waiters.finished(version, outcome);
         }
@@ -568,35 +713,6 @@ impl Core {
             }
             Exit::Done { live: true } => self.rearm(version, next?, end_ns),
             Exit::Done { live: false } => None,
-        }
-    }
-
-    /// Calls the task, catching a panic (reported, then treated as `None`).
-    fn call_task(&self) -> (Option<Duration>, Outcome) {
-        lifecycle::reset_observed();
-        if let Some(policies) = &self.policies {
-            policies.started();
-        }
-        let _running = wait::running(self.address());
-        let (result, retry) = self.task.with_mut(|cell| {
-            // SAFETY:
-            // - exclusive: this worker's `enter` returned `Entered`, so it
-            //   holds RUNNING until `exit`; no other code touches the cell
-            //   meanwhile (G1, checked by the loom models);
-            // - ordered: the Acquire in `enter` makes the previous holder's
-            //   writes (Release in its `exit`) visible;
-            // - valid: the cell lives in `self`, kept alive by the Arc, and
-            //   the reference does not outlive this closure.
-            unsafe { (*cell).run() }
-        });
-        match result {
-            Ok(next) if lifecycle::observed() => (next, Outcome::Cancelled),
-            Ok(next) => (next, Outcome::Completed),
-            Err(payload) => {
-                self.shared
-                    .report_panic(self.name.as_deref(), payload.as_ref());
-                (retry, Outcome::Panicked)
-            }
         }
     }
 

@@ -162,6 +162,7 @@
 mod clock;
 mod core;
 mod error;
+mod iteration;
 mod jitter;
 #[cfg(loom)]
 #[doc(hidden)]

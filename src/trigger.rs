@@ -83,6 +83,81 @@ impl Trigger {
         Self::builder(scheduler).bind(task)
     }
 
+    /// Binds an async `task` to `scheduler`: each iteration is the whole
+    /// future the task returns, polled on the Tokio runtime this is called
+    /// in (or the one given with [`TriggerBuilder::runtime`]); the
+    /// scheduler's own timing wheel decides when iterations start. The
+    /// returned trigger is the same type as [`bind`](Self::bind)'s, and
+    /// every method and guarantee works unchanged, from sync or async code:
+    ///
+    /// * the RUNNING bit is held from the moment the future is spawned until
+    ///   it completes: two iterations are never in flight at once, and fires
+    ///   during an `.await` coalesce into exactly one follow-up;
+    /// * `suspend` during an `.await` lets that iteration finish and ignores
+    ///   the delay it returns;
+    /// * a panic while the future is polled is caught and reported;
+    /// * [`Scheduler::shutdown_now`] drops in-flight futures at their next
+    ///   `.await` and lists them as [`Cancelled`](crate::Outcome::Cancelled);
+    ///   graceful shutdown and drop wait for them up to the grace period,
+    ///   and a future dropped by its runtime (shut down) ends its iteration
+    ///   as cancelled;
+    /// * inside the future, [`cancelled`](crate::cancelled) and
+    ///   [`scheduler_time`](crate::scheduler_time) answer as in a sync task.
+    ///
+    /// Keep the returned handle: dropping the last one suspends the
+    /// trigger (as for [`bind`](Self::bind)) and then frees the task.
+    ///
+    /// Do not block the runtime's threads on the scheduler's shutdown
+    /// (dropping the scheduler inside an async task waits for in-flight
+    /// futures that may need that very thread): shut down with
+    /// [`Scheduler::shutdown`] and drop it outside, or from a blocking
+    /// task.
+    ///
+    /// # Panics
+    ///
+    /// Like [`tokio::spawn`]: when called outside the context of a Tokio
+    /// runtime. Use [`TriggerBuilder::runtime`] to name one instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let scheduler = Scheduler::new();
+    /// let version = Arc::new(AtomicU64::new(0));
+    /// let v = version.clone();
+    /// let refresher = Trigger::bind_async(&scheduler, move || {
+    ///     let v = v.clone();
+    ///     async move {
+    ///         tokio::time::sleep(Duration::from_millis(5)).await; // an RPC
+    ///         v.fetch_add(1, Ordering::Relaxed);
+    ///         Some(Duration::from_secs(30)) // next refresh in 30 s
+    ///     }
+    /// });
+    /// // "Refresh now", and wait for it without blocking the runtime.
+    /// refresher.fire_and_wait_async(Duration::from_secs(10)).await?;
+    /// assert_eq!(version.load(Ordering::Relaxed), 1);
+    /// # scheduler.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
+    pub fn bind_async<S, F, Fut>(scheduler: &S, task: F) -> Self
+    where
+        S: AsRef<Scheduler> + ?Sized,
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Option<Duration>> + Send + 'static,
+    {
+        Self::builder(scheduler).bind_async(task)
+    }
+
     /// A builder for a trigger with a name (shown in `Debug` and in panic
     /// reports); `scheduler` as in [`bind`](Self::bind).
     #[must_use = "a builder does nothing until `bind` is called"]
@@ -94,6 +169,8 @@ impl Trigger {
             min_interval: Duration::ZERO,
             stuck_after: Duration::ZERO,
             on_panic: PanicPolicy::Stop,
+            #[cfg(feature = "tokio")]
+            runtime: None,
         }
     }
 
@@ -207,6 +284,59 @@ impl Trigger {
     /// ```
     pub fn fire_and_wait(&self, timeout: Duration) -> Result<crate::Outcome, crate::WaitError> {
         self.handle.core.fire_and_wait(timeout)
+    }
+
+    /// The awaitable [`fire_and_wait`](Self::fire_and_wait), for sync and
+    /// async triggers alike: fires now (when called, not when first
+    /// polled), and the future resolves once an iteration that serves this
+    /// fire has finished, with its [`Outcome`](crate::Outcome). It waits
+    /// without blocking a thread; concurrent waiters share one run.
+    ///
+    /// # Errors
+    ///
+    /// As [`fire_and_wait`](Self::fire_and_wait): `Timeout` (the fire
+    /// stands), `Suspended`, `Shutdown`, and `OwnTask` when called from
+    /// inside this trigger's own task or future.
+    ///
+    /// # Panics
+    ///
+    /// The timeout is a [`tokio::time::timeout`]: awaited outside a Tokio
+    /// runtime with the time driver enabled, it panics as that does —
+    /// except with `Duration::MAX`, which needs no timer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Outcome, Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), circulation_trigger::WaitError> {
+    /// let scheduler = Scheduler::new();
+    /// let trigger = Trigger::bind(&scheduler, || None); // a sync task
+    /// let outcome = trigger.fire_and_wait_async(Duration::from_secs(10)).await?;
+    /// assert_eq!(outcome, Outcome::Completed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub fn fire_and_wait_async(
+        &self,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<crate::Outcome, crate::WaitError>> + Send + 'static
+    {
+        let fired = self.handle.core.fire_for_wait();
+        let core = Arc::clone(&self.handle.core);
+        async move {
+            let wait = crate::wait::WaitFuture::new(core, fired?);
+            match tokio::time::Instant::now().checked_add(timeout) {
+                Some(deadline) => tokio::time::timeout_at(deadline, wait)
+                    .await
+                    .unwrap_or(Err(crate::WaitError::Timeout)),
+                None => wait.await,
+            }
+        }
     }
 
     /// Runs the task at `deadline` (at once if it has passed), superseding
@@ -428,6 +558,8 @@ pub struct TriggerBuilder<'a> {
     min_interval: Duration,
     stuck_after: Duration,
     on_panic: PanicPolicy,
+    #[cfg(feature = "tokio")]
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl TriggerBuilder<'_> {
@@ -458,14 +590,88 @@ impl TriggerBuilder<'_> {
     /// — dropping the last handle suspends the trigger.
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
     pub fn bind(self, task: impl Task) -> Trigger {
+        let on_panic = self.on_panic.clone();
+        self.bind_cell(TaskCell::new(Box::new(task), on_panic))
+    }
+
+    fn bind_cell(self, task: TaskCell) -> Trigger {
         let core = Core::new(
             Arc::clone(&self.scheduler.shared),
-            TaskCell::new(Box::new(task), self.on_panic),
+            task,
             self.name,
             Policies::new(self.min_interval, self.stuck_after),
             self.version,
         );
         Trigger::from_core(core)
+    }
+
+    /// Binds an async task whose iterations `spawner` polls.
+    #[cfg(any(feature = "tokio", loom))]
+    pub(crate) fn bind_spawned(
+        self,
+        spawner: Arc<dyn crate::iteration::Spawn>,
+        task: Box<dyn crate::iteration::AsyncTask>,
+    ) -> Trigger {
+        let on_panic = self.on_panic.clone();
+        let body = crate::iteration::AsyncBody { task, spawner };
+        self.bind_cell(TaskCell::new_async(body, on_panic))
+    }
+
+    /// The Tokio runtime whose threads poll the iterations of a trigger
+    /// bound with [`bind_async`](Self::bind_async); by default, the runtime
+    /// `bind_async` is called in.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let runtime = tokio::runtime::Runtime::new()?;
+    /// let scheduler = Scheduler::new();
+    /// // Outside any runtime: name the one to use.
+    /// let trigger = Trigger::builder(&scheduler)
+    ///     .runtime(runtime.handle().clone())
+    ///     .bind_async(|| async { None });
+    /// let outcome = trigger.fire_and_wait(Duration::from_secs(10))?;
+    /// assert_eq!(outcome, circulation_trigger::Outcome::Completed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub fn runtime(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(handle);
+        self
+    }
+
+    /// Binds an async `task`: each iteration is the future it returns,
+    /// polled on a Tokio runtime (see [`runtime`](Self::runtime)) while the
+    /// scheduler decides when iterations start. See
+    /// [`Trigger::bind_async`].
+    ///
+    /// # Panics
+    ///
+    /// Like [`tokio::spawn`]: if no runtime was given with
+    /// [`runtime`](Self::runtime) and this is called outside the context of
+    /// a Tokio runtime.
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
+    pub fn bind_async<F, Fut>(mut self, task: F) -> Trigger
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Option<Duration>> + Send + 'static,
+    {
+        let runtime = match self.runtime.take() {
+            Some(handle) => handle,
+            None => tokio::runtime::Handle::try_current().unwrap_or_else(|_| {
+                panic!(
+                    "`bind_async` must be called from the context of a Tokio runtime, \
+                     or given one with `TriggerBuilder::runtime`"
+                )
+            }),
+        };
+        self.bind_spawned(Arc::new(runtime), Box::new(task))
     }
 
     /// A cooldown: no iteration starts sooner than `interval` after the

@@ -14,6 +14,7 @@ use crate::request::is_newer;
 use crate::scheduler::lifecycle::Outcome;
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex, PoisonError};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 /// How often a waiter looks whether the scheduler shut down meanwhile.
@@ -32,6 +33,32 @@ struct WaitState {
     finished: Option<(u32, Outcome)>,
     /// The version the last `suspend` installed.
     suspended: Option<u32>,
+    /// Async waiters to wake on the next change.
+    wakers: Vec<Waker>,
+}
+
+impl WaitState {
+    /// What a waiter for the fire of version `fired` gets now, if it is
+    /// done waiting (see the module docs).
+    fn check(&self, fired: u32, closed: impl Fn() -> bool) -> Option<Result<Outcome, WaitError>> {
+        if let Some((version, outcome)) = self.finished {
+            if at_least(version, fired) {
+                return Some(Ok(outcome));
+            }
+        }
+        let serving = self.started.is_some_and(|v| at_least(v, fired));
+        if !serving {
+            // Superseded before any run served it: a suspend, or shutdown
+            // (nothing new starts).
+            if self.suspended.is_some_and(|v| is_newer(v, fired)) {
+                return Some(Err(WaitError::Suspended));
+            }
+            if closed() {
+                return Some(Err(WaitError::Shutdown));
+            }
+        }
+        None
+    }
 }
 
 /// The waiters of one trigger.
@@ -43,8 +70,20 @@ pub(crate) struct Waiters {
 
 impl Waiters {
     fn update(&self, f: impl FnOnce(&mut WaitState)) {
-        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
+        let wakers = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&mut state);
+            std::mem::take(&mut state.wakers)
+        };
         self.changed.notify_all();
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// Wakes every waiter to re-check (the scheduler shut down).
+    pub(crate) fn notify(&self) {
+        self.update(|_| {});
     }
 
     /// An iteration of `version` starts.
@@ -72,21 +111,8 @@ impl Waiters {
     ) -> Result<Outcome, WaitError> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if let Some((version, outcome)) = state.finished {
-                if at_least(version, fired) {
-                    return Ok(outcome);
-                }
-            }
-            let serving = state.started.is_some_and(|v| at_least(v, fired));
-            if !serving {
-                // Superseded before any run served it: a suspend, or
-                // shutdown (nothing new starts).
-                if state.suspended.is_some_and(|v| is_newer(v, fired)) {
-                    return Err(WaitError::Suspended);
-                }
-                if closed() {
-                    return Err(WaitError::Shutdown);
-                }
+            if let Some(done) = state.check(fired, &closed) {
+                return done;
             }
             let slice = match deadline {
                 Some(deadline) => {
@@ -104,6 +130,44 @@ impl Waiters {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+}
+
+/// The async side of a waiter: resolves as [`Waiters::wait`] returns,
+/// without blocking (no deadline: the caller adds one).
+#[cfg(feature = "tokio")]
+pub(crate) struct WaitFuture {
+    core: std::sync::Arc<crate::core::Core>,
+    fired: u32,
+}
+
+#[cfg(feature = "tokio")]
+impl WaitFuture {
+    pub(crate) fn new(core: std::sync::Arc<crate::core::Core>, fired: u32) -> Self {
+        Self { core, fired }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl std::future::Future for WaitFuture {
+    type Output = Result<Outcome, WaitError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let waiters = self.core.waiters();
+        let mut state = waiters.state.lock().unwrap_or_else(PoisonError::into_inner);
+        // Checked and registered under one lock: a change (or the shutdown
+        // scan's notify, which comes after `closed` is set) either is seen
+        // here or finds this waker.
+        if let Some(done) = state.check(self.fired, || self.core.shared.is_closed()) {
+            return std::task::Poll::Ready(done);
+        }
+        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            state.wakers.push(cx.waker().clone());
+        }
+        std::task::Poll::Pending
     }
 }
 

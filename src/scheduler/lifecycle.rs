@@ -204,6 +204,23 @@ impl Lifecycle {
         }
     }
 
+    /// Whether `shutdown_now` was called. Relaxed: see
+    /// `Scheduler::shutdown_now` (async iterations read it under their
+    /// cancel slot's lock, which orders it; see `iteration.rs`).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    /// `shutdown_now`, after setting the flag: wakes every async iteration
+    /// in flight so it sees it at its next `.await`.
+    pub(crate) fn wake_async(&self) {
+        for core in self.live() {
+            if let Some(slot) = core.cancel_slot() {
+                slot.wake();
+            }
+        }
+    }
+
     /// Adds a trigger with a `stuck_after` to the monitor's checks.
     pub(crate) fn watch(&self, core: &Arc<Core>) {
         lock(&self.watched).push(Arc::downgrade(core));
@@ -245,22 +262,28 @@ impl Lifecycle {
     /// that closed the scheduler, after the queues are closed.
     pub(crate) fn scan(&self, now_us: u64) {
         let cores = self.live();
-        let mut draft = lock(&self.draft);
-        let draft = draft.insert(Draft {
-            began_us: now_us,
-            ..Draft::default()
-        });
+        {
+            let mut guard = lock(&self.draft);
+            let draft = guard.insert(Draft {
+                began_us: now_us,
+                ..Draft::default()
+            });
+            for core in &cores {
+                if let Some(kind) = core.request().withdraw() {
+                    draft.list_discarded(core, kind);
+                }
+                if core.touch_state().is_running() {
+                    draft.in_flight_keys.push(Some(key(core)));
+                    draft.report.in_flight.push(InFlightRun {
+                        trigger: core.name.as_deref().map(str::to_owned),
+                        outcome: Outcome::StillRunning,
+                    });
+                }
+            }
+        }
+        // `closed` is set: waiters whose fire no run serves give up now.
         for core in &cores {
-            if let Some(kind) = core.request().withdraw() {
-                draft.list_discarded(core, kind);
-            }
-            if core.touch_state().is_running() {
-                draft.in_flight_keys.push(Some(key(core)));
-                draft.report.in_flight.push(InFlightRun {
-                    trigger: core.name.as_deref().map(str::to_owned),
-                    outcome: Outcome::StillRunning,
-                });
-            }
+            core.wake_waiters();
         }
     }
 

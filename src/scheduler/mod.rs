@@ -256,6 +256,17 @@ impl Shared {
         }
     }
 
+    /// An async iteration was spawned: counted alive (like a thread) until
+    /// it ends, so shutdown waits for it.
+    pub(crate) fn alive_started(&self) {
+        *lock(&self.alive) += 1;
+    }
+
+    /// An async iteration ended.
+    pub(crate) fn alive_ended(&self) {
+        self.thread_exited();
+    }
+
     fn thread_exited(&self) {
         let mut alive = lock(&self.alive);
         *alive -= 1;
@@ -426,6 +437,7 @@ impl Scheduler {
         // Relaxed: `cancelled()` only answers "was shutdown_now called?";
         // no data is handed to the task through it.
         self.shared.lifecycle.cancel.store(true, Ordering::Relaxed);
+        self.shared.lifecycle.wake_async();
         let _ = self.await_termination(self.shared.grace);
         self.shutdown_report().unwrap_or_default()
     }

@@ -1,0 +1,213 @@
+//! Async iterations: a task that returns a future, polled by an executor
+//! (tokio's, behind the `tokio` feature; the loom models' own), while the
+//! scheduler keeps deciding *when* it runs.
+//!
+//! # The hand-over
+//!
+//! A worker that enters an iteration of an async trigger (it now holds
+//! RUNNING, see `state.rs`) calls the task, which returns a future, and
+//! spawns an [`Iteration`] owning that future on the trigger's executor.
+//! RUNNING stays set: the iteration *is* the future. Whichever thread polls
+//! the future to completion ends the iteration exactly as a worker ends a
+//! sync one (`Core::end`: statistics, waiters, the shutdown report, `exit`
+//! on the state word, the re-run or the re-arm). So G1–G13 hold unchanged:
+//!
+//! * the task closure is called only by a worker holding RUNNING, and the
+//!   future's completion `exit`s with Release after everything the future
+//!   did; the next holder's Acquire `enter` sees it all (G1, G2);
+//! * fires during an `.await` reserve the follow-up on the state word, just
+//!   as during a sync run (G4, G5);
+//! * a panic while polling is caught and reported (G8).
+//!
+//! # Cancellation
+//!
+//! [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now) sets the
+//! scheduler's cancel flag and then wakes every in-flight iteration through
+//! the waker it left in its trigger's [`CancelSlot`]. A poll stores its
+//! waker and reads the flag under the slot's lock, so either the poll sees
+//! the flag, or `shutdown_now` finds the waker (the lock orders the two):
+//! the future is dropped at its next `.await` and listed `Cancelled`. An
+//! iteration dropped by its executor before it completed (a runtime shut
+//! down, a task aborted) also ends as `Cancelled`: [`Iteration`]'s `Drop`
+//! ends it, so RUNNING is never leaked.
+//!
+//! In flight, an iteration counts as alive for
+//! [`await_termination`](crate::Scheduler::await_termination), so graceful
+//! shutdown and drop wait for it up to the grace period.
+
+use crate::core::Core;
+use crate::scheduler::lifecycle::{self, Outcome};
+use crate::sync::{lock, Arc, Mutex};
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// The future of one iteration, as the task returned it.
+pub(crate) type TaskFuture = Pin<Box<dyn Future<Output = Option<Duration>> + Send>>;
+
+/// An iteration ready to be polled by an executor.
+pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Starts iterations on some executor.
+pub(crate) trait Spawn: Send + Sync {
+    /// Hands `job` to the executor. If the executor drops it unpolled (it
+    /// shut down), the iteration ends as cancelled.
+    fn spawn(&self, job: Job);
+}
+
+/// A task that returns a future per iteration.
+pub(crate) trait AsyncTask: Send + 'static {
+    fn start(&mut self) -> TaskFuture;
+}
+
+impl<F, Fut> AsyncTask for F
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Option<Duration>> + Send + 'static,
+{
+    fn start(&mut self) -> TaskFuture {
+        Box::pin(self())
+    }
+}
+
+/// What the RUNNING holder of an async trigger touches: the task and its
+/// executor.
+pub(crate) struct AsyncBody {
+    pub(crate) task: Box<dyn AsyncTask>,
+    pub(crate) spawner: Arc<dyn Spawn>,
+}
+
+/// The waker of an async trigger's iteration in flight, for
+/// `shutdown_now` (see the module docs).
+#[derive(Default)]
+pub(crate) struct CancelSlot {
+    waker: Mutex<Option<Waker>>,
+}
+
+impl CancelSlot {
+    /// A poll leaves its waker; returns whether `shutdown_now` was called
+    /// (read under the lock: see the module docs).
+    fn register(&self, core: &Core, waker: &Waker) -> bool {
+        let mut slot = lock(&self.waker);
+        match slot.as_ref() {
+            Some(old) if old.will_wake(waker) => {}
+            _ => *slot = Some(waker.clone()),
+        }
+        core.shared.lifecycle.is_cancelled()
+    }
+
+    /// `shutdown_now` (after setting the flag): wake the iteration in
+    /// flight, if any, so it sees the flag.
+    pub(crate) fn wake(&self) {
+        let waker = lock(&self.waker).take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// The iteration ended: forget its waker.
+    fn clear(&self) {
+        lock(&self.waker).take();
+    }
+}
+
+/// One async iteration in flight: owns the task's future and, through
+/// `core`, the RUNNING bit of `version`.
+pub(crate) struct Iteration {
+    core: Arc<Core>,
+    version: u32,
+    /// `None` once the iteration ended.
+    future: Option<TaskFuture>,
+    /// Whether the future saw [`cancelled`](crate::cancelled) return `true`.
+    observed: bool,
+}
+
+impl Iteration {
+    /// The iteration of `version`, about to be spawned (counted alive
+    /// until it ends).
+    pub(crate) fn new(core: Arc<Core>, version: u32, future: TaskFuture) -> Self {
+        core.shared.alive_started();
+        Self {
+            core,
+            version,
+            future: Some(future),
+            observed: false,
+        }
+    }
+
+    /// Ends the iteration: drops the future first (its resources go before
+    /// the next iteration may start), then hands the trigger on.
+    fn end(&mut self, result: std::thread::Result<Option<Duration>>, outcome: Outcome) {
+        drop(self.future.take());
+        if let Some(slot) = self.core.cancel_slot() {
+            slot.clear();
+        }
+        self.core.end_async(self.version, result, outcome);
+        self.core.shared.alive_ended();
+    }
+}
+
+impl Future for Iteration {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        let Some(future) = this.future.as_mut() else {
+            return Poll::Ready(());
+        };
+        let cancelled = this
+            .core
+            .cancel_slot()
+            .is_some_and(|slot| slot.register(&this.core, cx.waker()));
+        if cancelled {
+            // Dropped at this `.await`, as `shutdown_now` promises.
+            this.end(Ok(None), Outcome::Cancelled);
+            return Poll::Ready(());
+        }
+        // While polling, `cancelled()`, `scheduler_time()` and the "own
+        // task" check of `fire_and_wait` answer for this trigger.
+        let previous = lifecycle::enter_thread(&this.core.shared);
+        let _running = crate::wait::running(this.core.address());
+        lifecycle::reset_observed();
+        let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+        this.observed |= lifecycle::observed();
+        lifecycle::leave_thread(previous);
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(next)) => {
+                let outcome = if this.observed {
+                    Outcome::Cancelled
+                } else {
+                    Outcome::Completed
+                };
+                this.end(Ok(next), outcome);
+                Poll::Ready(())
+            }
+            Err(payload) => {
+                this.end(Err(payload), Outcome::Panicked);
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+impl Drop for Iteration {
+    /// Dropped unfinished by its executor: the iteration ends as cancelled,
+    /// so RUNNING is handed on and nothing waits for it for ever.
+    fn drop(&mut self) {
+        if self.future.is_some() {
+            self.end(Ok(None), Outcome::Cancelled);
+        }
+    }
+}
+
+/// Tokio as the executor: iterations are spawned on a runtime's handle.
+#[cfg(feature = "tokio")]
+impl Spawn for tokio::runtime::Handle {
+    fn spawn(&self, job: Job) {
+        // The JoinHandle is not needed: the iteration reports its own end.
+        drop(tokio::runtime::Handle::spawn(self, job));
+    }
+}

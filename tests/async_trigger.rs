@@ -1,0 +1,540 @@
+//! Async triggers on Tokio's multi-thread runtime: every guarantee of the
+//! sync API, for tasks whose iterations are futures.
+
+#![cfg(feature = "tokio")]
+
+mod common;
+
+use circulation_trigger::{
+    cancelled, scheduler_time, Outcome, PanicPolicy, RetryBackoff, Scheduler, Trigger,
+    TriggerState, WaitError,
+};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+const PATIENCE: Duration = common::PATIENCE;
+
+/// Polls `condition` every millisecond until it holds, without blocking
+/// the runtime; fails after `PATIENCE`.
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// A gate an iteration waits at until the test opens it, and that tells
+/// the test when an iteration has reached it.
+#[derive(Clone, Default)]
+struct AsyncGate {
+    open: Arc<Notify>,
+    arrived: Arc<AtomicUsize>,
+}
+
+impl AsyncGate {
+    async fn pass(&self) {
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        self.open.notified().await;
+    }
+
+    fn arrived(&self) -> usize {
+        self.arrived.load(Ordering::SeqCst)
+    }
+
+    fn open_once(&self) {
+        self.open.notify_one();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_task_runs_and_fire_and_wait_async_sees_it_done() {
+    let scheduler = Scheduler::new();
+    let runs = common::Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let r = r.clone();
+        async move {
+            tokio::task::yield_now().await;
+            r.bump();
+            None
+        }
+    });
+    let outcome = trigger.fire_and_wait_async(PATIENCE).await.unwrap();
+    assert_eq!(outcome, Outcome::Completed);
+    assert_eq!(runs.get(), 1);
+    assert_eq!(trigger.stats().iterations, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fires_during_an_await_coalesce_into_exactly_one_follow_up() {
+    let scheduler = Scheduler::new();
+    let gate = AsyncGate::default();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicBool::new(false));
+    let runs = common::Counter::default();
+    let (g, i, o, r) = (
+        gate.clone(),
+        in_flight.clone(),
+        overlaps.clone(),
+        runs.clone(),
+    );
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let (g, i, o, r) = (g.clone(), i.clone(), o.clone(), r.clone());
+        async move {
+            if i.fetch_add(1, Ordering::SeqCst) != 0 {
+                o.store(true, Ordering::SeqCst);
+            }
+            r.bump();
+            g.pass().await;
+            i.fetch_sub(1, Ordering::SeqCst);
+            None
+        }
+    });
+    trigger.fire().unwrap();
+    eventually("the first iteration awaits", || gate.arrived() == 1).await;
+    // A storm from other tasks and threads while it awaits.
+    let mut firers = Vec::new();
+    for _ in 0..4 {
+        let t = trigger.clone();
+        firers.push(tokio::spawn(async move {
+            for _ in 0..250 {
+                t.fire().unwrap();
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    let t = trigger.clone();
+    let thread = std::thread::spawn(move || (0..1_000).for_each(|_| t.fire().unwrap()));
+    for firer in firers {
+        firer.await.unwrap();
+    }
+    thread.join().unwrap();
+    assert_eq!(runs.get(), 1, "no second iteration while one is in flight");
+    gate.open_once();
+    eventually("the follow-up awaits", || gate.arrived() == 2).await;
+    gate.open_once();
+    eventually("the follow-up ended", || {
+        trigger.stats().iterations == 2 && in_flight.load(Ordering::SeqCst) == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(runs.get(), 2, "exactly one follow-up for 2,000 fires");
+    assert!(!overlaps.load(Ordering::SeqCst));
+    let stats = trigger.stats();
+    assert_eq!(stats.fires, 2_001);
+    assert_eq!(stats.coalesced_fires, 1_999);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_periodic_async_task_never_overlaps_under_a_storm() {
+    let scheduler = Scheduler::new();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicBool::new(false));
+    let runs = common::Counter::default();
+    let (i, o, r) = (in_flight.clone(), overlaps.clone(), runs.clone());
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let (i, o, r) = (i.clone(), o.clone(), r.clone());
+        async move {
+            if i.fetch_add(1, Ordering::SeqCst) != 0 {
+                o.store(true, Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+            r.bump();
+            i.fetch_sub(1, Ordering::SeqCst);
+            Some(Duration::from_millis(1))
+        }
+    });
+    trigger.fire().unwrap();
+    let storm = common::Storm::start(&trigger, 2, |t| {
+        let _ = t.fire();
+    });
+    eventually("many runs", || runs.get() >= 200).await;
+    let fires = storm.stop();
+    assert!(
+        !overlaps.load(Ordering::SeqCst),
+        "two iterations in flight at once"
+    );
+    assert!((runs.get() as u64) < fires, "fires coalesced");
+    trigger.suspend();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_during_an_await_lets_it_finish_and_ignores_its_delay() {
+    let scheduler = Scheduler::new();
+    let gate = AsyncGate::default();
+    let runs = common::Counter::default();
+    let (g, r) = (gate.clone(), runs.clone());
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let (g, r) = (g.clone(), r.clone());
+        async move {
+            g.pass().await;
+            r.bump();
+            Some(Duration::from_millis(1)) // ignored: suspended meanwhile
+        }
+    });
+    trigger.fire().unwrap();
+    eventually("it awaits", || gate.arrived() == 1).await;
+    trigger.suspend();
+    gate.open_once();
+    eventually("it finished", || runs.get() == 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(runs.get(), 1, "the returned delay was ignored");
+    assert_eq!(gate.arrived(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_inside_the_future_is_caught_reported_and_stops_it() {
+    common::quiet_panics();
+    let scheduler = Scheduler::new();
+    let calls = common::Counter::default();
+    let c = calls.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .name("panicky")
+        .bind_async(move || {
+            let c = c.clone();
+            async move {
+                tokio::task::yield_now().await;
+                if c.bump() == 1 {
+                    panic!("boom in a future");
+                }
+                Some(Duration::from_millis(1))
+            }
+        });
+    let outcome = trigger.fire_and_wait_async(PATIENCE).await.unwrap();
+    assert_eq!(outcome, Outcome::Panicked);
+    assert_eq!(scheduler.panic_count(), 1);
+    assert_eq!(trigger.stats().panics, 1);
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(calls.get(), 1, "a panic stops circulating (G8)");
+    // Still usable.
+    let outcome = trigger.fire_and_wait_async(PATIENCE).await.unwrap();
+    assert_eq!(outcome, Outcome::Completed);
+    trigger.suspend();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_policy_retries_an_async_task() {
+    common::quiet_panics();
+    let scheduler = Scheduler::new();
+    let calls = common::Counter::default();
+    let c = calls.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .on_panic(PanicPolicy::Retry(RetryBackoff::new(
+            Duration::from_millis(2),
+            Duration::from_millis(20),
+        )))
+        .bind_async(move || {
+            let c = c.clone();
+            async move {
+                if c.bump() <= 3 {
+                    panic!("boom {}", c.get());
+                }
+                None
+            }
+        });
+    trigger.fire().unwrap();
+    eventually("three retries, then a success", || calls.get() == 4).await;
+    eventually("counted", || trigger.stats().iterations == 4).await;
+    assert_eq!(trigger.stats().panics, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_and_scheduler_time_answer_inside_the_future() {
+    let scheduler = Scheduler::new();
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let s = seen.clone();
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let s = s.clone();
+        async move {
+            tokio::task::yield_now().await;
+            *s.lock().unwrap() = Some((scheduler_time().is_some(), cancelled()));
+            None
+        }
+    });
+    trigger.fire_and_wait_async(PATIENCE).await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some((true, false)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_and_wait_from_inside_its_own_future_is_an_error() {
+    let scheduler = Scheduler::new();
+    let me = Arc::new(std::sync::OnceLock::<Trigger>::new());
+    let result = Arc::new(std::sync::Mutex::new(None));
+    let (m, r) = (me.clone(), result.clone());
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let (m, r) = (m.clone(), r.clone());
+        async move {
+            let me = m.get().unwrap().clone();
+            let sync = me.fire_and_wait(Duration::from_secs(1));
+            let awaited = me.fire_and_wait_async(Duration::from_secs(1)).await;
+            *r.lock().unwrap() = Some((sync, awaited));
+            None
+        }
+    });
+    me.set(trigger.clone()).unwrap();
+    trigger.fire_and_wait_async(PATIENCE).await.unwrap();
+    assert_eq!(
+        *result.lock().unwrap(),
+        Some((Err(WaitError::OwnTask), Err(WaitError::OwnTask)))
+    );
+    trigger.suspend();
+    drop(me);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_and_wait_async_errors_never_hang() {
+    let scheduler = Scheduler::new();
+    let gate = AsyncGate::default();
+    let g = gate.clone();
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let g = g.clone();
+        async move {
+            g.pass().await;
+            None
+        }
+    });
+    // Timeout: the run serving the fire waits at the gate.
+    let timed_out = trigger.fire_and_wait_async(Duration::from_millis(20)).await;
+    assert_eq!(timed_out, Err(WaitError::Timeout));
+    // Superseded by a suspend before any run served it: the one in flight
+    // is older, and its follow-up is cancelled by the suspend.
+    let waiting = tokio::spawn(trigger.fire_and_wait_async(PATIENCE));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    trigger.suspend();
+    assert_eq!(waiting.await.unwrap(), Err(WaitError::Suspended));
+    // Shutdown before a run serves it: the waiter is woken, not left.
+    let waiting = tokio::spawn(trigger.fire_and_wait_async(Duration::MAX));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    scheduler.shutdown();
+    let result = tokio::time::timeout(PATIENCE, waiting).await;
+    assert_eq!(result.unwrap().unwrap(), Err(WaitError::Shutdown));
+    gate.open_once();
+    // Refused after shutdown.
+    assert_eq!(
+        trigger.fire_and_wait_async(PATIENCE).await,
+        Err(WaitError::Shutdown)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_async_waiters_share_one_run() {
+    let scheduler = Scheduler::new();
+    let gate = AsyncGate::default();
+    let runs = common::Counter::default();
+    let (g, r) = (gate.clone(), runs.clone());
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let (g, r) = (g.clone(), r.clone());
+        async move {
+            r.bump();
+            g.pass().await;
+            None
+        }
+    });
+    trigger.fire().unwrap();
+    eventually("in flight", || gate.arrived() == 1).await;
+    let waiters: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(trigger.fire_and_wait_async(PATIENCE)))
+        .collect();
+    gate.open_once(); // the run in flight ends: it serves none of them
+    eventually("the follow-up", || gate.arrived() == 2).await;
+    gate.open_once();
+    for waiter in waiters {
+        assert_eq!(waiter.await.unwrap(), Ok(Outcome::Completed));
+    }
+    assert_eq!(runs.get(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_now_drops_in_flight_futures_and_lists_them_cancelled() {
+    let scheduler = Scheduler::builder()
+        .shutdown_grace(PATIENCE)
+        .build()
+        .unwrap();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let (d, s) = (dropped.clone(), started.clone());
+    struct SetOnDrop(Arc<AtomicBool>);
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let trigger = Trigger::builder(&scheduler)
+        .name("hangs")
+        .bind_async(move || {
+            let (d, s) = (d.clone(), s.clone());
+            async move {
+                let _guard = SetOnDrop(d);
+                s.store(true, Ordering::SeqCst);
+                std::future::pending::<()>().await;
+                None
+            }
+        });
+    trigger.fire().unwrap();
+    eventually("in flight", || started.load(Ordering::SeqCst)).await;
+    let report = tokio::task::spawn_blocking(move || scheduler.shutdown_now())
+        .await
+        .unwrap();
+    assert!(dropped.load(Ordering::SeqCst), "the future was dropped");
+    assert_eq!(report.in_flight().len(), 1);
+    assert_eq!(report.in_flight()[0].trigger(), Some("hangs"));
+    assert_eq!(report.in_flight()[0].outcome(), Outcome::Cancelled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_waits_for_an_in_flight_future() {
+    let scheduler = Scheduler::new();
+    let gate = AsyncGate::default();
+    let g = gate.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .name("slow")
+        .bind_async(move || {
+            let g = g.clone();
+            async move {
+                g.pass().await;
+                Some(Duration::from_millis(1))
+            }
+        });
+    trigger.fire().unwrap();
+    eventually("in flight", || gate.arrived() == 1).await;
+    scheduler.shutdown();
+    assert!(!scheduler.await_termination(Duration::from_millis(50)));
+    assert!(!scheduler.is_terminated(), "the future keeps it alive");
+    gate.open_once();
+    let done = tokio::task::spawn_blocking(move || {
+        let terminated = scheduler.await_termination(PATIENCE);
+        (terminated, scheduler.shutdown_report().unwrap())
+    })
+    .await
+    .unwrap();
+    assert!(done.0);
+    assert_eq!(done.1.in_flight()[0].outcome(), Outcome::Completed);
+    assert_eq!(gate.arrived(), 1, "its re-arm was discarded");
+}
+
+#[test]
+fn a_runtime_shut_down_mid_iteration_ends_it_cancelled() {
+    let scheduler = Scheduler::new();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Arc::new(AtomicBool::new(false));
+    let s = started.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .runtime(runtime.handle().clone())
+        .bind_async(move || {
+            let s = s.clone();
+            async move {
+                s.store(true, Ordering::SeqCst);
+                std::future::pending::<()>().await;
+                None
+            }
+        });
+    trigger.fire().unwrap();
+    common::eventually("in flight", || started.load(Ordering::SeqCst));
+    drop(runtime);
+    common::eventually("ended", || {
+        !matches!(
+            trigger.stats().state,
+            TriggerState::Running | TriggerState::RunningWithRerun
+        )
+    });
+    // Fired again with the runtime gone: the iteration cannot run and
+    // ends cancelled at once; nothing hangs.
+    assert_eq!(trigger.fire_and_wait(PATIENCE), Ok(Outcome::Cancelled));
+}
+
+#[test]
+fn a_handle_names_the_runtime_outside_one_and_sync_waiters_work() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let scheduler = Scheduler::new();
+    let trigger = Trigger::builder(&scheduler)
+        .runtime(runtime.handle().clone())
+        .bind_async(|| async {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            None
+        });
+    assert_eq!(trigger.fire_and_wait(PATIENCE), Ok(Outcome::Completed));
+}
+
+#[test]
+#[should_panic(expected = "context of a Tokio runtime")]
+fn bind_async_outside_a_runtime_panics_like_tokio_spawn() {
+    let scheduler = Scheduler::new();
+    let _trigger = Trigger::bind_async(&scheduler, || async { None });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_handle_frees_the_task() {
+    let scheduler = Scheduler::new();
+    let token = Arc::new(());
+    let t = token.clone();
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        let t = t.clone();
+        async move {
+            tokio::task::yield_now().await;
+            drop(t);
+            Some(Duration::from_millis(1))
+        }
+    });
+    trigger.fire_and_wait_async(PATIENCE).await.unwrap();
+    drop(trigger);
+    eventually("the task was freed", || Arc::strong_count(&token) == 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_version_wrap_is_unaffected() {
+    let scheduler = Scheduler::new();
+    let runs = common::Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .start_version((1 << 30) - 3)
+        .bind_async(move || {
+            let r = r.clone();
+            async move {
+                r.bump();
+                None
+            }
+        });
+    for round in 1..=8 {
+        assert_eq!(
+            trigger.fire_and_wait_async(PATIENCE).await,
+            Ok(Outcome::Completed)
+        );
+        assert_eq!(runs.get(), round);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_apply_to_async_tasks() {
+    let scheduler = Scheduler::new();
+    let cooldown = Duration::from_millis(30);
+    // Each iteration logs its start as the scheduler recorded it.
+    let me = Arc::new(std::sync::OnceLock::<circulation_trigger::WeakTrigger>::new());
+    let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (m, s) = (me.clone(), starts.clone());
+    let trigger = Trigger::builder(&scheduler)
+        .min_interval(cooldown)
+        .bind_async(move || {
+            let (m, s) = (m.clone(), s.clone());
+            async move {
+                let me = m.get().and_then(|weak| weak.upgrade()).unwrap();
+                s.lock().unwrap().push(me.stats().last_start.unwrap());
+                None
+            }
+        });
+    me.set(trigger.downgrade()).unwrap();
+    for _ in 0..3 {
+        trigger.fire_and_wait_async(PATIENCE).await.unwrap();
+    }
+    let starts = starts.lock().unwrap();
+    assert_eq!(starts.len(), 3);
+    for pair in starts.windows(2) {
+        assert!(pair[1] - pair[0] >= cooldown, "started within the cooldown");
+    }
+}
