@@ -701,10 +701,18 @@ impl Core {
         // One clock read serves the statistics and the re-arm deadline.
         let end_ns = self.shared.clock.now_ns();
         self.stats.ended(end_ns / 1_000, panicked);
-        if self.shared.is_closed() {
+        // The outcome goes to the shutdown report if the scan listed this
+        // run: looked up before `exit`, or after it if the scan had not run
+        // yet — it may read RUNNING between the first look and `exit`; the
+        // AcqRel `exit` then reads the scan's AcqRel `touch`, so the second
+        // look sees `closed` and the scan's report (`loom_shutdown` checks
+        // every side).
+        let recorded = self.shared.is_closed() && self.shared.lifecycle.finish(self, outcome);
+        let exit = self.state.exit(version);
+        if !recorded && self.shared.is_closed() {
             self.shared.lifecycle.finish(self, outcome);
         }
-        match self.state.exit(version) {
+        match exit {
             // The follow-up goes back through the pool rather than looping
             // here, so a fire storm cannot pin this worker (G10).
             Exit::Rerun { version } => {

@@ -9,13 +9,17 @@
 //! beds, worker counts) and timer that the threaded scheduler runs.
 
 use crate::clock::{Clock, ManualTime};
+use crate::iteration::{Job, Spawn};
 use crate::scheduler::manual::Driver;
 pub use crate::scheduler::pool::Watch;
 use crate::scheduler::pool::{Limits, Pool};
 use crate::scheduler::Timer;
 use crate::scheduler::{Scheduler, Shared};
 use crate::sync::Arc;
+use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 use crate::{Snapshot, Task, Trigger};
+use std::future::Future;
+use std::task::{Context, Wake, Waker};
 
 pub use crate::state::{Enter, Exit, Reserve, State};
 
@@ -119,6 +123,26 @@ impl Harness {
             .bind(task)
     }
 
+    /// Binds an async task whose version starts at `version`: each
+    /// iteration's future is spawned on `executor`, which the model's
+    /// threads poll.
+    pub fn async_trigger<F, Fut>(&self, version: u32, executor: &Executor, task: F) -> Trigger
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Option<std::time::Duration>> + Send + 'static,
+    {
+        Trigger::builder(&self.scheduler)
+            .start_version(version)
+            .bind_spawned(Arc::clone(&executor.0) as Arc<dyn Spawn>, Box::new(task))
+    }
+
+    /// What [`Scheduler::shutdown_now`] does before it waits: closes,
+    /// scans, sets the cancel flag and wakes the async iterations in
+    /// flight. The model then checks they end as cancelled.
+    pub fn shutdown_now_without_waiting(&self) {
+        self.scheduler.cancel_now();
+    }
+
     /// Plays a worker: runs one queued dispatch, if any; returns whether
     /// there was one.
     pub fn run_one(&self) -> bool {
@@ -203,5 +227,86 @@ impl Harness {
     /// The state word of `trigger`.
     pub fn snapshot(trigger: &Trigger) -> Snapshot {
         trigger.snapshot()
+    }
+}
+
+/// A minimal executor for the models: spawned jobs wait in a list and are
+/// polled, one poll at a time, by whichever model thread calls
+/// [`poll_one`](Executor::poll_one) — only once woken, so a lost wake-up
+/// leaves a job behind for the model to find.
+#[derive(Clone, Default)]
+pub struct Executor(Arc<Jobs>);
+
+#[derive(Default)]
+struct Jobs {
+    list: Mutex<Vec<(Job, Arc<Flag>)>>,
+}
+
+/// A job's "woken" flag, as its waker.
+#[derive(Default)]
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // SeqCst: model bookkeeping; the properties checked never lean on
+        // it (the job list's lock hands the job itself over).
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Spawn for Jobs {
+    fn spawn(&self, job: Job) {
+        let flag = Arc::new(Flag(AtomicBool::new(true)));
+        lock(&self.list).push((job, flag));
+    }
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Executor")
+    }
+}
+
+impl Executor {
+    /// Polls one woken job once, if there is one (a completed job is
+    /// dropped, a pending one stays); returns whether it polled.
+    pub fn poll_one(&self) -> bool {
+        let taken = {
+            let mut list = lock(&self.0.list);
+            let index = list
+                .iter()
+                .position(|(_, flag)| flag.0.swap(false, Ordering::SeqCst));
+            index.map(|index| list.swap_remove(index))
+        };
+        let Some((mut job, flag)) = taken else {
+            return false;
+        };
+        let waker = Waker::from(Arc::clone(&flag));
+        if job
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+        {
+            lock(&self.0.list).push((job, flag));
+        }
+        true
+    }
+
+    /// Polls woken jobs until none is woken; returns how many polls.
+    pub fn run_woken(&self) -> usize {
+        let mut polls = 0;
+        while self.poll_one() {
+            polls += 1;
+        }
+        polls
+    }
+
+    /// Jobs not completed yet (woken or not).
+    pub fn pending(&self) -> usize {
+        lock(&self.0.list).len()
     }
 }

@@ -40,9 +40,15 @@
 //!   model catches it.)
 //! * Setting RESERVED (`enter`'s reservation arm, `reserve`) is therefore
 //!   *Relaxed*: the reserver hands nothing on that the firer's own Release
-//!   does not; and `exit`'s re-run arm needs only *Release* (for iteration
-//!   N's writes), not Acquire. The ordering audit (docs/DESIGN.md) weakened
-//!   each of these with no model failing, and the argument above says why.
+//!   does not. The ordering audit (docs/DESIGN.md) weakened each of these
+//!   with no model failing, and the argument above says why.
+//! * **shutdown scan → an ending iteration**: `exit` (both arms) is
+//!   *AcqRel*: if the scan's AcqRel `touch` read RUNNING before the `exit`,
+//!   the ending iteration synchronizes with it and sees the scheduler
+//!   closed, so it records its outcome in the report instead of leaving
+//!   "still running" there (`loom_shutdown`'s
+//!   `an_iteration_ending_as_shutdown_begins…` fails with either arm
+//!   Release).
 
 use crate::sync::{AtomicU32, Backoff, Ordering};
 use std::fmt;
@@ -261,7 +267,10 @@ impl State {
                     live: live == version,
                 }
             };
-            Step::Store(live, Ordering::Release, outcome)
+            // Acquire (both arms): reading the shutdown scan's AcqRel
+            // `touch`, the ending iteration then sees the scheduler closed
+            // and records its outcome in the report (see `Core::end`).
+            Step::Store(live, Ordering::AcqRel, outcome)
         })
     }
 }

@@ -208,3 +208,45 @@ fn a_second_fire_after_racing_shutdown_lists_exactly_one_run() {
         assert_eq!(report.discarded().len(), 1, "{report}");
     });
 }
+
+#[test]
+fn an_iteration_ending_as_shutdown_begins_is_never_left_still_running() {
+    // Without and with a fire during the run (`exit`'s done and re-run arms).
+    for refire in [false, true] {
+        run_model(move || {
+            let h = Arc::new(Harness::new());
+            let runs = Count::default();
+            let r = runs.clone();
+            let t = Arc::new(std::sync::OnceLock::<circulation_trigger::WeakTrigger>::new());
+            let me = t.clone();
+            let trigger = h.trigger(0, move || {
+                if r.bump() == 1 && refire {
+                    // Fired while running: RESERVED, so `exit` re-runs.
+                    let _ = me.get().unwrap().upgrade().unwrap().fire();
+                }
+                None
+            });
+            t.set(trigger.downgrade()).ok().unwrap();
+            trigger.fire().unwrap();
+            let worker = {
+                let h = h.clone();
+                thread::spawn(move || {
+                    h.run_one();
+                })
+            };
+            h.scheduler().shutdown();
+            worker.join().unwrap();
+            // The run ended: if the scan listed it in flight, its outcome is
+            // recorded, whichever side of the scan its end fell on.
+            let report = h.scheduler().shutdown_report().unwrap();
+            for run in report.in_flight() {
+                assert_eq!(
+                    run.outcome(),
+                    circulation_trigger::Outcome::Completed,
+                    "{report:?}"
+                );
+            }
+            assert!(report.in_flight().len() <= 1);
+        });
+    }
+}

@@ -204,11 +204,15 @@ impl Lifecycle {
         }
     }
 
-    /// Whether `shutdown_now` was called. Relaxed: see
-    /// `Scheduler::shutdown_now` (async iterations read it under their
-    /// cancel slot's lock, which orders it; see `iteration.rs`).
+    /// Whether `shutdown_now` was called, for an async iteration (read
+    /// under its cancel slot's lock; see `iteration.rs`). Acquire: pairs
+    /// with the Release store in `Scheduler::cancel_now`, so an iteration
+    /// that sees the flag also sees the scheduler closed and the report's
+    /// draft, and records its `Cancelled` outcome there (`loom_async`
+    /// fails with StillRunning without it). A flag seen without that edge
+    /// would end the iteration unrecorded.
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
+        self.cancel.load(Ordering::Acquire)
     }
 
     /// `shutdown_now`, after setting the flag: wakes every async iteration
@@ -315,11 +319,12 @@ impl Lifecycle {
         false
     }
 
-    /// Records how an iteration listed in flight ended.
-    pub(crate) fn finish(&self, core: &Core, outcome: Outcome) {
+    /// Records how an iteration listed in flight ended; returns whether
+    /// the scan had run (if not, the caller looks again after its `exit`).
+    pub(crate) fn finish(&self, core: &Core, outcome: Outcome) -> bool {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
-            return;
+            return false;
         };
         if let Some(index) = draft
             .in_flight_keys
@@ -329,6 +334,7 @@ impl Lifecycle {
             draft.in_flight_keys[index] = None;
             draft.report.in_flight[index].outcome = outcome;
         }
+        true
     }
 
     /// Notes threads detached after the grace period.

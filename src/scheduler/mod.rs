@@ -431,15 +431,23 @@ impl Scheduler {
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     pub fn shutdown_now(&self) -> ShutdownReport {
+        self.cancel_now();
+        let _ = self.await_termination(self.shared.grace);
+        self.shutdown_report().unwrap_or_default()
+    }
+
+    /// `shutdown_now` but the wait.
+    pub(crate) fn cancel_now(&self) {
         // Close (and scan) first, so the iterations told to stop are the
         // ones the report lists in flight.
         self.shared.begin_shutdown();
-        // Relaxed: `cancelled()` only answers "was shutdown_now called?";
-        // no data is handed to the task through it.
-        self.shared.lifecycle.cancel.store(true, Ordering::Relaxed);
+        // Release: pairs with the Acquire in `Lifecycle::is_cancelled`: an
+        // async iteration that sees the flag sees the scheduler closed and
+        // the scan's report, and records its outcome. (`cancelled()` in a
+        // task reads it Relaxed: it only answers "was shutdown_now
+        // called?".)
+        self.shared.lifecycle.cancel.store(true, Ordering::Release);
         self.shared.lifecycle.wake_async();
-        let _ = self.await_termination(self.shared.grace);
-        self.shutdown_report().unwrap_or_default()
     }
 
     /// The shutdown report so far: `None` before shutdown; after it, the

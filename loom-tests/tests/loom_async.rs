@@ -1,0 +1,173 @@
+//! Models of the async iteration on the crate's real code: a worker enters
+//! and spawns the iteration's future on a minimal executor, another thread
+//! polls it to completion and exits the state word. Checked: G1 (the task
+//! closure, run by workers, and the futures, polled by the executor's
+//! threads, never touch the task state at once), G2 through the hand-over,
+//! G4/G5 (fires during an `.await` give exactly one follow-up), and the
+//! cancellation of `shutdown_now` (the wake-up is never lost).
+#![cfg(loom)]
+
+mod common;
+
+use circulation_trigger::model::{Executor, Harness};
+use circulation_trigger::Outcome;
+use common::{run_model, Count, Exclusive};
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Pending once (waking itself), then ready: an `.await` that hands the
+/// iteration to whichever thread polls next.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// Runs dispatches and woken jobs until neither has anything left.
+fn drain(h: &Harness, executor: &Executor) {
+    loop {
+        let dispatched = h.run_all();
+        let polled = executor.run_woken();
+        if dispatched + polled == 0 {
+            break;
+        }
+    }
+}
+
+#[test]
+fn async_hand_over_keeps_exclusion_and_happens_before() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let executor = Executor::default();
+        let state = Exclusive::default();
+        let data = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let (s, d, n) = (state.clone(), data.clone(), seen.clone());
+        let trigger = h.async_trigger(0, &executor, move || {
+            // On the worker: ordered after the previous future's last touch
+            // only through that future's `exit` and this `enter`.
+            s.touch();
+            let (s, d, n) = (s.clone(), d.clone(), n.clone());
+            async move {
+                YieldOnce(false).await;
+                s.touch(); // on the executor's thread
+                           // Relaxed on purpose: visibility must come from the trigger.
+                n.store(d.load(Ordering::Relaxed), Ordering::Relaxed);
+                None
+            }
+        });
+        trigger.fire().unwrap();
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+                h.run_one();
+            })
+        };
+        let poller = {
+            let executor = executor.clone();
+            thread::spawn(move || {
+                executor.poll_one();
+                executor.poll_one();
+            })
+        };
+        data.store(1, Ordering::Relaxed);
+        trigger.fire().unwrap();
+        worker.join().unwrap();
+        poller.join().unwrap();
+        drain(&h, &executor);
+        assert_eq!(seen.load(Ordering::Relaxed), 1, "the last run saw the data");
+        assert_eq!(executor.pending(), 0);
+        assert!(!Harness::snapshot(&trigger).is_running());
+        let touches = state.get();
+        assert!(touches == 2 || touches == 4, "touches = {touches}");
+    });
+}
+
+#[test]
+fn fires_during_an_await_give_exactly_one_follow_up() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let executor = Executor::default();
+        let starts = Count::default();
+        let st = starts.clone();
+        let trigger = h.async_trigger(0, &executor, move || {
+            st.bump();
+            async {
+                YieldOnce(false).await;
+                None
+            }
+        });
+        trigger.fire().unwrap();
+        h.run_one(); // spawned: in flight from here on
+        let firers: Vec<_> = (0..2)
+            .map(|_| {
+                let t = trigger.clone();
+                thread::spawn(move || t.fire().unwrap())
+            })
+            .collect();
+        // The first poll (pending) races the fires; the iteration cannot
+        // complete before both fired.
+        let poller = {
+            let executor = executor.clone();
+            thread::spawn(move || {
+                executor.poll_one();
+            })
+        };
+        firers.into_iter().for_each(|f| f.join().unwrap());
+        poller.join().unwrap();
+        drain(&h, &executor);
+        assert_eq!(starts.get(), 2, "two fires during an await: one follow-up");
+        assert_eq!(executor.pending(), 0);
+    });
+}
+
+#[test]
+fn shutdown_now_cancels_an_awaiting_iteration_without_losing_its_wake_up() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let executor = Executor::default();
+        let trigger = h.async_trigger(0, &executor, || async {
+            std::future::pending::<()>().await; // only a cancel ends it
+            None
+        });
+        trigger.fire().unwrap();
+        let runner = {
+            let (h, executor) = (h.clone(), executor.clone());
+            thread::spawn(move || {
+                h.run_one();
+                executor.poll_one();
+            })
+        };
+        h.shutdown_now_without_waiting();
+        runner.join().unwrap();
+        executor.run_woken();
+        assert_eq!(executor.pending(), 0, "the cancel's wake-up was lost");
+        let report = h.scheduler().shutdown_report().unwrap();
+        match report.in_flight() {
+            [run] => assert_eq!(
+                run.outcome(),
+                Outcome::Cancelled,
+                "{report:?} {:?}",
+                trigger.stats()
+            ),
+            [] => assert_eq!(report.discarded().len(), 1, "{report:?}"),
+            more => panic!("{more:?}"),
+        }
+        assert!(h.scheduler().is_terminated());
+        assert!(!Harness::snapshot(&trigger).is_running());
+    });
+}
