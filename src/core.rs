@@ -562,6 +562,13 @@ impl Core {
     pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush> {
         // Acquire: see `# Orderings` (queued); clear before reading.
         self.queued.swap(false, Ordering::Acquire);
+        self.serve_due()
+    }
+
+    /// Takes the due request, if any, and runs it: the body of
+    /// [`dispatch`](Self::dispatch), also used where an async iteration
+    /// re-runs in place.
+    fn serve_due(self: &Arc<Self>) -> Option<InboxPush> {
         let version = self.request.take_due()?;
         match self.state.enter(version) {
             Enter::Entered => {
@@ -648,7 +655,7 @@ impl Core {
                     Ok(_) => Outcome::Completed,
                     Err(_) => Outcome::Panicked,
                 };
-                self.end(version, result, outcome)
+                self.end(version, result, outcome, false)
             }
             Called::Started(future, spawner) => {
                 // Spawned outside the cell's borrow: an executor that drops
@@ -662,13 +669,18 @@ impl Core {
 
     /// An async iteration of `version` ended (on whichever thread polled
     /// it): as [`end`](Self::end), delivering a re-arm at once.
+    /// `polled`: it ended in a poll (not dropped unpolled by its
+    /// executor), so a re-run due at once starts right here, on the
+    /// executor's thread — it only spawns the next future — instead of
+    /// waking a worker to do it.
     pub(crate) fn end_async(
         self: &Arc<Self>,
         version: u32,
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
+        polled: bool,
     ) {
-        if let Some(push) = self.end(version, result, outcome) {
+        if let Some(push) = self.end(version, result, outcome, polled) {
             push.deliver_now();
         }
     }
@@ -681,6 +693,7 @@ impl Core {
         version: u32,
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
+        rerun_here: bool,
     ) -> Option<InboxPush> {
         // SAFETY: see the invariant on `Core::task`.
         let retry = self
@@ -715,13 +728,23 @@ impl Core {
         match exit {
             // The follow-up goes back through the pool rather than looping
             // here, so a fire storm cannot pin this worker (G10).
-            Exit::Rerun { version } => {
-                self.requeue(version);
-                None
-            }
-            Exit::Done { live: true } => self.rearm(version, next?, end_ns),
+            Exit::Rerun { version } => self.rerun(version, rerun_here),
+            Exit::Done { live: true } => self.rearm(version, next?, end_ns, rerun_here),
             Exit::Done { live: false } => None,
         }
+    }
+
+    /// `version` is due again at once: through the run queue, or (`here`:
+    /// an async iteration ending in a poll) served on this thread. The
+    /// pool's fairness (G10) is not at stake there: serving only spawns
+    /// the next future, and the executor schedules it among its others.
+    fn rerun(self: &Arc<Self>, version: u32, here: bool) -> Option<InboxPush> {
+        if !here {
+            self.requeue(version);
+            return None;
+        }
+        self.request.publish(version, Kind::Due, false)?;
+        self.serve_due()
     }
 
     /// Scheduler side: `version` is due again at once (a re-run after a
@@ -734,10 +757,15 @@ impl Core {
 
     /// The iteration of the live `version`, which returned at `now_ns`,
     /// asked for its next run `delay` later.
-    fn rearm(self: &Arc<Self>, version: u32, delay: Duration, now_ns: u64) -> Option<InboxPush> {
+    fn rearm(
+        self: &Arc<Self>,
+        version: u32,
+        delay: Duration,
+        now_ns: u64,
+        rerun_here: bool,
+    ) -> Option<InboxPush> {
         if delay.is_zero() {
-            self.requeue(version);
-            return None;
+            return self.rerun(version, rerun_here);
         }
         // A delay beyond the clock's range can never come due: stop, as
         // with `None`.

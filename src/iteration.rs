@@ -139,12 +139,17 @@ impl Iteration {
 
     /// Ends the iteration: drops the future first (its resources go before
     /// the next iteration may start), then hands the trigger on.
-    fn end(&mut self, result: std::thread::Result<Option<Duration>>, outcome: Outcome) {
+    fn end(
+        &mut self,
+        result: std::thread::Result<Option<Duration>>,
+        outcome: Outcome,
+        polled: bool,
+    ) {
         drop(self.future.take());
         if let Some(slot) = self.core.cancel_slot() {
             slot.clear();
         }
-        self.core.end_async(self.version, result, outcome);
+        self.core.end_async(self.version, result, outcome, polled);
         self.core.shared.alive_ended();
     }
 }
@@ -163,7 +168,7 @@ impl Future for Iteration {
             .is_some_and(|slot| slot.register(&this.core, cx.waker()));
         if cancelled {
             // Dropped at this `.await`, as `shutdown_now` promises.
-            this.end(Ok(None), Outcome::Cancelled);
+            this.end(Ok(None), Outcome::Cancelled, true);
             return Poll::Ready(());
         }
         // While polling, `cancelled()`, `scheduler_time()` and the "own
@@ -182,11 +187,11 @@ impl Future for Iteration {
                 } else {
                     Outcome::Completed
                 };
-                this.end(Ok(next), outcome);
+                this.end(Ok(next), outcome, true);
                 Poll::Ready(())
             }
             Err(payload) => {
-                this.end(Err(payload), Outcome::Panicked);
+                this.end(Err(payload), Outcome::Panicked, true);
                 Poll::Ready(())
             }
         }
@@ -198,7 +203,9 @@ impl Drop for Iteration {
     /// so RUNNING is handed on and nothing waits for it for ever.
     fn drop(&mut self) {
         if self.future.is_some() {
-            self.end(Ok(None), Outcome::Cancelled);
+            // Not in place: an executor that drops jobs at spawn would
+            // otherwise recurse here through the next spawn.
+            self.end(Ok(None), Outcome::Cancelled, false);
         }
     }
 }

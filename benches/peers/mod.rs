@@ -5,6 +5,8 @@
 //! Shared by `#[path]`: the benches and the report include this module, so
 //! every number comes from the same peer code.
 
+#[cfg(feature = "tokio")]
+pub mod async_loop;
 pub mod delay_queue;
 pub mod heap_timer;
 pub mod ours;

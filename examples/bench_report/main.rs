@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Scenarios: 1 request cost, 2 re-arm storm memory, 3 timer lateness,
-//! 4 fire storm, 5 idle scale, 6 a heartbeat while `cores + 2` tasks block. Peers: `tokio` (a driver task per trigger,
+//! 4 fire storm, 5 idle scale, 6 a heartbeat while `cores + 2` tasks block,
+//! 7 (with `--features tokio`) async triggers against a hand-rolled Tokio
+//! `select!` loop, in a table of its own. Peers: `tokio` (a driver task per trigger,
 //! `watch` + `Sleep::reset`), `tokio_util::time::DelayQueue` (idle scale
 //! only), `scheduled-thread-pool` (cancel + reschedule + body mutex) and a
 //! hand-rolled `Mutex<BinaryHeap>` + `Condvar` timer thread; their code is in
@@ -17,6 +19,8 @@
 //! allocator gives exact heap figures.
 
 mod alloc;
+#[cfg(feature = "tokio")]
+mod async_rows;
 mod chart;
 mod cpu;
 mod fire_storm;
@@ -97,7 +101,7 @@ fn parse_options() -> Result<Options, String> {
                     .map_err(|e| format!("--lateness-rounds: {e}"))?;
             }
             "-h" | "--help" => {
-                return Err("options: --scenarios 1,2,3,4,5,6  --svg <path> (default \
+                return Err("options: --scenarios 1,2,3,4,5,6,7 (7 needs --features tokio)  --svg <path> (default \
                             target/lateness.svg)  --idle-secs <s> (default 3)  \
                             --storm-secs <s> (default 2)  --rounds <n> (default 5)  \
                             --lateness-rounds <n> (default 10)"
@@ -342,6 +346,8 @@ fn main() {
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut chart = None;
+    #[cfg_attr(not(feature = "tokio"), allow(unused_mut))]
+    let mut async_table: Option<String> = None;
     for scenario in &options.scenarios {
         let phase = Instant::now();
         match scenario {
@@ -355,8 +361,12 @@ fn main() {
             4 => rows.extend(scenario_storm(options.storm)),
             5 => rows.extend(scenario_idle(options.idle)),
             6 => rows.extend(scenario_heartbeat()),
+            #[cfg(feature = "tokio")]
+            7 => async_table = Some(async_rows::render(&async_rows::measure(options.storm))),
+            #[cfg(not(feature = "tokio"))]
+            7 => eprintln!("scenario 7 (async) needs `--features tokio`"),
             other => {
-                eprintln!("no scenario {other} (1–6)");
+                eprintln!("no scenario {other} (1–7)");
                 std::process::exit(2);
             }
         }
@@ -374,6 +384,9 @@ fn main() {
          in this process.",
         options.rounds
     );
+    if let Some(table) = async_table {
+        println!("\n{table}");
+    }
     if let Some(samples) = chart {
         let series: Vec<(&str, &lateness::Lateness)> = samples
             .iter()
