@@ -100,6 +100,12 @@ enum Body {
     Async(AsyncBody),
 }
 
+/// Where a re-run due at once when an iteration ends goes: `None`, through
+/// the run queue; `Some(slot)`, for an async iteration ending in a poll,
+/// served on the spot, its future put in `slot` for the ending iteration to
+/// poll next in the same executor task (no worker wake-up, no new spawn).
+pub(crate) type Adopt<'a> = Option<&'a mut Option<(u32, TaskFuture)>>;
+
 /// What calling the task gave.
 enum Called {
     /// A sync task returned (or panicked).
@@ -562,13 +568,13 @@ impl Core {
     pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush> {
         // Acquire: see `# Orderings` (queued); clear before reading.
         self.queued.swap(false, Ordering::Acquire);
-        self.serve_due()
+        self.serve_due(None)
     }
 
     /// Takes the due request, if any, and runs it: the body of
     /// [`dispatch`](Self::dispatch), also used where an async iteration
     /// re-runs in place.
-    fn serve_due(self: &Arc<Self>) -> Option<InboxPush> {
+    fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush> {
         let version = self.request.take_due()?;
         match self.state.enter(version) {
             Enter::Entered => {
@@ -583,7 +589,7 @@ impl Core {
                 }
                 match self.cooldown_end() {
                     Some((end_us, now_us)) => self.defer(version, end_us, now_us),
-                    None => self.run(version),
+                    None => self.run(version, adopt),
                 }
             }
             Enter::Reserved | Enter::Stale => None,
@@ -627,7 +633,7 @@ impl Core {
     /// Runs one iteration (this worker holds RUNNING), then exits; or, for
     /// an async task, spawns the iteration's future, which exits when it
     /// completes (see `iteration.rs`).
-    fn run(self: &Arc<Self>, version: u32) -> Option<InboxPush> {
+    fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             "iteration",
@@ -655,7 +661,13 @@ impl Core {
                     Ok(_) => Outcome::Completed,
                     Err(_) => Outcome::Panicked,
                 };
-                self.end(version, result, outcome, false)
+                self.end(version, result, outcome, None)
+            }
+            Called::Started(future, _) if adopt.is_some() => {
+                if let Some(slot) = adopt {
+                    *slot = Some((version, future));
+                }
+                None
             }
             Called::Started(future, spawner) => {
                 // Spawned outside the cell's borrow: an executor that drops
@@ -669,18 +681,17 @@ impl Core {
 
     /// An async iteration of `version` ended (on whichever thread polled
     /// it): as [`end`](Self::end), delivering a re-arm at once.
-    /// `polled`: it ended in a poll (not dropped unpolled by its
-    /// executor), so a re-run due at once starts right here, on the
-    /// executor's thread — it only spawns the next future — instead of
-    /// waking a worker to do it.
+    /// `adopt`: see [`Adopt`]; `None` when the executor dropped the
+    /// iteration unpolled (serving on the spot there could recurse through
+    /// an executor that drops every job).
     pub(crate) fn end_async(
         self: &Arc<Self>,
         version: u32,
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
-        polled: bool,
+        adopt: Adopt<'_>,
     ) {
-        if let Some(push) = self.end(version, result, outcome, polled) {
+        if let Some(push) = self.end(version, result, outcome, adopt) {
             push.deliver_now();
         }
     }
@@ -693,7 +704,7 @@ impl Core {
         version: u32,
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
-        rerun_here: bool,
+        adopt: Adopt<'_>,
     ) -> Option<InboxPush> {
         // SAFETY: see the invariant on `Core::task`.
         let retry = self
@@ -728,23 +739,24 @@ impl Core {
         match exit {
             // The follow-up goes back through the pool rather than looping
             // here, so a fire storm cannot pin this worker (G10).
-            Exit::Rerun { version } => self.rerun(version, rerun_here),
-            Exit::Done { live: true } => self.rearm(version, next?, end_ns, rerun_here),
+            Exit::Rerun { version } => self.rerun(version, adopt),
+            Exit::Done { live: true } => self.rearm(version, next?, end_ns, adopt),
             Exit::Done { live: false } => None,
         }
     }
 
-    /// `version` is due again at once: through the run queue, or (`here`:
-    /// an async iteration ending in a poll) served on this thread. The
-    /// pool's fairness (G10) is not at stake there: serving only spawns
-    /// the next future, and the executor schedules it among its others.
-    fn rerun(self: &Arc<Self>, version: u32, here: bool) -> Option<InboxPush> {
-        if !here {
+    /// `version` is due again at once: through the run queue, or served on
+    /// the spot for an async iteration ending in a poll (see [`Adopt`]).
+    /// The pool's fairness (G10) is not at stake there: serving only calls
+    /// the task for its next future, which the executor task polls among
+    /// the executor's others.
+    fn rerun(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
+        if adopt.is_none() {
             self.requeue(version);
             return None;
         }
         self.request.publish(version, Kind::Due, false)?;
-        self.serve_due()
+        self.serve_due(adopt)
     }
 
     /// Scheduler side: `version` is due again at once (a re-run after a
@@ -762,10 +774,10 @@ impl Core {
         version: u32,
         delay: Duration,
         now_ns: u64,
-        rerun_here: bool,
+        adopt: Adopt<'_>,
     ) -> Option<InboxPush> {
         if delay.is_zero() {
-            return self.rerun(version, rerun_here);
+            return self.rerun(version, adopt);
         }
         // A delay beyond the clock's range can never come due: stop, as
         // with `None`.

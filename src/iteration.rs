@@ -19,6 +19,13 @@
 //!   as during a sync run (G4, G5);
 //! * a panic while polling is caught and reported (G8).
 //!
+//! A re-run due at once when a future completes (a fire came during its
+//! `.await`, or the task asked for no delay) does not go back through the
+//! worker pool: the completing poll serves it on the spot — `enter`, call
+//! the task — and the same executor task polls the new future next, up to
+//! a budget of iterations per poll before it yields. No worker wake-up and
+//! no new spawn per re-run.
+//!
 //! # Cancellation
 //!
 //! [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now) sets the
@@ -138,63 +145,96 @@ impl Iteration {
     }
 
     /// Ends the iteration: drops the future first (its resources go before
-    /// the next iteration may start), then hands the trigger on.
+    /// the next iteration may start), then hands the trigger on. Ending in
+    /// a poll (`in_poll`), a re-run due at once is served on the spot and
+    /// adopted: this task goes on with it (returns `true`), still counted
+    /// alive, instead of spawning another.
     fn end(
         &mut self,
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
-        polled: bool,
-    ) {
+        in_poll: bool,
+    ) -> bool {
         drop(self.future.take());
         if let Some(slot) = self.core.cancel_slot() {
             slot.clear();
         }
-        self.core.end_async(self.version, result, outcome, polled);
+        let mut next = None;
+        let adopt = if in_poll { Some(&mut next) } else { None };
+        self.core.end_async(self.version, result, outcome, adopt);
+        if let Some((version, future)) = next {
+            self.version = version;
+            self.future = Some(future);
+            self.observed = false;
+            return true;
+        }
         self.core.shared.alive_ended();
+        false
+    }
+
+    /// One poll of the current future.
+    fn poll_once(&mut self, cx: &mut Context<'_>) -> Step {
+        let Some(future) = self.future.as_mut() else {
+            return Step::Ended;
+        };
+        let cancelled = self
+            .core
+            .cancel_slot()
+            .is_some_and(|slot| slot.register(&self.core, cx.waker()));
+        if cancelled {
+            // Dropped at this `.await`, as `shutdown_now` promises.
+            self.end(Ok(None), Outcome::Cancelled, true);
+            return Step::Ended;
+        }
+        // While polling, `cancelled()`, `scheduler_time()` and the "own
+        // task" check of `fire_and_wait` answer for this trigger.
+        let previous = lifecycle::enter_thread(&self.core.shared);
+        let running = crate::wait::running(self.core.address());
+        lifecycle::reset_observed();
+        let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+        self.observed |= lifecycle::observed();
+        drop(running);
+        lifecycle::leave_thread(previous);
+        let (result, outcome) = match polled {
+            Ok(Poll::Pending) => return Step::Pending,
+            Ok(Poll::Ready(next)) if self.observed => (Ok(next), Outcome::Cancelled),
+            Ok(Poll::Ready(next)) => (Ok(next), Outcome::Completed),
+            Err(payload) => (Err(payload), Outcome::Panicked),
+        };
+        if self.end(result, outcome, true) {
+            Step::Adopted
+        } else {
+            Step::Ended
+        }
     }
 }
+
+/// What one poll of an iteration's future came to.
+enum Step {
+    Pending,
+    /// The iteration ended; a re-run due at once is now this task's future.
+    Adopted,
+    Ended,
+}
+
+/// Iterations one executor task runs back to back (re-runs adopted in one
+/// poll) before it yields to the executor's other tasks.
+const ADOPT_BUDGET: usize = 16;
 
 impl Future for Iteration {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        let Some(future) = this.future.as_mut() else {
-            return Poll::Ready(());
-        };
-        let cancelled = this
-            .core
-            .cancel_slot()
-            .is_some_and(|slot| slot.register(&this.core, cx.waker()));
-        if cancelled {
-            // Dropped at this `.await`, as `shutdown_now` promises.
-            this.end(Ok(None), Outcome::Cancelled, true);
-            return Poll::Ready(());
-        }
-        // While polling, `cancelled()`, `scheduler_time()` and the "own
-        // task" check of `fire_and_wait` answer for this trigger.
-        let previous = lifecycle::enter_thread(&this.core.shared);
-        let _running = crate::wait::running(this.core.address());
-        lifecycle::reset_observed();
-        let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
-        this.observed |= lifecycle::observed();
-        lifecycle::leave_thread(previous);
-        match polled {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(next)) => {
-                let outcome = if this.observed {
-                    Outcome::Cancelled
-                } else {
-                    Outcome::Completed
-                };
-                this.end(Ok(next), outcome, true);
-                Poll::Ready(())
-            }
-            Err(payload) => {
-                this.end(Err(payload), Outcome::Panicked, true);
-                Poll::Ready(())
+        for _ in 0..ADOPT_BUDGET {
+            match self.poll_once(cx) {
+                Step::Pending => return Poll::Pending,
+                Step::Ended => return Poll::Ready(()),
+                Step::Adopted => {}
             }
         }
+        // Budget spent with a re-run still due: yield, then go on.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
@@ -203,8 +243,8 @@ impl Drop for Iteration {
     /// so RUNNING is handed on and nothing waits for it for ever.
     fn drop(&mut self) {
         if self.future.is_some() {
-            // Not in place: an executor that drops jobs at spawn would
-            // otherwise recurse here through the next spawn.
+            // Not in a poll: nothing adopts a re-run here, it goes through
+            // the run queue.
             self.end(Ok(None), Outcome::Cancelled, false);
         }
     }

@@ -197,3 +197,132 @@ impl Drop for RunningGuard {
         RUNNING.with(|cell| cell.set(self.0));
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::state::VERSION_MASK;
+    use proptest::prelude::*;
+
+    /// What happens to the trigger while a waiter waits.
+    #[derive(Debug, Clone, Copy)]
+    enum Event {
+        /// Another fire (a newer version).
+        Fire,
+        /// A run of the live version starts (if none is running).
+        Start,
+        /// The running run ends with this outcome.
+        Finish(Outcome),
+        /// `suspend` (a newer version).
+        Suspend,
+        /// The scheduler shuts down.
+        Close,
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            Just(Event::Fire),
+            Just(Event::Start),
+            Just(Event::Finish(Outcome::Completed)),
+            Just(Event::Finish(Outcome::Panicked)),
+            Just(Event::Suspend),
+            Just(Event::Close),
+        ]
+    }
+
+    /// The trigger's side of the history, reported to `waiters`.
+    struct Trigger<'a> {
+        waiters: &'a Waiters,
+        live: u32,
+        armed: bool,
+        running: Option<u32>,
+        closed: bool,
+    }
+
+    impl Trigger<'_> {
+        /// Applies `event`; returns whether a run started.
+        fn apply(&mut self, event: Event) -> bool {
+            match event {
+                Event::Fire => {
+                    self.live = (self.live + 1) & VERSION_MASK;
+                    self.armed = true;
+                }
+                Event::Start if self.armed && self.running.is_none() && !self.closed => {
+                    self.armed = false;
+                    self.running = Some(self.live);
+                    self.waiters.started(self.live);
+                    return true;
+                }
+                Event::Start => {}
+                Event::Finish(outcome) => {
+                    if let Some(version) = self.running.take() {
+                        self.waiters.finished(version, outcome);
+                    }
+                }
+                Event::Suspend => {
+                    self.live = (self.live + 1) & VERSION_MASK;
+                    self.armed = false;
+                    self.waiters.suspended(self.live);
+                }
+                Event::Close => self.closed = true,
+            }
+            false
+        }
+    }
+
+    proptest! {
+        /// A waiter woken at every change resolves exactly as the
+        /// sequential model says, from the history alone: with the outcome
+        /// of the first run of its version or a newer one to finish; else
+        /// `Suspended` once a newer `suspend` came before any such run
+        /// started, or `Shutdown` once closed before any started. Versions
+        /// start anywhere, across the 30-bit wrap included.
+        #[test]
+        fn waiters_follow_the_sequential_model(
+            start in prop_oneof![Just(VERSION_MASK - 3), 0..VERSION_MASK],
+            before in proptest::collection::vec(event(), 0..6),
+            after in proptest::collection::vec(event(), 0..24),
+        ) {
+            let waiters = Waiters::default();
+            let mut trigger = Trigger {
+                waiters: &waiters,
+                live: start,
+                armed: false,
+                running: None,
+                closed: false,
+            };
+            for event in before {
+                trigger.apply(event);
+            }
+            if trigger.closed {
+                return Ok(()); // a waiter's fire is refused after shutdown
+            }
+            // The waiter's fire: every run from now on serves it.
+            trigger.apply(Event::Fire);
+            let fired = trigger.live;
+            let check = |closed: bool| {
+                let state = waiters.state.lock().unwrap();
+                state.check(fired, || closed)
+            };
+            prop_assert_eq!(check(false), None);
+            let (mut model, mut serving_started, mut serving_running) = (None, false, false);
+            for event in after {
+                let started = trigger.apply(event);
+                if model.is_some() {
+                    break;
+                }
+                match event {
+                    Event::Start if started => {
+                        serving_started = true;
+                        serving_running = true;
+                    }
+                    Event::Finish(outcome) if serving_running => model = Some(Ok(outcome)),
+                    Event::Suspend if !serving_started => model = Some(Err(WaitError::Suspended)),
+                    Event::Close if !serving_started => model = Some(Err(WaitError::Shutdown)),
+                    _ => {}
+                }
+                prop_assert_eq!(check(trigger.closed), model, "after {:?}", event);
+            }
+        }
+    }
+}
