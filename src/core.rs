@@ -31,7 +31,7 @@
 
 use crate::clock::{coalesce, deadline_us};
 use crate::error::{FireError, WaitError};
-use crate::iteration::{AsyncBody, CancelSlot, Iteration, Spawn, TaskFuture};
+use crate::iteration::{AsyncBody, AsyncTask, CancelSlot, Iteration, Spawn, TaskFuture};
 use crate::jitter::RetryBackoff;
 use crate::policy::{PanicPolicy, Policies};
 use crate::request::{Kind, Request, Word};
@@ -89,15 +89,42 @@ impl InboxPush {
 /// What the RUNNING holder alone touches: the task, and the back-off of a
 /// [`PanicPolicy::Retry`](crate::PanicPolicy::Retry).
 pub(crate) struct TaskCell {
-    body: Body,
+    body: Box<dyn Body>,
     retry: Option<Box<RetryBackoff>>,
 }
 
-/// A task that runs on the worker, or one whose iterations are futures.
-enum Body {
-    Sync(Box<dyn Task>),
-    #[cfg_attr(not(any(feature = "tokio", loom)), allow(dead_code))]
-    Async(AsyncBody),
+/// A task that runs on the worker, or one whose iterations are futures:
+/// one trait object, so a trigger pays one fat pointer for either.
+trait Body: Send {
+    /// Calls the task, catching a panic.
+    fn call(&mut self) -> Called;
+    fn is_async(&self) -> bool;
+}
+
+/// A sync task.
+struct SyncBody<T>(T);
+
+impl<T: Task> Body for SyncBody<T> {
+    fn call(&mut self) -> Called {
+        Called::Returned(catch_unwind(AssertUnwindSafe(|| self.0.run())))
+    }
+
+    fn is_async(&self) -> bool {
+        false
+    }
+}
+
+impl<A: AsyncTask> Body for AsyncBody<A> {
+    fn call(&mut self) -> Called {
+        match catch_unwind(AssertUnwindSafe(|| self.task.start())) {
+            Ok(future) => Called::Started(future, Arc::clone(&self.spawner)),
+            Err(payload) => Called::Returned(Err(payload)),
+        }
+    }
+
+    fn is_async(&self) -> bool {
+        true
+    }
 }
 
 /// Where a re-run due at once when an iteration ends goes: `None`, through
@@ -115,16 +142,16 @@ enum Called {
 }
 
 impl TaskCell {
-    pub(crate) fn new(task: Box<dyn Task>, on_panic: PanicPolicy) -> Self {
-        Self::with_body(Body::Sync(task), on_panic)
+    pub(crate) fn new<T: Task>(task: T, on_panic: PanicPolicy) -> Self {
+        Self::with_body(Box::new(SyncBody(task)), on_panic)
     }
 
     #[cfg_attr(not(any(feature = "tokio", loom)), allow(dead_code))]
-    pub(crate) fn new_async(body: AsyncBody, on_panic: PanicPolicy) -> Self {
-        Self::with_body(Body::Async(body), on_panic)
+    pub(crate) fn new_async<A: AsyncTask>(body: AsyncBody<A>, on_panic: PanicPolicy) -> Self {
+        Self::with_body(Box::new(body), on_panic)
     }
 
-    fn with_body(body: Body, on_panic: PanicPolicy) -> Self {
+    fn with_body(body: Box<dyn Body>, on_panic: PanicPolicy) -> Self {
         let retry = match on_panic {
             PanicPolicy::Stop => None,
             PanicPolicy::Retry(backoff) => Some(Box::new(backoff)),
@@ -132,19 +159,13 @@ impl TaskCell {
         Self { body, retry }
     }
 
-    fn is_async(&self) -> bool {
-        matches!(self.body, Body::Async(_))
+    pub(crate) fn is_async(&self) -> bool {
+        self.body.is_async()
     }
 
     /// Calls the task, catching a panic.
     fn call(&mut self) -> Called {
-        match &mut self.body {
-            Body::Sync(task) => Called::Returned(catch_unwind(AssertUnwindSafe(|| task.run()))),
-            Body::Async(body) => match catch_unwind(AssertUnwindSafe(|| body.task.start())) {
-                Ok(future) => Called::Started(future, Arc::clone(&body.spawner)),
-                Err(payload) => Called::Returned(Err(payload)),
-            },
-        }
+        self.body.call()
     }
 
     /// After an iteration's result: the delay before the next attempt if
@@ -181,11 +202,9 @@ pub(crate) struct Core {
     /// - valid: the cell lives in `self`, kept alive by the Arc, and no
     ///   reference outlives its `with_mut` closure.
     task: UnsafeCell<TaskCell>,
-    /// For an async task: the waker of its iteration in flight, which
-    /// `shutdown_now` wakes to cancel it.
-    cancel: Option<Box<CancelSlot>>,
     pub(crate) name: Option<Box<str>>,
-    /// Cooldown and stuck detection, if the trigger has any.
+    /// Cooldown, stuck detection and an async task's cancel slot, if the
+    /// trigger has any (most have none: one null pointer).
     pub(crate) policies: Option<Box<Policies>>,
     /// `fire_and_wait`'s waiters, from the first call on.
     waiters: std::sync::OnceLock<Box<Waiters>>,
@@ -225,7 +244,6 @@ impl Core {
             request: Request::new(version),
             queued: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(crate::scheduler::NO_KEY),
-            cancel: task.is_async().then(Box::default),
             task: UnsafeCell::new(task),
             name,
             policies,
@@ -325,7 +343,7 @@ impl Core {
 
     /// An async trigger's cancellation slot.
     pub(crate) fn cancel_slot(&self) -> Option<&CancelSlot> {
-        self.cancel.as_deref()
+        self.policies.as_ref()?.cancel.as_ref()
     }
 
     /// This trigger's identity for the "running here" mark.
@@ -535,7 +553,7 @@ impl Core {
     /// How long this trigger's last iteration ran (µs), as the timer role
     /// holder's guess of how long its next one will.
     pub(crate) fn expected_run_us(&self) -> u64 {
-        if self.cancel.is_some() {
+        if self.cancel_slot().is_some() {
             // An async iteration only spawns its future on the worker.
             return 0;
         }
@@ -787,5 +805,18 @@ impl Core {
         }
         self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)
             .2
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn async_support_costs_a_sync_trigger_no_bytes() {
+        // One fat pointer for either kind of task, and the async task's
+        // cancel slot lives in the (usually absent) policy box.
+        assert_eq!(std::mem::size_of::<TaskCell>(), 24);
+        assert_eq!(std::mem::size_of::<Option<Box<Policies>>>(), 8);
     }
 }

@@ -81,8 +81,8 @@ where
 
 /// What the RUNNING holder of an async trigger touches: the task and its
 /// executor.
-pub(crate) struct AsyncBody {
-    pub(crate) task: Box<dyn AsyncTask>,
+pub(crate) struct AsyncBody<A> {
+    pub(crate) task: A,
     pub(crate) spawner: Arc<dyn Spawn>,
 }
 

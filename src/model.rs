@@ -133,7 +133,7 @@ impl Harness {
     {
         Trigger::builder(&self.scheduler)
             .start_version(version)
-            .bind_spawned(Arc::clone(&executor.0) as Arc<dyn Spawn>, Box::new(task))
+            .bind_spawned(Arc::clone(&executor.0) as Arc<dyn Spawn>, task)
     }
 
     /// What [`Scheduler::shutdown_now`] does before it waits: closes,

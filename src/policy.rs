@@ -58,6 +58,9 @@ pub(crate) struct Policies {
     /// The run in flight was reported stuck; cleared when a run starts.
     /// Relaxed: a report flag, ordering nothing.
     stuck: AtomicBool,
+    /// For an async task: the waker of its iteration in flight, which
+    /// `shutdown_now` wakes to cancel it (see `iteration.rs`).
+    pub(crate) cancel: Option<crate::iteration::CancelSlot>,
 }
 
 impl fmt::Debug for Policies {
@@ -71,7 +74,11 @@ impl fmt::Debug for Policies {
 
 impl Policies {
     /// Policies from the builder's settings; `None` if there are none.
-    pub(crate) fn new(min_interval: Duration, stuck_after: Duration) -> Option<Box<Self>> {
+    pub(crate) fn new(
+        min_interval: Duration,
+        stuck_after: Duration,
+        is_async: bool,
+    ) -> Option<Box<Self>> {
         // Rounded up: a cooldown is never shorter than asked, and a stuck
         // report never comes before `stuck_after`.
         let micros = |d: Duration| {
@@ -79,11 +86,12 @@ impl Policies {
             whole.saturating_add(u64::from(d.subsec_nanos() % 1_000 != 0))
         };
         let (min_interval_us, stuck_after_us) = (micros(min_interval), micros(stuck_after));
-        (min_interval_us > 0 || stuck_after_us > 0).then(|| {
+        (min_interval_us > 0 || stuck_after_us > 0 || is_async).then(|| {
             Box::new(Self {
                 min_interval_us,
                 stuck_after_us,
                 stuck: AtomicBool::new(false),
+                cancel: is_async.then(Default::default),
             })
         })
     }
@@ -144,14 +152,16 @@ mod tests {
 
     #[test]
     fn policy_durations_round_up_to_the_microsecond() {
-        let policies = Policies::new(Duration::from_nanos(1), Duration::from_nanos(1_001))
+        let policies = Policies::new(Duration::from_nanos(1), Duration::from_nanos(1_001), false)
             .expect("some policy");
         assert_eq!((policies.min_interval_us, policies.stuck_after_us), (1, 2));
-        let exact = Policies::new(Duration::from_micros(40), Duration::MAX).unwrap();
+        let exact = Policies::new(Duration::from_micros(40), Duration::MAX, false).unwrap();
         assert_eq!(
             (exact.min_interval_us, exact.stuck_after_us),
             (40, u64::MAX)
         );
-        assert!(Policies::new(Duration::ZERO, Duration::ZERO).is_none());
+        assert!(Policies::new(Duration::ZERO, Duration::ZERO, false).is_none());
+        let async_only = Policies::new(Duration::ZERO, Duration::ZERO, true).unwrap();
+        assert!(async_only.cancel.is_some());
     }
 }

@@ -591,15 +591,16 @@ impl TriggerBuilder<'_> {
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
     pub fn bind(self, task: impl Task) -> Trigger {
         let on_panic = self.on_panic.clone();
-        self.bind_cell(TaskCell::new(Box::new(task), on_panic))
+        self.bind_cell(TaskCell::new(task, on_panic))
     }
 
     fn bind_cell(self, task: TaskCell) -> Trigger {
+        let policies = Policies::new(self.min_interval, self.stuck_after, task.is_async());
         let core = Core::new(
             Arc::clone(&self.scheduler.shared),
             task,
             self.name,
-            Policies::new(self.min_interval, self.stuck_after),
+            policies,
             self.version,
         );
         Trigger::from_core(core)
@@ -610,7 +611,7 @@ impl TriggerBuilder<'_> {
     pub(crate) fn bind_spawned(
         self,
         spawner: Arc<dyn crate::iteration::Spawn>,
-        task: Box<dyn crate::iteration::AsyncTask>,
+        task: impl crate::iteration::AsyncTask,
     ) -> Trigger {
         let on_panic = self.on_panic.clone();
         let body = crate::iteration::AsyncBody { task, spawner };
@@ -671,7 +672,7 @@ impl TriggerBuilder<'_> {
                 )
             }),
         };
-        self.bind_spawned(Arc::new(runtime), Box::new(task))
+        self.bind_spawned(Arc::new(runtime), task)
     }
 
     /// A cooldown: no iteration starts sooner than `interval` after the
