@@ -759,6 +759,12 @@ impl Core {
             // here, so a fire storm cannot pin this worker (G10).
             Exit::Rerun { version } => self.rerun(version, adopt),
             Exit::Done { live: true } => self.rearm(version, next?, end_ns, adopt),
+            // A newer request rules. Ending in a poll, serve it here if it is
+            // due and its firer has not reserved it yet (under a storm, the
+            // moment between a fire's `advance` and its `reserve`): the
+            // claim is atomic, so the firer then finds nothing to hand the
+            // pool, or hands it and the dispatch finds nothing.
+            Exit::Done { live: false } if adopt.is_some() => self.serve_due(adopt),
             Exit::Done { live: false } => None,
         }
     }
