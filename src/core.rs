@@ -31,7 +31,7 @@
 
 use crate::clock::{coalesce, deadline_us};
 use crate::error::{FireError, WaitError};
-use crate::iteration::{AsyncBody, AsyncTask, CancelSlot, Iteration, Spawn, TaskFuture};
+use crate::iteration::{AsyncBody, AsyncTask, CancelSlot, DispatchJob, Iteration, TaskFuture};
 use crate::jitter::RetryBackoff;
 use crate::policy::{PanicPolicy, Policies};
 use crate::request::{Kind, Request, Word};
@@ -47,7 +47,7 @@ use std::time::Duration;
 
 /// What a request that meets a closed scheduler does (see `lifecycle.rs`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum OnClosed {
+pub(crate) enum OnClosed {
     /// A firer's request: left in place; the firer's `confirm` takes it
     /// back and refuses the fire.
     Refuse,
@@ -98,7 +98,6 @@ pub(crate) struct TaskCell {
 trait Body: Send {
     /// Calls the task, catching a panic.
     fn call(&mut self) -> Called;
-    fn is_async(&self) -> bool;
 }
 
 /// A sync task.
@@ -108,22 +107,14 @@ impl<T: Task> Body for SyncBody<T> {
     fn call(&mut self) -> Called {
         Called::Returned(catch_unwind(AssertUnwindSafe(|| self.0.run())))
     }
-
-    fn is_async(&self) -> bool {
-        false
-    }
 }
 
 impl<A: AsyncTask> Body for AsyncBody<A> {
     fn call(&mut self) -> Called {
         match catch_unwind(AssertUnwindSafe(|| self.task.start())) {
-            Ok(future) => Called::Started(future, Arc::clone(&self.spawner)),
+            Ok(future) => Called::Started(future),
             Err(payload) => Called::Returned(Err(payload)),
         }
-    }
-
-    fn is_async(&self) -> bool {
-        true
     }
 }
 
@@ -137,8 +128,9 @@ pub(crate) type Adopt<'a> = Option<&'a mut Option<(u32, TaskFuture)>>;
 enum Called {
     /// A sync task returned (or panicked).
     Returned(std::thread::Result<Option<Duration>>),
-    /// An async task returned this iteration's future, to spawn there.
-    Started(TaskFuture, Arc<dyn Spawn>),
+    /// An async task returned this iteration's future, to spawn on its
+    /// executor.
+    Started(TaskFuture),
 }
 
 impl TaskCell {
@@ -157,10 +149,6 @@ impl TaskCell {
             PanicPolicy::Retry(backoff) => Some(Box::new(backoff)),
         };
         Self { body, retry }
-    }
-
-    pub(crate) fn is_async(&self) -> bool {
-        self.body.is_async()
     }
 
     /// Calls the task, catching a panic.
@@ -466,11 +454,42 @@ impl Core {
     /// firer's run wakes a worker; the scheduler's own (a worker
     /// re-queueing the trigger it just ran) wakes nobody: that worker goes
     /// back to the queue itself.
+    ///
+    /// An async trigger's dispatch goes to its executor instead (while the
+    /// scheduler is open): it only spawns the iteration's future, which
+    /// the same executor task then polls — no worker wake-up. A dispatch
+    /// its executor drops unpolled falls back to the pool.
     fn schedule_run(self: &Arc<Self>, on_closed: OnClosed) {
-        let wake = on_closed == OnClosed::Refuse;
-        if self.claim_queue_slot(on_closed) && !self.shared.pool.push(Arc::downgrade(self), wake) {
+        if !self.claim_queue_slot(on_closed) {
+            return;
+        }
+        if let Some(slot) = self.cancel_slot() {
+            if !self.shared.is_closed() {
+                slot.spawner
+                    .spawn(Box::pin(DispatchJob::new(Arc::clone(self))));
+                return;
+            }
+        }
+        self.push_to_pool(on_closed, on_closed == OnClosed::Refuse);
+    }
+
+    /// Puts this trigger, its queue slot claimed, in the run queue, waking
+    /// a worker if `wake`.
+    pub(crate) fn push_to_pool(self: &Arc<Self>, on_closed: OnClosed, wake: bool) {
+        if !self.shared.pool.push(Arc::downgrade(self), wake) {
             self.closed_under(on_closed);
         }
+    }
+
+    /// A dispatch on the executor: as [`dispatch`](Self::dispatch), an
+    /// async run due at once put in `adopt` for the caller to poll.
+    pub(crate) fn dispatch_here(
+        self: &Arc<Self>,
+        adopt: &mut Option<(u32, TaskFuture)>,
+    ) -> Option<InboxPush> {
+        // Acquire: see `# Orderings` (queued); clear before reading.
+        self.queued.swap(false, Ordering::Acquire);
+        self.serve_due(Some(adopt))
     }
 
     /// A request met a closed scheduler. The scheduler's own requests are
@@ -681,17 +700,22 @@ impl Core {
                 };
                 self.end(version, result, outcome, None)
             }
-            Called::Started(future, _) if adopt.is_some() => {
+            Called::Started(future) if adopt.is_some() => {
                 if let Some(slot) = adopt {
                     *slot = Some((version, future));
                 }
                 None
             }
-            Called::Started(future, spawner) => {
+            Called::Started(future) => {
+                // An async task is always bound with its executor.
+                let Some(slot) = self.cancel_slot() else {
+                    return self.end(version, Ok(None), Outcome::Cancelled, None);
+                };
                 // Spawned outside the cell's borrow: an executor that drops
                 // the job at once (it shut down) ends the iteration right
                 // here, and the next holder may then touch the cell.
-                spawner.spawn(Box::pin(Iteration::new(Arc::clone(self), version, future)));
+                slot.spawner
+                    .spawn(Box::pin(Iteration::new(Arc::clone(self), version, future)));
                 None
             }
         }

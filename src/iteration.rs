@@ -83,14 +83,23 @@ where
 /// executor.
 pub(crate) struct AsyncBody<A> {
     pub(crate) task: A,
+}
+
+/// What an async trigger shares beyond the RUNNING holder: its executor
+/// (firers spawn dispatches there), and the waker of its iteration in
+/// flight, for `shutdown_now` (see the module docs).
+pub(crate) struct CancelSlot {
+    waker: Mutex<Option<Waker>>,
     pub(crate) spawner: Arc<dyn Spawn>,
 }
 
-/// The waker of an async trigger's iteration in flight, for
-/// `shutdown_now` (see the module docs).
-#[derive(Default)]
-pub(crate) struct CancelSlot {
-    waker: Mutex<Option<Waker>>,
+impl CancelSlot {
+    pub(crate) fn new(spawner: Arc<dyn Spawn>) -> Self {
+        Self {
+            waker: Mutex::new(None),
+            spawner,
+        }
+    }
 }
 
 impl CancelSlot {
@@ -246,6 +255,57 @@ impl Drop for Iteration {
             // Not in a poll: nothing adopts a re-run here, it goes through
             // the run queue.
             self.end(Ok(None), Outcome::Cancelled, false);
+        }
+    }
+}
+
+/// A firer's dispatch of an async trigger, run on its executor: serves the
+/// due request, and if that starts an iteration, polls it in this same
+/// task.
+pub(crate) struct DispatchJob {
+    core: Option<Arc<Core>>,
+    iteration: Option<Iteration>,
+}
+
+impl DispatchJob {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self {
+            core: Some(core),
+            iteration: None,
+        }
+    }
+}
+
+impl Future for DispatchJob {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(core) = self.core.take() {
+            let mut adopted = None;
+            if let Some(push) = core.dispatch_here(&mut adopted) {
+                push.deliver_now();
+            }
+            match adopted {
+                Some((version, future)) => {
+                    self.iteration = Some(Iteration::new(core, version, future));
+                }
+                None => return Poll::Ready(()),
+            }
+        }
+        match self.iteration.as_mut() {
+            Some(iteration) => Pin::new(iteration).poll(cx),
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+impl Drop for DispatchJob {
+    /// Dropped unpolled (its executor shut down): the dispatch goes to the
+    /// worker pool instead, whose worker then meets the dead executor
+    /// itself (and ends the iteration as cancelled).
+    fn drop(&mut self) {
+        if let Some(core) = self.core.take() {
+            core.push_to_pool(crate::core::OnClosed::List, true);
         }
     }
 }

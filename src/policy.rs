@@ -49,7 +49,6 @@ pub enum PanicPolicy {
 }
 
 /// The policies of one trigger that has any.
-#[derive(Default)]
 pub(crate) struct Policies {
     /// No start sooner than this after the previous start (µs; 0: none).
     pub(crate) min_interval_us: u64,
@@ -77,7 +76,7 @@ impl Policies {
     pub(crate) fn new(
         min_interval: Duration,
         stuck_after: Duration,
-        is_async: bool,
+        spawner: Option<std::sync::Arc<dyn crate::iteration::Spawn>>,
     ) -> Option<Box<Self>> {
         // Rounded up: a cooldown is never shorter than asked, and a stuck
         // report never comes before `stuck_after`.
@@ -86,12 +85,12 @@ impl Policies {
             whole.saturating_add(u64::from(d.subsec_nanos() % 1_000 != 0))
         };
         let (min_interval_us, stuck_after_us) = (micros(min_interval), micros(stuck_after));
-        (min_interval_us > 0 || stuck_after_us > 0 || is_async).then(|| {
+        (min_interval_us > 0 || stuck_after_us > 0 || spawner.is_some()).then(|| {
             Box::new(Self {
                 min_interval_us,
                 stuck_after_us,
                 stuck: AtomicBool::new(false),
-                cancel: is_async.then(Default::default),
+                cancel: spawner.map(crate::iteration::CancelSlot::new),
             })
         })
     }
@@ -152,16 +151,21 @@ mod tests {
 
     #[test]
     fn policy_durations_round_up_to_the_microsecond() {
-        let policies = Policies::new(Duration::from_nanos(1), Duration::from_nanos(1_001), false)
+        let policies = Policies::new(Duration::from_nanos(1), Duration::from_nanos(1_001), None)
             .expect("some policy");
         assert_eq!((policies.min_interval_us, policies.stuck_after_us), (1, 2));
-        let exact = Policies::new(Duration::from_micros(40), Duration::MAX, false).unwrap();
+        let exact = Policies::new(Duration::from_micros(40), Duration::MAX, None).unwrap();
         assert_eq!(
             (exact.min_interval_us, exact.stuck_after_us),
             (40, u64::MAX)
         );
-        assert!(Policies::new(Duration::ZERO, Duration::ZERO, false).is_none());
-        let async_only = Policies::new(Duration::ZERO, Duration::ZERO, true).unwrap();
+        assert!(Policies::new(Duration::ZERO, Duration::ZERO, None).is_none());
+        struct Never;
+        impl crate::iteration::Spawn for Never {
+            fn spawn(&self, _job: crate::iteration::Job) {}
+        }
+        let spawner: std::sync::Arc<dyn crate::iteration::Spawn> = std::sync::Arc::new(Never);
+        let async_only = Policies::new(Duration::ZERO, Duration::ZERO, Some(spawner)).unwrap();
         assert!(async_only.cancel.is_some());
     }
 }

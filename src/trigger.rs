@@ -591,11 +591,15 @@ impl TriggerBuilder<'_> {
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
     pub fn bind(self, task: impl Task) -> Trigger {
         let on_panic = self.on_panic.clone();
-        self.bind_cell(TaskCell::new(task, on_panic))
+        self.bind_cell(TaskCell::new(task, on_panic), None)
     }
 
-    fn bind_cell(self, task: TaskCell) -> Trigger {
-        let policies = Policies::new(self.min_interval, self.stuck_after, task.is_async());
+    fn bind_cell(
+        self,
+        task: TaskCell,
+        spawner: Option<Arc<dyn crate::iteration::Spawn>>,
+    ) -> Trigger {
+        let policies = Policies::new(self.min_interval, self.stuck_after, spawner);
         let core = Core::new(
             Arc::clone(&self.scheduler.shared),
             task,
@@ -614,8 +618,8 @@ impl TriggerBuilder<'_> {
         task: impl crate::iteration::AsyncTask,
     ) -> Trigger {
         let on_panic = self.on_panic.clone();
-        let body = crate::iteration::AsyncBody { task, spawner };
-        self.bind_cell(TaskCell::new_async(body, on_panic))
+        let body = crate::iteration::AsyncBody { task };
+        self.bind_cell(TaskCell::new_async(body, on_panic), Some(spawner))
     }
 
     /// The Tokio runtime whose threads poll the iterations of a trigger

@@ -1,6 +1,8 @@
-//! Models of the async iteration on the crate's real code: a worker enters
-//! and spawns the iteration's future on a minimal executor, another thread
-//! polls it to completion and exits the state word. Checked: G1 (the task
+//! Models of the async iteration on the crate's real code, with a minimal
+//! executor: a fire's dispatch runs as an executor job (a worker's, for
+//! the scheduler's own runs), enters, and polls the iteration's future in
+//! the same job; whichever thread polls it to completion exits the state
+//! word, and a re-run due then is adopted by that job. Checked: G1 (the task
 //! closure, run by workers, and the futures, polled by the executor's
 //! threads, never touch the task state at once), G2 through the hand-over,
 //! G4/G5 (fires during an `.await` give exactly one follow-up), and the
@@ -19,17 +21,18 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// Pending once (waking itself), then ready: an `.await` that hands the
-/// iteration to whichever thread polls next.
-struct YieldOnce(bool);
+/// Pending `.0` times (waking itself each time), then ready: `.await`s
+/// that hand the iteration to whichever thread polls next.
+struct Yields(u32);
 
-impl Future for YieldOnce {
+impl Future for Yields {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
+        if self.0 == 0 {
             Poll::Ready(())
         } else {
+            self.0 -= 1;
             cx.waker().wake_by_ref();
             Poll::Pending
         }
@@ -57,12 +60,13 @@ fn async_hand_over_keeps_exclusion_and_happens_before() {
         let seen = Arc::new(AtomicUsize::new(usize::MAX));
         let (s, d, n) = (state.clone(), data.clone(), seen.clone());
         let trigger = h.async_trigger(0, &executor, move || {
-            // On the worker: ordered after the previous future's last touch
-            // only through that future's `exit` and this `enter`.
+            // Where the dispatch runs: ordered after the previous future's
+            // last touch (maybe on the other thread) only through that
+            // future's `exit` and this `enter`.
             s.touch();
             let (s, d, n) = (s.clone(), d.clone(), n.clone());
             async move {
-                YieldOnce(false).await;
+                Yields(1).await;
                 s.touch(); // on the executor's thread
                            // Relaxed on purpose: visibility must come from the trigger.
                 n.store(d.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -70,11 +74,13 @@ fn async_hand_over_keeps_exclusion_and_happens_before() {
             }
         });
         trigger.fire().unwrap();
+        // Two executor threads: the fire's dispatch, the future's polls and
+        // a later dispatch may each land on either.
         let worker = {
-            let h = h.clone();
+            let executor = executor.clone();
             thread::spawn(move || {
-                h.run_one();
-                h.run_one();
+                executor.poll_one();
+                executor.poll_one();
             })
         };
         let poller = {
@@ -107,19 +113,22 @@ fn fires_during_an_await_give_exactly_one_follow_up() {
         let trigger = h.async_trigger(0, &executor, move || {
             st.bump();
             async {
-                YieldOnce(false).await;
+                Yields(2).await;
                 None
             }
         });
         trigger.fire().unwrap();
-        h.run_one(); // spawned: in flight from here on
+        // The fire's dispatch runs on the executor, which then polls the
+        // iteration once: in flight from here on.
+        h.run_all();
+        executor.poll_one();
         let firers: Vec<_> = (0..2)
             .map(|_| {
                 let t = trigger.clone();
                 thread::spawn(move || t.fire().unwrap())
             })
             .collect();
-        // The first poll (pending) races the fires; the iteration cannot
+        // The second poll (pending) races the fires; the iteration cannot
         // complete before both fired.
         let poller = {
             let executor = executor.clone();

@@ -205,14 +205,13 @@ impl Lifecycle {
     }
 
     /// Whether `shutdown_now` was called, for an async iteration (read
-    /// under its cancel slot's lock; see `iteration.rs`). Acquire: pairs
-    /// with the Release store in `Scheduler::cancel_now`, so an iteration
-    /// that sees the flag also sees the scheduler closed and the report's
-    /// draft, and records its `Cancelled` outcome there (`loom_async`
-    /// fails with StillRunning without it). A flag seen without that edge
-    /// would end the iteration unrecorded.
+    /// under its cancel slot's lock; see `iteration.rs`). Relaxed: the
+    /// iteration that sees it only ends, and its end records the outcome in
+    /// the report through the state word (`Core::end` looks again after
+    /// its AcqRel `exit`), not through this flag. (It was Release/Acquire
+    /// while the end looked only once; `loom_async` needs neither now.)
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Acquire)
+        self.cancel.load(Ordering::Relaxed)
     }
 
     /// `shutdown_now`, after setting the flag: wakes every async iteration

@@ -441,12 +441,11 @@ impl Scheduler {
         // Close (and scan) first, so the iterations told to stop are the
         // ones the report lists in flight.
         self.shared.begin_shutdown();
-        // Release: pairs with the Acquire in `Lifecycle::is_cancelled`: an
-        // async iteration that sees the flag sees the scheduler closed and
-        // the scan's report, and records its outcome. (`cancelled()` in a
-        // task reads it Relaxed: it only answers "was shutdown_now
-        // called?".)
-        self.shared.lifecycle.cancel.store(true, Ordering::Release);
+        // Relaxed: `cancelled()` only answers "was shutdown_now called?",
+        // and an async iteration reads it under its cancel slot's lock,
+        // which `wake_async` takes after this store (see `iteration.rs`);
+        // no data is handed over through it.
+        self.shared.lifecycle.cancel.store(true, Ordering::Relaxed);
         self.shared.lifecycle.wake_async();
     }
 
