@@ -288,6 +288,18 @@ impl Core {
         if self.shared.is_closed() {
             return Err(FireError::Shutdown);
         }
+        // A re-run is already reserved: coalesce into it with one RMW. The
+        // request word keeps the reservation's claim; `exit` re-runs the
+        // live version, this one or newer.
+        if let Some(version) = self.state.advance_reserved() {
+            self.stats.advanced(version);
+            // Shutdown began meanwhile: refuse. The reserved re-run stands
+            // for the earlier, accepted fire, and `exit` lists it.
+            if self.shared.is_closed() {
+                return Err(FireError::Shutdown);
+            }
+            return Ok(version);
+        }
         let version = self.advance();
         let replaced = self.request.publish(version, Kind::Due, false);
         if replaced.is_some() && !self.reserve_inline() {

@@ -38,6 +38,11 @@
 //!   reads the value the runner's `exit` wrote, still in that sequence.
 //!   (A Relaxed advance loses a coalesced firer's data: `loom_trigger`'s G4
 //!   model catches it.)
+//! * A fire while a re-run is already reserved (`advance_reserved`) only
+//!   bumps the version, keeping RUNNING and RESERVED, with *Release*: the
+//!   re-run's Acquire `enter` reads a later value of its release sequence
+//!   (`loom_trigger`'s `g2_a_fire_coalescing_into_a_reserved_re_run…`
+//!   fails with Relaxed).
 //! * Setting RESERVED (`enter`'s reservation arm, `reserve`) is therefore
 //!   *Relaxed*: the reserver hands nothing on that the firer's own Release
 //!   does not. The ordering audit (docs/DESIGN.md) weakened each of these
@@ -214,6 +219,27 @@ impl State {
             // Release: heads the release sequence the serving run's Acquire
             // `enter` synchronizes with (see `# Orderings`).
             Step::Store((current & RUNNING) | version, Ordering::Release, version)
+        })
+    }
+
+    /// **advance**, for a fire while a re-run is already reserved: bumps
+    /// the version and keeps RUNNING and RESERVED, so the reserved re-run
+    /// serves this fire too (it runs the live version, read at `exit`).
+    /// One RMW instead of a fire's four; `None`, and nothing written,
+    /// unless both bits are set.
+    pub fn advance_reserved(&self) -> Option<u32> {
+        self.update(|current| {
+            if current & (RUNNING | RESERVED) != RUNNING | RESERVED {
+                return Step::Keep(None);
+            }
+            let version = next_version(current & VERSION_MASK);
+            // Release: as `advance` — the re-run's Acquire `enter` reads a
+            // later value of this release sequence (G2 for this firer).
+            Step::Store(
+                RUNNING | RESERVED | version,
+                Ordering::Release,
+                Some(version),
+            )
         })
     }
 

@@ -370,3 +370,47 @@ fn drop_of_the_last_handle_during_a_run_frees_the_task_once_after_it() {
         assert_eq!(drops.get(), 1, "freed exactly once");
     });
 }
+
+#[test]
+fn g2_a_fire_coalescing_into_a_reserved_re_run_hands_its_data_to_it() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let data = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let me = Arc::new(std::sync::OnceLock::<circulation_trigger::WeakTrigger>::new());
+        let (d, s, m) = (data.clone(), seen.clone(), me.clone());
+        let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let trigger = h.trigger(0, move || {
+            if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                // Fired during its own run: the re-run is reserved.
+                let _ = m.get().and_then(|w| w.upgrade()).map(|t| t.fire());
+            }
+            // Relaxed on purpose: visibility must come from the trigger.
+            s.store(d.load(Ordering::Relaxed), Ordering::Relaxed);
+            None
+        });
+        me.set(trigger.downgrade()).ok().unwrap();
+        trigger.fire().unwrap();
+        // The worker runs the first iteration and its re-run, while a user
+        // writes and fires: while the re-run is reserved, this fire
+        // coalesces into it with one RMW.
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+                h.run_one();
+            })
+        };
+        let user = {
+            let (d, t) = (data.clone(), trigger.clone());
+            thread::spawn(move || {
+                d.store(1, Ordering::Relaxed);
+                t.fire().unwrap();
+            })
+        };
+        worker.join().unwrap();
+        user.join().unwrap();
+        h.run_all();
+        assert_eq!(seen.load(Ordering::Relaxed), 1, "the last run saw the data");
+    });
+}
