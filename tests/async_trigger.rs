@@ -538,3 +538,29 @@ async fn policies_apply_to_async_tasks() {
         assert!(pair[1] - pair[0] >= cooldown, "started within the cooldown");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_timeouts_never_panic_or_hang() {
+    let scheduler = Scheduler::new();
+    let trigger = Trigger::bind_async(&scheduler, || async {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        None
+    });
+    // Zero: the deadline has passed before the run ends; the fire stands.
+    let zero = trigger.fire_and_wait_async(Duration::ZERO).await;
+    assert!(matches!(
+        zero,
+        Err(WaitError::Timeout) | Ok(Outcome::Completed)
+    ));
+    // Past the clock's range: no timer at all, waits for the run.
+    for timeout in [Duration::MAX, Duration::from_secs(u64::MAX)] {
+        let outcome = trigger.fire_and_wait_async(timeout).await;
+        assert_eq!(outcome, Ok(Outcome::Completed));
+    }
+    // The sync form from a blocking thread, same values.
+    let t = trigger.clone();
+    let sync = tokio::task::spawn_blocking(move || t.fire_and_wait(Duration::MAX))
+        .await
+        .unwrap();
+    assert_eq!(sync, Ok(Outcome::Completed));
+}
