@@ -288,19 +288,19 @@ impl Core {
         if self.shared.is_closed() {
             return Err(FireError::Shutdown);
         }
-        // A re-run is already reserved: coalesce into it with one RMW. The
-        // request word keeps the reservation's claim; `exit` re-runs the
-        // live version, this one or newer.
-        if let Some(version) = self.state.advance_reserved() {
-            self.stats.advanced(version);
-            // Shutdown began meanwhile: refuse. The reserved re-run stands
-            // for the earlier, accepted fire, and `exit` lists it.
+        let (version, coalesced) = self.state.advance_fire();
+        self.stats.advanced(version);
+        if coalesced {
+            // A re-run was already reserved and now serves this fire: one
+            // RMW in all. The request word keeps the reservation's claim;
+            // `exit` re-runs the live version, this one or newer. Shutdown
+            // began meanwhile: refuse; the reserved re-run stands for the
+            // earlier, accepted fire, and `exit` lists it.
             if self.shared.is_closed() {
                 return Err(FireError::Shutdown);
             }
             return Ok(version);
         }
-        let version = self.advance();
         let replaced = self.request.publish(version, Kind::Due, false);
         if replaced.is_some() && !self.reserve_inline() {
             self.schedule_run(OnClosed::Refuse);

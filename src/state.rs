@@ -29,16 +29,17 @@
 //! * **iteration N → iteration N+1**: `exit` clears RUNNING with *Release*;
 //!   `enter` sets RUNNING with *Acquire* and reads that store (or a later one
 //!   in its release sequence: every write to the word is an RMW).
-//! * **firer → the run serving it** (G2, G4): `advance` is *Release*. Every
-//!   write to this word is an RMW, so every later value is in the release
-//!   sequence of each firer's `advance`; the run serving version v does
+//! * **firer → the run serving it** (G2, G4): a fire's `advance_fire` is
+//!   *Release* (both arms). Every write to this word is an RMW, so every
+//!   later value is in the release sequence of each firer's advance; the run serving version v does
 //!   `enter(v)` with *Acquire*, reads such a value and so synchronizes with
 //!   that firer *and with every earlier, coalesced one* (whose publish was
 //!   refused). This covers the re-run a reservation causes too: its `enter`
 //!   reads the value the runner's `exit` wrote, still in that sequence.
 //!   (A Relaxed advance loses a coalesced firer's data: `loom_trigger`'s G4
-//!   model catches it.)
-//! * A fire while a re-run is already reserved (`advance_reserved`) only
+//!   model catches it.) `fire_after` and `suspend` use the plain `advance`,
+//!   Relaxed: a delayed request's data travels through the request word.
+//! * A fire while a re-run is already reserved (`advance_fire`) only
 //!   bumps the version, keeping RUNNING and RESERVED, with *Release*: the
 //!   re-run's Acquire `enter` reads a later value of its release sequence
 //!   (`loom_trigger`'s `g2_a_fire_coalescing_into_a_reserved_re_run…`
@@ -209,37 +210,40 @@ impl State {
     }
 
     /// **advance**: clears RESERVED, bumps the version, keeps RUNNING;
-    /// returns the new version. Used by `fire`, `fire_after` and `suspend`.
+    /// returns the new version. Used by `fire_after` and `suspend` (`fire`
+    /// uses [`advance_fire`](Self::advance_fire)).
     ///
     /// Clearing RESERVED is what makes fire/fire/suspend stop and
     /// fire/fire/fire yield one chain (docs/DESIGN.md, "Pitfalls").
     pub fn advance(&self) -> u32 {
         self.update(|current| {
             let version = next_version(current & VERSION_MASK);
-            // Release: heads the release sequence the serving run's Acquire
-            // `enter` synchronizes with (see `# Orderings`).
-            Step::Store((current & RUNNING) | version, Ordering::Release, version)
+            // Relaxed: a suspend hands nothing on, and a `fire_after`'s data
+            // reaches the run serving it through the request word (its
+            // AcqRel publish heads the release sequence the dispatcher's
+            // Acquire `take_due` reads). The ordering audit weakened this
+            // with no model failing.
+            Step::Store((current & RUNNING) | version, Ordering::Relaxed, version)
         })
     }
 
-    /// **advance**, for a fire while a re-run is already reserved: bumps
-    /// the version and keeps RUNNING and RESERVED, so the reserved re-run
-    /// serves this fire too (it runs the live version, read at `exit`).
-    /// One RMW instead of a fire's four; `None`, and nothing written,
-    /// unless both bits are set.
-    pub fn advance_reserved(&self) -> Option<u32> {
+    /// **advance** for `fire`: as [`advance`](Self::advance), except
+    /// when a re-run is already reserved (RUNNING and RESERVED both set):
+    /// then it keeps both bits, so that re-run — which adopts the live
+    /// version at `exit` — serves this fire too, and the fire needs no
+    /// other step. Returns the new version and whether it coalesced so.
+    pub fn advance_fire(&self) -> (u32, bool) {
         self.update(|current| {
-            if current & (RUNNING | RESERVED) != RUNNING | RESERVED {
-                return Step::Keep(None);
-            }
             let version = next_version(current & VERSION_MASK);
-            // Release: as `advance` — the re-run's Acquire `enter` reads a
-            // later value of this release sequence (G2 for this firer).
-            Step::Store(
-                RUNNING | RESERVED | version,
-                Ordering::Release,
-                Some(version),
-            )
+            let reserved = current & (RUNNING | RESERVED) == RUNNING | RESERVED;
+            let kept = if reserved {
+                RUNNING | RESERVED
+            } else {
+                current & RUNNING
+            };
+            // Release (both arms): as `advance` — the serving run's Acquire
+            // `enter` reads a later value of this release sequence (G2).
+            Step::Store(kept | version, Ordering::Release, (version, reserved))
         })
     }
 
