@@ -582,11 +582,12 @@ impl Core {
     }
 
     /// How long this trigger's last iteration ran (µs), as the timer role
-    /// holder's guess of how long its next one will.
-    pub(crate) fn expected_run_us(&self) -> u64 {
+    /// holder's guess of how long its next one will; `None` before its
+    /// first run ends (nothing known).
+    pub(crate) fn expected_run_us(&self) -> Option<u64> {
         if self.cancel_slot().is_some() {
             // An async iteration only spawns its future on the worker.
-            return 0;
+            return Some(0);
         }
         self.stats.last_run_us()
     }

@@ -165,17 +165,18 @@ impl Counters {
         (start != u64::MAX).then_some(start)
     }
 
-    /// How long the last finished iteration ran (µs; 0 if none finished or
-    /// one is in flight): the timer role holder's estimate of a due run.
-    pub(crate) fn last_run_us(&self) -> u64 {
+    /// How long the last finished iteration ran (µs; 0 while one is in
+    /// flight, `None` if none has finished): the timer role holder's
+    /// estimate of a due run.
+    pub(crate) fn last_run_us(&self) -> Option<u64> {
         let (start, end) = (
             self.last_start_us.load(Relaxed),
             self.last_end_us.load(Relaxed),
         );
         if start == u64::MAX || end == u64::MAX {
-            return 0;
+            return None;
         }
-        end.saturating_sub(start)
+        Some(end.saturating_sub(start))
     }
 
     /// A snapshot, given the state and request words read just before.

@@ -184,3 +184,76 @@ fn an_extra_worker_holding_the_timer_role_retires_by_handing_it_over() {
         quick.stats().iterations == 2
     });
 }
+
+/// A trigger whose task blocks on `gate` from its `blocking_from`-th run
+/// on (1-based), counting starts in `started`.
+fn blocking_from(
+    scheduler: &Scheduler,
+    blocking_from: usize,
+    gate: &Gate,
+    started: &Counter,
+) -> Trigger {
+    let (gate, started) = (gate.clone(), started.clone());
+    Trigger::bind(scheduler, move || {
+        if started.bump() >= blocking_from {
+            gate.wait();
+        }
+        None
+    })
+}
+
+#[test]
+fn a_first_run_that_blocks_does_not_hold_back_later_deadlines() {
+    // The monitor is kept out of it (a stall threshold of a minute): only
+    // the role's hand-over can run the later deadline. A first run's
+    // duration is unknown, so its thread does not keep the role for itself.
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .stall_threshold(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let blocker = blocking_from(&scheduler, 1, &gate, &started);
+    let later = Counter::default();
+    let l = later.clone();
+    let other = Trigger::bind(&scheduler, move || {
+        l.bump();
+        None
+    });
+    blocker.fire_after(Duration::from_millis(20)).unwrap();
+    other.fire_after(Duration::from_millis(60)).unwrap();
+    eventually("the later trigger ran while the first run blocks", || {
+        later.get() == 1
+    });
+    assert_eq!(started.get(), 1, "the blocker is still in its first run");
+    gate.open();
+    let _ = scheduler.shutdown_and_join();
+}
+
+#[test]
+fn a_quick_task_that_blocks_this_time_leaves_the_role_to_the_monitor() {
+    // Its first run ends at once, so its second looks quick: its thread
+    // keeps the role to itself, then blocks. The monitor (default stall
+    // threshold) must hand the role on so the later deadline runs.
+    let scheduler = Scheduler::builder().workers(2).build().unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let blocker = blocking_from(&scheduler, 2, &gate, &started);
+    blocker.fire().unwrap();
+    eventually("the first, quick run ended", || {
+        blocker.stats().iterations == 1
+    });
+    let later = Counter::default();
+    let l = later.clone();
+    let other = Trigger::bind(&scheduler, move || {
+        l.bump();
+        None
+    });
+    blocker.fire_after(Duration::from_millis(20)).unwrap();
+    other.fire_after(Duration::from_millis(60)).unwrap();
+    eventually("the later trigger ran while the second run blocks", || {
+        later.get() == 1
+    });
+    assert_eq!(started.get(), 2, "the blocker is still in its second run");
+    gate.open();
+    let _ = scheduler.shutdown_and_join();
+}

@@ -7,7 +7,7 @@
 //! task is freed without waiting for a stale deadline (docs/DESIGN.md,
 //! "Pitfalls").
 
-use super::pool::NEVER;
+use super::pool::{NEVER, UNKNOWN_US};
 use crate::core::Core;
 use crate::request::Word;
 use crate::sync::{Arc, Ordering, Weak};
@@ -38,7 +38,8 @@ impl Timer {
     /// One turn at time `now_us`: re-read the triggers from the inbox
     /// (`items`), then append every run that is due to `due`, in deadline
     /// order, for the caller to queue. Returns how long those runs took
-    /// last time, in all (µs): the caller's estimate of the batch.
+    /// last time, in all (µs): the caller's estimate of the batch —
+    /// [`UNKNOWN_US`] if one of them has never finished a run.
     pub(crate) fn turn(
         &mut self,
         now_us: u64,
@@ -54,7 +55,8 @@ impl Timer {
             if let Some(core) = entry.core.upgrade() {
                 core.timer_key.store(NO_KEY, Ordering::Relaxed);
                 if core.expire(entry.seen, due_at) {
-                    estimate_us = estimate_us.saturating_add(core.expected_run_us());
+                    let expected = core.expected_run_us().unwrap_or(UNKNOWN_US);
+                    estimate_us = estimate_us.saturating_add(expected);
                     due.push(entry.core);
                 }
             }
