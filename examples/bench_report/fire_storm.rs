@@ -91,3 +91,19 @@ pub fn measure<P: Peer>(length: Duration) -> Storm {
         capped: capped.load(Relaxed),
     }
 }
+
+/// The median round by iterations/s and by fires/s; the largest heap
+/// growth and every overlap of all rounds.
+pub fn median(rounds: &[Storm]) -> Storm {
+    let middle = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    Storm {
+        iterations_per_s: middle(rounds.iter().map(|s| s.iterations_per_s).collect()),
+        fires_per_s_per_thread: middle(rounds.iter().map(|s| s.fires_per_s_per_thread).collect()),
+        heap_growth: rounds.iter().map(|s| s.heap_growth).max().unwrap_or(0),
+        overlaps: rounds.iter().map(|s| s.overlaps).sum(),
+        capped: rounds.iter().any(|s| s.capped),
+    }
+}
