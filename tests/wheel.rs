@@ -111,6 +111,35 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Without removals or re-keys, the next expiration is the earliest
+    /// deadline itself (not the start of the slot that holds it): the
+    /// wheel's owner wakes once per deadline, not once more per cascade.
+    #[test]
+    fn next_expiration_is_the_earliest_deadline_without_removals(
+        start in 0u64..1 << 40,
+        steps in prop::collection::vec((prop::collection::vec(offset(), 0..8), offset()), 1..40),
+    ) {
+        let mut wheel = Wheel::new(start);
+        let mut deadlines: Vec<u64> = Vec::new();
+        for (inserts, poll) in steps {
+            let now = wheel.elapsed();
+            for offset in inserts {
+                let when = now.saturating_add(offset);
+                wheel.insert(when, ());
+                deadlines.push(when);
+            }
+            let to = now.saturating_add(poll);
+            wheel.poll(to, |_, _, ()| {});
+            deadlines.retain(|&when| when > to);
+            let earliest = deadlines.iter().min().map(|&when| when.max(wheel.elapsed()));
+            prop_assert_eq!(wheel.next_expiration(), earliest);
+        }
+    }
+}
+
 #[test]
 fn a_million_entries_expire_in_order() {
     let mut wheel = Wheel::new(0);

@@ -317,6 +317,9 @@ impl Pool {
         clock: &Clock,
         push: &mut Option<InboxPush>,
     ) -> Work {
+        // The clock as the worker's last run ended (its re-arm read it):
+        // good for the first look below, saving a read per periodic run.
+        let mut now_hint = push.as_ref().map(|push| push.now_us);
         let mut state = self.lock();
         if !state.closed {
             if let Some(InboxPush { core, now_us }) = push.take() {
@@ -333,7 +336,10 @@ impl Pool {
                 return Work::Exit;
             }
             let role_free = state.timer.is_some();
-            if role_free && (state.queue.is_empty() || state.timer_due(clock.now_us())) {
+            let due = |state: &State, hint: Option<u64>| {
+                state.timer_due(hint.unwrap_or_else(|| clock.now_us()))
+            };
+            if role_free && (state.queue.is_empty() || due(&state, now_hint.take())) {
                 state.progress += 1;
                 let items = std::mem::take(&mut state.inbox);
                 let timer = state.timer.take().expect("the role is free");
@@ -361,7 +367,7 @@ impl Pool {
         }
     }
 
-    /// Role holder side, after a turn that found `due` runs: queue them
+    /// Role holder side, after a turn at `turned_at_us` that found `due` runs: queue them
     /// and go run them (putting the role back), or sleep toward the
     /// wheel's next deadline until then or until woken. `retire`: the
     /// holder is an extra worker, which sleeps at most its keep-alive and
@@ -371,6 +377,7 @@ impl Pool {
         timer: Box<Timer>,
         due: &mut Vec<Weak<Core>>,
         estimate_us: u64,
+        turned_at_us: u64,
         clock: &Clock,
         retire: Option<&Limits>,
     ) -> Step {
@@ -383,7 +390,7 @@ impl Pool {
             state.queue.extend(due.drain(..));
         }
         if !state.queue.is_empty() {
-            let wakes = self.release(&mut state, timer, estimate_us, clock.now_us());
+            let wakes = self.release(&mut state, timer, estimate_us, turned_at_us);
             drop(state);
             self.notify(wakes);
             return Step::Released;

@@ -13,11 +13,18 @@ pub(crate) const LEVELS: usize = 11;
 /// "No entry" in the intrusive links.
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// One level: list heads and the bitmap of non-empty slots.
+/// One level: list heads, the bitmap of non-empty slots, and per slot the
+/// earliest deadline linked to it since it was last empty.
 #[derive(Debug, Clone)]
 pub(crate) struct Level {
     pub(crate) occupied: u64,
     pub(crate) heads: [u32; SLOTS],
+    /// A lower bound on the deadlines in each slot (`u64::MAX` if empty):
+    /// exact until the earliest entry is removed, then early, never late.
+    /// Lets the wheel's owner sleep until a slot's first deadline rather
+    /// than until the slot starts (and cascades), which would cost a
+    /// second wake-up for the same deadline.
+    pub(crate) earliest: [u64; SLOTS],
 }
 
 impl Level {
@@ -25,7 +32,15 @@ impl Level {
         Self {
             occupied: 0,
             heads: [NIL; SLOTS],
+            earliest: [u64::MAX; SLOTS],
         }
+    }
+
+    /// Empties `slot`'s bookkeeping (its list is taken or emptied).
+    pub(crate) fn clear(&mut self, slot: usize) {
+        self.heads[slot] = NIL;
+        self.occupied &= !(1 << slot);
+        self.earliest[slot] = u64::MAX;
     }
 }
 

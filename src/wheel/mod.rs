@@ -28,7 +28,7 @@
 //! let a = wheel.insert(1_500, "a");
 //! let _b = wheel.insert(700, "b");
 //! assert!(wheel.reschedule(a, 300)); // re-key: still one entry for "a"
-//! assert_eq!(wheel.next_expiration(), Some(256)); // a level-1 slot starts
+//! assert_eq!(wheel.next_expiration(), Some(300)); // the earliest deadline
 //!
 //! let mut due = Vec::new();
 //! wheel.poll(1_000, |_key, when, value| due.push((when, value)));
@@ -176,12 +176,16 @@ impl<T> Wheel<T> {
         entry.value.as_ref().map(|_| entry.when)
     }
 
-    /// The earliest time at which [`poll`](Self::poll) has work: the start of
-    /// the next occupied slot. For a level-0 slot this is an entry's exact
-    /// deadline; above level 0 it is when that slot cascades (no later than
-    /// any deadline in it).
+    /// The earliest time at which [`poll`](Self::poll) may have an entry
+    /// to expire: the earliest deadline linked to the next occupied slot.
+    /// It is exact unless that entry was since removed or re-keyed; then
+    /// it is earlier than every deadline left (never later), and a poll
+    /// at that time finds nothing due but makes it exact again.
     pub fn next_expiration(&self) -> Option<u64> {
-        self.next_slot().map(|(_, start)| start)
+        self.next_slot().map(|(level, start)| {
+            let earliest = self.levels[level].earliest[slot_for(start, level)];
+            start.max(earliest)
+        })
     }
 
     /// The lowest non-empty level and the start of its next occupied slot.
@@ -213,8 +217,7 @@ impl<T> Wheel<T> {
     fn process_slot(&mut self, level: usize, start: u64, expired: &mut impl FnMut(Key, u64, T)) {
         let slot = slot_for(start, level);
         let mut index = self.levels[level].heads[slot];
-        self.levels[level].heads[slot] = NIL;
-        self.levels[level].occupied &= !(1 << slot);
+        self.levels[level].clear(slot);
         while index != NIL {
             let next = self.entries[index as usize].next;
             if self.entries[index as usize].when <= self.elapsed {
@@ -283,8 +286,10 @@ impl<T> Wheel<T> {
         if head != NIL {
             self.entries[head as usize].prev = index;
         }
-        self.levels[level].heads[slot] = index;
-        self.levels[level].occupied |= 1 << slot;
+        let level = &mut self.levels[level];
+        level.heads[slot] = index;
+        level.occupied |= 1 << slot;
+        level.earliest[slot] = level.earliest[slot].min(when);
     }
 
     /// Takes entry `index` out of its slot list.
@@ -296,7 +301,7 @@ impl<T> Wheel<T> {
             debug_assert_eq!(self.levels[level].heads[slot], index);
             self.levels[level].heads[slot] = next;
             if next == NIL {
-                self.levels[level].occupied &= !(1 << slot);
+                self.levels[level].clear(slot);
             }
         } else {
             self.entries[prev as usize].next = next;
