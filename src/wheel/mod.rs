@@ -220,6 +220,9 @@ impl<T> Wheel<T> {
         self.levels[level].clear(slot);
         while index != NIL {
             let next = self.entries[index as usize].next;
+            if let Some(entry) = self.entries.get(next as usize) {
+                prefetch(entry);
+            }
             if self.entries[index as usize].when <= self.elapsed {
                 let when = self.entries[index as usize].when;
                 let value = self.release(index);
@@ -310,6 +313,24 @@ impl<T> Wheel<T> {
             self.entries[next as usize].prev = prev;
         }
     }
+}
+
+/// Asks the CPU to start loading `entry`'s cache line: a slot's list is
+/// walked one dependent load at a time, and with many entries each is a
+/// cache miss; issuing the next one's load while the current one is
+/// expired (which touches its trigger) overlaps the two. A hint only.
+#[inline(always)]
+fn prefetch<T>(entry: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; it only
+    // hints the cache and never faults or reads into the program, and the
+    // pointer comes from a live reference anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((entry as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = entry;
 }
 
 #[cfg(all(test, not(loom)))]
