@@ -90,18 +90,47 @@ impl InboxPush {
     }
 }
 
-/// What the RUNNING holder alone touches: the task, and the back-off of a
-/// [`PanicPolicy::Retry`](crate::PanicPolicy::Retry).
+/// What the RUNNING holder alone touches: the task, with the back-off of a
+/// [`PanicPolicy::Retry`](crate::PanicPolicy::Retry) if it has one.
 pub(crate) struct TaskCell {
     body: Box<dyn Body>,
-    retry: Option<Box<RetryBackoff>>,
 }
 
-/// A task that runs on the worker, or one whose iterations are futures:
-/// one trait object, so a trigger pays one fat pointer for either.
+/// A task that runs on the worker, or one whose iterations are futures,
+/// with or without a retry back-off: one trait object, so a trigger pays
+/// one fat pointer for any of them.
 trait Body: Send {
     /// Calls the task, catching a panic.
     fn call(&mut self) -> Called;
+
+    /// After an iteration's result: the delay before the next attempt if
+    /// it panicked under a retry policy (which a normal return resets).
+    fn settle(&mut self, _result: &std::thread::Result<Option<Duration>>) -> Option<Duration> {
+        None
+    }
+}
+
+/// A task under [`PanicPolicy::Retry`](crate::PanicPolicy::Retry): the
+/// back-off lives beside it, in the same allocation.
+struct Retrying<B> {
+    body: B,
+    backoff: RetryBackoff,
+}
+
+impl<B: Body> Body for Retrying<B> {
+    fn call(&mut self) -> Called {
+        self.body.call()
+    }
+
+    fn settle(&mut self, result: &std::thread::Result<Option<Duration>>) -> Option<Duration> {
+        match result {
+            Ok(_) => {
+                self.backoff.reset();
+                None
+            }
+            Err(_) => self.backoff.failed(),
+        }
+    }
 }
 
 /// A sync task.
@@ -139,20 +168,20 @@ enum Called {
 
 impl TaskCell {
     pub(crate) fn new<T: Task>(task: T, on_panic: PanicPolicy) -> Self {
-        Self::with_body(Box::new(SyncBody(task)), on_panic)
+        Self::with_body(SyncBody(task), on_panic)
     }
 
     #[cfg_attr(not(any(feature = "tokio", loom)), allow(dead_code))]
     pub(crate) fn new_async<A: AsyncTask>(body: AsyncBody<A>, on_panic: PanicPolicy) -> Self {
-        Self::with_body(Box::new(body), on_panic)
+        Self::with_body(body, on_panic)
     }
 
-    fn with_body(body: Box<dyn Body>, on_panic: PanicPolicy) -> Self {
-        let retry = match on_panic {
-            PanicPolicy::Stop => None,
-            PanicPolicy::Retry(backoff) => Some(Box::new(backoff)),
+    fn with_body<B: Body + 'static>(body: B, on_panic: PanicPolicy) -> Self {
+        let body: Box<dyn Body> = match on_panic {
+            PanicPolicy::Stop => Box::new(body),
+            PanicPolicy::Retry(backoff) => Box::new(Retrying { body, backoff }),
         };
-        Self { body, retry }
+        Self { body }
     }
 
     /// Calls the task, catching a panic.
@@ -163,13 +192,7 @@ impl TaskCell {
     /// After an iteration's result: the delay before the next attempt if
     /// it panicked under a retry policy (which a normal return resets).
     fn settle(&mut self, result: &std::thread::Result<Option<Duration>>) -> Option<Duration> {
-        self.retry.as_deref_mut().and_then(|backoff| match result {
-            Ok(_) => {
-                backoff.reset();
-                None
-            }
-            Err(_) => backoff.failed(),
-        })
+        self.body.settle(result)
     }
 }
 
@@ -194,9 +217,8 @@ pub(crate) struct Core {
     /// - valid: the cell lives in `self`, kept alive by the Arc, and no
     ///   reference outlives its `with_mut` closure.
     task: UnsafeCell<TaskCell>,
-    pub(crate) name: Option<Box<str>>,
-    /// Cooldown, stuck detection and an async task's cancel slot, if the
-    /// trigger has any (most have none: one null pointer).
+    /// The name, cooldown, stuck detection and an async task's cancel
+    /// slot, if the trigger has any (most have none: one null pointer).
     pub(crate) policies: Option<Box<Policies>>,
     /// `fire_and_wait`'s waiters, from the first call on.
     waiters: std::sync::OnceLock<Box<Waiters>>,
@@ -226,7 +248,6 @@ impl Core {
     pub(crate) fn new(
         shared: Arc<Shared>,
         task: TaskCell,
-        name: Option<Box<str>>,
         policies: Option<Box<Policies>>,
         version: u32,
     ) -> Arc<Self> {
@@ -237,7 +258,6 @@ impl Core {
             queued: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(crate::scheduler::NO_KEY),
             task: UnsafeCell::new(task),
-            name,
             policies,
             waiters: std::sync::OnceLock::new(),
             slot: shared.lifecycle.register(weak.clone()),
@@ -250,14 +270,18 @@ impl Core {
         core
     }
 
+    /// The trigger's name, if it was built with one.
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.policies.as_ref().and_then(|p| p.name.as_deref())
+    }
+
     /// A statistics snapshot.
     pub(crate) fn stats(&self) -> TriggerStats {
         let state = self.state.snapshot();
         let request = self.request.peek();
         let now = self.shared.clock.now_us();
         let stuck = self.policies.as_ref().is_some_and(|p| p.is_stuck());
-        self.stats
-            .snapshot(self.name.as_deref(), state, request, now, stuck)
+        self.stats.snapshot(self.name(), state, request, now, stuck)
     }
 
     /// Reads the state word with an RMW, for the shutdown scan.
@@ -626,7 +650,7 @@ impl Core {
         }
         #[cfg(feature = "tracing")]
         tracing::trace!(
-            trigger = self.name.as_deref().unwrap_or("<unnamed>"),
+            trigger = self.name().unwrap_or("<unnamed>"),
             "fire coalesced into the queued run"
         );
         if self.shared.is_closed() {
@@ -711,7 +735,7 @@ impl Core {
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             "iteration",
-            trigger = self.name.as_deref().unwrap_or("<unnamed>"),
+            trigger = self.name().unwrap_or("<unnamed>"),
             version
         )
         .entered();
@@ -792,8 +816,7 @@ impl Core {
         let next = match result {
             Ok(next) => next,
             Err(payload) => {
-                self.shared
-                    .report_panic(self.name.as_deref(), payload.as_ref());
+                self.shared.report_panic(self.name(), payload.as_ref());
                 retry
             }
         };
@@ -881,9 +904,21 @@ mod tests {
 
     #[test]
     fn async_support_costs_a_sync_trigger_no_bytes() {
-        // One fat pointer for either kind of task, and the async task's
-        // cancel slot lives in the (usually absent) policy box.
-        assert_eq!(std::mem::size_of::<TaskCell>(), 24);
+        // One fat pointer for either kind of task (a retry back-off lives in
+        // the task's own allocation), and the async task's cancel slot and
+        // the name in the (usually absent) policy box.
+        assert_eq!(std::mem::size_of::<TaskCell>(), 16);
         assert_eq!(std::mem::size_of::<Option<Box<Policies>>>(), 8);
+    }
+
+    #[test]
+    fn a_core_stays_within_its_byte_budget() {
+        // 96 B of statistics, 72 B of state, task and pointers; the `Arc`
+        // adds 16. Growing it costs every idle trigger.
+        assert!(
+            std::mem::size_of::<Core>() <= 168,
+            "{}",
+            std::mem::size_of::<Core>()
+        );
     }
 }

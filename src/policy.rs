@@ -48,8 +48,11 @@ pub enum PanicPolicy {
     Retry(RetryBackoff),
 }
 
-/// The policies of one trigger that has any.
+/// The rarely set parts of one trigger that has any: kept out of line so
+/// a trigger with none pays one null pointer.
 pub(crate) struct Policies {
+    /// The trigger's name (for reports, hooks and tracing).
+    pub(crate) name: Option<Box<str>>,
     /// No start sooner than this after the previous start (µs; 0: none).
     pub(crate) min_interval_us: u64,
     /// A run longer than this is reported stuck (µs; 0: never).
@@ -65,6 +68,7 @@ pub(crate) struct Policies {
 impl fmt::Debug for Policies {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policies")
+            .field("name", &self.name)
             .field("min_interval_us", &self.min_interval_us)
             .field("stuck_after_us", &self.stuck_after_us)
             .finish_non_exhaustive()
@@ -74,6 +78,7 @@ impl fmt::Debug for Policies {
 impl Policies {
     /// Policies from the builder's settings; `None` if there are none.
     pub(crate) fn new(
+        name: Option<Box<str>>,
         min_interval: Duration,
         stuck_after: Duration,
         spawner: Option<std::sync::Arc<dyn crate::iteration::Spawn>>,
@@ -85,8 +90,10 @@ impl Policies {
             whole.saturating_add(u64::from(d.subsec_nanos() % 1_000 != 0))
         };
         let (min_interval_us, stuck_after_us) = (micros(min_interval), micros(stuck_after));
-        (min_interval_us > 0 || stuck_after_us > 0 || spawner.is_some()).then(|| {
+        let any = name.is_some() || min_interval_us > 0 || stuck_after_us > 0;
+        (any || spawner.is_some()).then(|| {
             Box::new(Self {
+                name,
                 min_interval_us,
                 stuck_after_us,
                 stuck: AtomicBool::new(false),
@@ -151,21 +158,27 @@ mod tests {
 
     #[test]
     fn policy_durations_round_up_to_the_microsecond() {
-        let policies = Policies::new(Duration::from_nanos(1), Duration::from_nanos(1_001), None)
-            .expect("some policy");
+        let policies = Policies::new(
+            None,
+            Duration::from_nanos(1),
+            Duration::from_nanos(1_001),
+            None,
+        )
+        .expect("some policy");
         assert_eq!((policies.min_interval_us, policies.stuck_after_us), (1, 2));
-        let exact = Policies::new(Duration::from_micros(40), Duration::MAX, None).unwrap();
+        let exact = Policies::new(None, Duration::from_micros(40), Duration::MAX, None).unwrap();
         assert_eq!(
             (exact.min_interval_us, exact.stuck_after_us),
             (40, u64::MAX)
         );
-        assert!(Policies::new(Duration::ZERO, Duration::ZERO, None).is_none());
+        assert!(Policies::new(None, Duration::ZERO, Duration::ZERO, None).is_none());
         struct Never;
         impl crate::iteration::Spawn for Never {
             fn spawn(&self, _job: crate::iteration::Job) {}
         }
         let spawner: std::sync::Arc<dyn crate::iteration::Spawn> = std::sync::Arc::new(Never);
-        let async_only = Policies::new(Duration::ZERO, Duration::ZERO, Some(spawner)).unwrap();
+        let async_only =
+            Policies::new(None, Duration::ZERO, Duration::ZERO, Some(spawner)).unwrap();
         assert!(async_only.cancel.is_some());
     }
 }

@@ -449,7 +449,7 @@ impl Trigger {
 
     /// The trigger's name, if it was built with one.
     pub fn name(&self) -> Option<&str> {
-        self.handle.core.name.as_deref()
+        self.handle.core.name()
     }
 
     /// Statistics: fires, coalesced fires, iterations, panics, last start
@@ -599,11 +599,10 @@ impl TriggerBuilder<'_> {
         task: TaskCell,
         spawner: Option<Arc<dyn crate::iteration::Spawn>>,
     ) -> Trigger {
-        let policies = Policies::new(self.min_interval, self.stuck_after, spawner);
+        let policies = Policies::new(self.name, self.min_interval, self.stuck_after, spawner);
         let core = Core::new(
             Arc::clone(&self.scheduler.shared),
             task,
-            self.name,
             policies,
             self.version,
         );

@@ -278,7 +278,7 @@ impl Lifecycle {
                 if core.touch_state().is_running() {
                     draft.in_flight_keys.push(Some(key(core)));
                     draft.report.in_flight.push(InFlightRun {
-                        trigger: core.name.as_deref().map(str::to_owned),
+                        trigger: core.name().map(str::to_owned),
                         outcome: Outcome::StillRunning,
                     });
                 }
@@ -355,7 +355,7 @@ impl Draft {
             .deadline(self.began_us)
             .map_or(0, |at| at.saturating_sub(self.began_us));
         self.report.discarded.push(DiscardedRun {
-            trigger: core.name.as_deref().map(str::to_owned),
+            trigger: core.name().map(str::to_owned),
             due_in: Duration::from_micros(due_in),
         });
     }

@@ -241,7 +241,7 @@ impl Shared {
     /// `stuck_after`: report it (the monitor, once per run).
     pub(crate) fn report_stuck(&self, core: &crate::core::Core, running_for_us: u64) {
         let report = crate::StuckRun {
-            trigger: core.name.as_deref().map(str::to_owned),
+            trigger: core.name().map(str::to_owned),
             running_for: Duration::from_micros(running_for_us),
         };
         #[cfg(feature = "tracing")]
