@@ -202,6 +202,31 @@ fn blocking_from(
     })
 }
 
+/// Arms `blocker` at 20 ms and another trigger at 60 ms, and checks that
+/// the other one runs while the blocker's `run`-th run blocks on `gate`.
+fn later_deadline_runs_while_blocked(
+    scheduler: Scheduler,
+    blocker: &Trigger,
+    run: usize,
+    gate: &Gate,
+    started: &Counter,
+) {
+    let later = Counter::default();
+    let l = later.clone();
+    let other = Trigger::bind(&scheduler, move || {
+        l.bump();
+        None
+    });
+    blocker.fire_after(Duration::from_millis(20)).unwrap();
+    other.fire_after(Duration::from_millis(60)).unwrap();
+    eventually("the later trigger ran while the blocker blocks", || {
+        later.get() == 1
+    });
+    assert_eq!(started.get(), run, "the blocker is still in that run");
+    gate.open();
+    let _ = scheduler.shutdown_and_join();
+}
+
 #[test]
 fn a_first_run_that_blocks_does_not_hold_back_later_deadlines() {
     // The monitor is kept out of it (a stall threshold of a minute): only
@@ -214,20 +239,7 @@ fn a_first_run_that_blocks_does_not_hold_back_later_deadlines() {
         .unwrap();
     let (gate, started) = (Gate::default(), Counter::default());
     let blocker = blocking_from(&scheduler, 1, &gate, &started);
-    let later = Counter::default();
-    let l = later.clone();
-    let other = Trigger::bind(&scheduler, move || {
-        l.bump();
-        None
-    });
-    blocker.fire_after(Duration::from_millis(20)).unwrap();
-    other.fire_after(Duration::from_millis(60)).unwrap();
-    eventually("the later trigger ran while the first run blocks", || {
-        later.get() == 1
-    });
-    assert_eq!(started.get(), 1, "the blocker is still in its first run");
-    gate.open();
-    let _ = scheduler.shutdown_and_join();
+    later_deadline_runs_while_blocked(scheduler, &blocker, 1, &gate, &started);
 }
 
 #[test]
@@ -242,18 +254,5 @@ fn a_quick_task_that_blocks_this_time_leaves_the_role_to_the_monitor() {
     eventually("the first, quick run ended", || {
         blocker.stats().iterations == 1
     });
-    let later = Counter::default();
-    let l = later.clone();
-    let other = Trigger::bind(&scheduler, move || {
-        l.bump();
-        None
-    });
-    blocker.fire_after(Duration::from_millis(20)).unwrap();
-    other.fire_after(Duration::from_millis(60)).unwrap();
-    eventually("the later trigger ran while the second run blocks", || {
-        later.get() == 1
-    });
-    assert_eq!(started.get(), 2, "the blocker is still in its second run");
-    gate.open();
-    let _ = scheduler.shutdown_and_join();
+    later_deadline_runs_while_blocked(scheduler, &blocker, 2, &gate, &started);
 }

@@ -38,7 +38,7 @@
 
 mod level;
 
-use level::{level_for, next_occupied, slot_for, Level, LEVELS, NIL};
+use level::{level_for, next_occupied, slot_for, Level, LEVELS, NIL, SLOTS};
 
 /// Identifies one entry of a [`Wheel`] until it expires or is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,12 +61,28 @@ impl Key {
 #[derive(Debug)]
 struct Entry<T> {
     when: u64,
+    /// Previous in the slot list, or for the list's head a [`HEAD`] marker
+    /// naming its slot (so an entry needs no level and slot fields: 32 B
+    /// rather than 40 for a two-word value).
     prev: u32,
     /// Next in the slot list, or next free entry while vacant.
     next: u32,
-    level: u8,
-    slot: u8,
     value: Option<T>,
+}
+
+/// Set in `prev` of a slot list's head; the low bits are
+/// `level · SLOTS + slot`. Entry indices stay below it.
+const HEAD: u32 = 1 << 31;
+
+/// The `prev` marker of the head of `(level, slot)`'s list.
+fn head_marker(level: usize, slot: usize) -> u32 {
+    HEAD | (level * SLOTS + slot) as u32
+}
+
+/// The `(level, slot)` a head marker names.
+fn marked_slot(marker: u32) -> (usize, usize) {
+    let index = (marker & !HEAD) as usize;
+    (index / SLOTS, index % SLOTS)
 }
 
 /// A hierarchical timing wheel holding values of type `T`.
@@ -113,7 +129,7 @@ impl<T> Wheel<T> {
     ///
     /// # Panics
     ///
-    /// If the wheel already holds `u32::MAX` entries (hundreds of GiB).
+    /// If the wheel already holds 2^31 entries (tens of GiB).
     pub fn insert(&mut self, when: u64, value: T) -> Key {
         let index = self.allocate(when, value);
         self.link(index);
@@ -239,13 +255,11 @@ impl<T> Wheel<T> {
             when,
             prev: NIL,
             next: NIL,
-            level: 0,
-            slot: 0,
             value: Some(value),
         };
         if self.free == NIL {
-            let index = u32::try_from(self.entries.len()).expect("fewer than 2^32 entries");
-            assert!(index != NIL, "fewer than 2^32 - 1 entries");
+            let index = u32::try_from(self.entries.len()).expect("fewer than 2^31 entries");
+            assert!(index < HEAD, "fewer than 2^31 entries");
             self.entries.push(entry);
             index
         } else {
@@ -281,9 +295,7 @@ impl<T> Wheel<T> {
         let head = self.levels[level].heads[slot];
         {
             let entry = &mut self.entries[index as usize];
-            entry.level = level as u8;
-            entry.slot = slot as u8;
-            entry.prev = NIL;
+            entry.prev = head_marker(level, slot);
             entry.next = head;
         }
         if head != NIL {
@@ -299,8 +311,10 @@ impl<T> Wheel<T> {
     fn unlink(&mut self, index: u32) {
         let entry = self.entry_mut(index);
         let (prev, next) = (entry.prev, entry.next);
-        let (level, slot) = (entry.level as usize, entry.slot as usize);
-        if prev == NIL {
+        if prev & HEAD != 0 {
+            // The head: its successor (if any) becomes the head and takes
+            // over the marker below.
+            let (level, slot) = marked_slot(prev);
             debug_assert_eq!(self.levels[level].heads[slot], index);
             self.levels[level].heads[slot] = next;
             if next == NIL {
@@ -406,6 +420,23 @@ mod tests {
         }
         assert!(wheel.is_empty());
         assert_eq!(wheel.next_expiration(), None);
+    }
+
+    #[test]
+    fn an_entry_holding_two_words_is_32_bytes() {
+        // The timer's value: a weak reference and a request word.
+        assert_eq!(std::mem::size_of::<Entry<(std::sync::Weak<u8>, u64)>>(), 32);
+    }
+
+    #[test]
+    fn head_markers_name_every_slot_and_no_index() {
+        for level in 0..LEVELS {
+            for slot in 0..SLOTS {
+                let marker = head_marker(level, slot);
+                assert!(marker & HEAD != 0 && marker != NIL);
+                assert_eq!(marked_slot(marker), (level, slot));
+            }
+        }
     }
 
     #[test]
