@@ -48,9 +48,11 @@ pub struct TriggerStats {
     pub last_start: Option<Duration>,
     /// When the last iteration ended (since the scheduler started).
     pub last_end: Option<Duration>,
-    /// Start minus deadline of the last timed run.
+    /// Start minus deadline of the last timed run (kept in whole
+    /// microseconds up to about 71 minutes; a larger lateness reads as
+    /// that).
     pub last_lateness: Option<Duration>,
-    /// The largest lateness seen.
+    /// The largest lateness seen (as `last_lateness`).
     pub max_lateness: Option<Duration>,
     /// What the trigger is doing now.
     pub state: TriggerState,
@@ -79,13 +81,19 @@ pub(crate) struct Counters {
     /// Worker side (the holder of RUNNING).
     iterations: AtomicU64,
     served_fires: AtomicU64,
-    panics: AtomicU64,
+    /// Saturates at `u32::MAX` (a trigger panicking a thousand times a
+    /// second would need seven weeks to get there).
+    panics: AtomicU32,
     last_version: AtomicU32,
     last_start_us: AtomicU64,
     last_end_us: AtomicU64,
-    last_lateness_us: AtomicU64,
-    max_lateness_us: AtomicU64,
+    /// Lateness in µs, saturating at `LATENESS_MAX`; `NONE` if unknown.
+    last_lateness_us: AtomicU32,
+    max_lateness_us: AtomicU32,
 }
+
+/// The largest lateness the statistics keep, in µs (about 71.6 minutes).
+const LATENESS_MAX: u32 = u32::MAX - 1;
 
 // Every access below is Relaxed: these are statistics. Each field has one
 // writer at a time (the firer for `wraps`/`suspends`, the timer for `due_*`
@@ -103,12 +111,12 @@ impl Counters {
             due_version: crate::sync::AtomicU32::new(NONE),
             iterations: AtomicU64::new(0),
             served_fires: AtomicU64::new(0),
-            panics: AtomicU64::new(0),
+            panics: AtomicU32::new(0),
             last_version: AtomicU32::new(start_version),
             last_start_us: AtomicU64::new(u64::MAX),
             last_end_us: AtomicU64::new(u64::MAX),
-            last_lateness_us: AtomicU64::new(u64::MAX),
-            max_lateness_us: AtomicU64::new(u64::MAX),
+            last_lateness_us: AtomicU32::new(NONE),
+            max_lateness_us: AtomicU32::new(NONE),
         }
     }
 
@@ -143,9 +151,10 @@ impl Counters {
         self.last_start_us.store(now_us, Relaxed);
         if self.due_version.swap(NONE, Relaxed) == version {
             let late = now_us.saturating_sub(self.due_at_us.load(Relaxed));
+            let late = u32::try_from(late).map_or(LATENESS_MAX, |us| us.min(LATENESS_MAX));
             self.last_lateness_us.store(late, Relaxed);
             let max = self.max_lateness_us.load(Relaxed);
-            if max == u64::MAX || late > max {
+            if max == NONE || late > max {
                 self.max_lateness_us.store(late, Relaxed);
             }
         }
@@ -155,7 +164,8 @@ impl Counters {
     pub(crate) fn ended(&self, now_us: u64, panicked: bool) {
         self.last_end_us.store(now_us, Relaxed);
         if panicked {
-            bump(&self.panics);
+            let panics = self.panics.load(Relaxed);
+            self.panics.store(panics.saturating_add(1), Relaxed);
         }
     }
 
@@ -199,11 +209,11 @@ impl Counters {
             fires,
             coalesced_fires: fires.saturating_sub(served),
             iterations: self.iterations.load(Relaxed),
-            panics: self.panics.load(Relaxed),
+            panics: u64::from(self.panics.load(Relaxed)),
             last_start: micros(self.last_start_us.load(Relaxed)),
             last_end: micros(self.last_end_us.load(Relaxed)),
-            last_lateness: micros(self.last_lateness_us.load(Relaxed)),
-            max_lateness: micros(self.max_lateness_us.load(Relaxed)),
+            last_lateness: lateness(&self.last_lateness_us),
+            max_lateness: lateness(&self.max_lateness_us),
             state: self.state(state, request, now_us),
             stuck: stuck && state.is_running(),
         }
@@ -233,6 +243,12 @@ impl Counters {
             Kind::Idle => TriggerState::Idle,
         }
     }
+}
+
+/// A lateness field as a duration, if known.
+fn lateness(field: &AtomicU32) -> Option<Duration> {
+    let us = field.load(Relaxed);
+    (us != NONE).then(|| Duration::from_micros(u64::from(us)))
 }
 
 /// Adds one to a counter whose only writer is the caller (see `started`).
@@ -287,5 +303,41 @@ impl SchedulerStats {
             peak_workers: workers.peak,
             worker_limit_hits: workers.limit_hits,
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn snapshot(counters: &Counters) -> TriggerStats {
+        let word = Word::new(1, Kind::Idle);
+        counters.snapshot(None, Snapshot::from_raw(1), word, 0, false)
+    }
+
+    #[test]
+    fn lateness_saturates_instead_of_wrapping() {
+        let counters = Counters::new(0);
+        assert_eq!(snapshot(&counters).max_lateness, None);
+        counters.marked_due(1, 10);
+        counters.started(1, 10 + 5_000_000_000_000); // ~58 days late
+        let max = Duration::from_micros(u64::from(LATENESS_MAX));
+        assert_eq!(snapshot(&counters).last_lateness, Some(max));
+        assert_eq!(snapshot(&counters).max_lateness, Some(max));
+        counters.marked_due(1, 100);
+        counters.started(1, 142);
+        let stats = snapshot(&counters);
+        assert_eq!(stats.last_lateness, Some(Duration::from_micros(42)));
+        assert_eq!(stats.max_lateness, Some(max), "the maximum stays");
+    }
+
+    #[test]
+    fn panics_are_counted_per_ended_iteration() {
+        let counters = Counters::new(0);
+        for _ in 0..3 {
+            counters.ended(7, true);
+        }
+        counters.ended(8, false);
+        assert_eq!(snapshot(&counters).panics, 3);
     }
 }
