@@ -332,7 +332,8 @@ impl Pool {
     ///
     /// `push`: the inbox push the worker's last run left (a re-arm),
     /// delivered under this lock instead of one of its own; left in place if
-    /// the pool is closed (the caller lists it).
+    /// the pool is closed (the caller lists it). `now_hint`: a recent clock
+    /// reading the caller already has.
     pub(crate) fn next_work(
         &self,
         bed: &Bed,
@@ -340,10 +341,13 @@ impl Pool {
         limits: &Limits,
         clock: &Clock,
         push: &mut Option<InboxPush>,
+        now_hint: Option<u64>,
     ) -> Work {
-        // The clock as the worker's last run ended (its re-arm read it):
-        // good for the first look below, saving a read per periodic run.
-        let mut now_hint = push.as_ref().map(|push| push.now_us);
+        // The clock as the worker's last run ended (its re-arm read it) or
+        // as its last timer turn began: good for the first look below,
+        // saving a read per periodic run and per turn (the first read after
+        // a wake-up is the costly one).
+        let mut now_hint = now_hint.or(push.as_ref().map(|push| push.now_us));
         let mut state = self.lock();
         if !state.closed {
             if let Some(InboxPush { core, now_us }) = push.take() {

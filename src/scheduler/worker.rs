@@ -38,12 +38,18 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
     let bed: Bed = Arc::new(Condvar::new());
     // A re-arm's inbox push, handed to the pool with the next lock.
     let mut push = None;
+    // The clock as this worker's last timer turn began.
+    let mut now_hint = None;
     loop {
         let (limits, clock) = (&shared.limits, &shared.clock);
-        match shared.pool.next_work(&bed, extra, limits, clock, &mut push) {
+        let hint = now_hint.take();
+        match shared
+            .pool
+            .next_work(&bed, extra, limits, clock, &mut push, hint)
+        {
             Work::Run(core) => push = core.upgrade().and_then(|core| core.dispatch()),
             Work::Timer(timer, items) => {
-                if hold_timer(shared, timer, items, extra) {
+                if hold_timer(shared, timer, items, extra, &mut now_hint) {
                     return; // retired, the role handed over
                 }
             }
@@ -78,12 +84,14 @@ fn fine_timer_slack() {
 /// Holds the timer role: turn, then sleep toward the next deadline, until
 /// a turn finds runs due (the role goes back, and this thread runs the
 /// first of them) or the pool closes. Returns `true` if this `extra`
-/// worker retired, handing the role over.
+/// worker retired, handing the role over; leaves the last turn's clock
+/// reading in `now_hint`.
 fn hold_timer(
     shared: &Shared,
     mut timer: Box<super::Timer>,
     mut items: Vec<Weak<crate::core::Core>>,
     extra: bool,
+    now_hint: &mut Option<u64>,
 ) -> bool {
     let mut due = Vec::new();
     let retire = extra.then_some(&shared.limits);
@@ -95,7 +103,10 @@ fn hold_timer(
             .after_turn(timer, &mut due, estimate_us, now_us, &shared.clock, retire)
         {
             Step::Turn(held, news) => (timer, items) = (held, news),
-            Step::Released => return false,
+            Step::Released => {
+                *now_hint = Some(now_us);
+                return false;
+            }
             Step::Retired => return true,
             Step::Closed(never_queued) => {
                 for core in never_queued.iter().filter_map(Weak::upgrade) {
