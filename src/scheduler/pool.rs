@@ -14,9 +14,14 @@
 //!
 //! Invariants:
 //!
-//! * A worker parks idle only while the role is held (`timer` is `None`):
-//!   whoever finds the role free takes it rather than park, so an idle
-//!   pool always has one thread sleeping toward the next deadline.
+//! * A worker parks idle only while the role is held (`timer` is `None`),
+//!   or while the thread that put it back after a quick batch (see
+//!   [`Pool::release`]) is on its way back for it: whoever finds the role
+//!   free takes it rather than park, so an idle pool always has one thread
+//!   sleeping toward the next deadline. If that batch blocks instead, the
+//!   monitor wakes a parked worker for the role within the stall threshold,
+//!   and an extra worker whose keep-alive runs out meanwhile takes the role
+//!   rather than retire.
 //! * A thread that wakes another pops its bed from `idle` (or clears
 //!   `holder_asleep`) under the lock: a woken worker is never counted
 //!   idle, and a wake is never sent to a thread that is not waiting.
@@ -82,9 +87,16 @@ const SHARE_US: u64 = 200;
 /// for the releasing thread to skip waking a successor.
 const BACK_MARGIN_US: u64 = 300;
 
-/// A batch estimate when some run in it has no history (a first run may
-/// take any time): never "quick".
-pub(crate) const UNKNOWN_US: u64 = u64::MAX;
+/// How long a turn's due runs took last time, in all: the role holder's
+/// guess of the batch (see [`Pool::after_turn`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Estimate {
+    /// The runs that have finished before (µs, saturating).
+    pub(crate) known_us: u64,
+    /// Some run in the batch has never finished one: it may take any time,
+    /// so the batch is never "quick".
+    pub(crate) unknown: bool,
+}
 
 /// How long before an exact deadline the role holder wakes first (µs).
 const PREWAKE_US: u64 = 30;
@@ -363,11 +375,11 @@ impl Pool {
             if state.closed {
                 return Work::Exit;
             }
+            // Only the first look may use the hint: after a wait it is old.
+            let hint = now_hint.take();
             let role_free = state.timer.is_some();
-            let due = |state: &State, hint: Option<u64>| {
-                state.timer_due(hint.unwrap_or_else(|| clock.now_us()))
-            };
-            if role_free && (state.queue.is_empty() || due(&state, now_hint.take())) {
+            let due = |state: &State| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
+            if role_free && (state.queue.is_empty() || due(&state)) {
                 state.progress += 1;
                 let items = std::mem::take(&mut state.inbox);
                 let timer = state.timer.take().expect("the role is free");
@@ -385,9 +397,13 @@ impl Pool {
             };
             // Still listed: nobody woke us (the keep-alive ran out, or a
             // spurious wake-up).
+            // An extra worker then retires — unless work waits that nobody
+            // picked up (a free role left behind a quick batch that
+            // blocked, say): it takes that instead.
             if let Some(index) = state.idle.iter().position(|b| Arc::ptr_eq(b, bed)) {
                 state.idle.remove(index);
-                if extra && !state.closed && state.workers.current > limits.core {
+                let surplus = state.workers.current > limits.core;
+                if extra && !state.closed && surplus && !state.pending(clock.now_us()) {
                     state.workers.current -= 1;
                     return Work::Exit;
                 }
@@ -404,7 +420,7 @@ impl Pool {
         &self,
         timer: Box<Timer>,
         due: &mut Vec<Weak<Core>>,
-        estimate_us: u64,
+        estimate: Estimate,
         turned_at_us: u64,
         clock: &Clock,
         retire: Option<&Limits>,
@@ -418,7 +434,7 @@ impl Pool {
             state.queue.extend(due.drain(..));
         }
         if !state.queue.is_empty() {
-            let wakes = self.release(&mut state, timer, estimate_us, turned_at_us);
+            let wakes = self.release(&mut state, timer, estimate, turned_at_us);
             drop(state);
             self.notify(wakes);
             return Step::Released;
@@ -498,22 +514,26 @@ impl Pool {
         &self,
         state: &mut State,
         timer: Box<Timer>,
-        estimate_us: u64,
+        estimate: Estimate,
         now_us: u64,
     ) -> Wakes {
         let mut wakes = Wakes::default();
         state.timer_next = timer.next_wake();
         state.timer = Some(timer);
         let others = state.queue.len().saturating_sub(1) as u64;
-        for _ in 0..(estimate_us / SHARE_US).min(others) {
+        for _ in 0..(estimate.known_us / SHARE_US).min(others) {
             if !state.wake_idle(&mut wakes) {
                 break;
             }
         }
         let deadlines = state.timer_next != NEVER || !state.inbox.is_empty();
-        let back_in_time = state.inbox.is_empty()
+        let back_in_time = !estimate.unknown
+            && state.inbox.is_empty()
             && state.timer_next.saturating_sub(now_us)
-                > estimate_us.saturating_mul(2).saturating_add(BACK_MARGIN_US);
+                > estimate
+                    .known_us
+                    .saturating_mul(2)
+                    .saturating_add(BACK_MARGIN_US);
         if !wakes.any_worker() && deadlines && !back_in_time {
             let _ = state.wake_idle(&mut wakes);
         }
@@ -762,6 +782,37 @@ pub struct Watch {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_extra_worker_past_its_keep_alive_takes_work_nobody_picked_up() {
+        let pool = Arc::new(Pool::new(None)); // the role is held for good
+        pool.lock().workers.current = 1;
+        let limits = Limits {
+            core: 0,
+            max: 1,
+            stall: Duration::from_millis(10),
+            keep_alive: Duration::from_millis(50),
+        };
+        let worker = {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || {
+                let bed = Arc::new(Condvar::new());
+                let work = pool.next_work(&bed, true, &limits, &Clock::real(), &mut None, None);
+                matches!(work, Work::Run(_))
+            })
+        };
+        for _ in 0..5_000 {
+            if !pool.lock().idle.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Work arrives without a wake-up, as behind a quick batch that
+        // blocked: past its keep-alive the worker takes it, not retires.
+        pool.lock().queue.push_back(Weak::new());
+        assert!(worker.join().unwrap(), "the extra worker took the run");
+        assert_eq!(pool.counts().current, 1);
+    }
 
     #[test]
     fn exact_deadlines_are_slept_toward_in_two_steps() {

@@ -7,7 +7,7 @@
 //! task is freed without waiting for a stale deadline (docs/DESIGN.md,
 //! "Pitfalls").
 
-use super::pool::{NEVER, UNKNOWN_US};
+use super::pool::{Estimate, NEVER};
 use crate::core::Core;
 use crate::request::Word;
 use crate::sync::{Arc, Ordering, Weak};
@@ -39,29 +39,31 @@ impl Timer {
     /// (`items`), then append every run that is due to `due`, in deadline
     /// order, for the caller to queue. Returns how long those runs took
     /// last time, in all (µs): the caller's estimate of the batch —
-    /// [`UNKNOWN_US`] if one of them has never finished a run.
+    /// noting whether one of them has never finished a run.
     pub(crate) fn turn(
         &mut self,
         now_us: u64,
         items: Vec<Weak<Core>>,
         due: &mut Vec<Weak<Core>>,
-    ) -> u64 {
+    ) -> Estimate {
         for core in items.iter().filter_map(Weak::upgrade) {
             let seen = core.request().leave_inbox();
             self.update(&core, seen, now_us);
         }
-        let mut estimate_us = 0u64;
+        let mut estimate = Estimate::default();
         self.wheel.poll(now_us, |_, due_at, entry| {
             if let Some(core) = entry.core.upgrade() {
                 core.timer_key.store(NO_KEY, Ordering::Relaxed);
                 if core.expire(entry.seen, due_at) {
-                    let expected = core.expected_run_us().unwrap_or(UNKNOWN_US);
-                    estimate_us = estimate_us.saturating_add(expected);
+                    match core.expected_run_us() {
+                        Some(us) => estimate.known_us = estimate.known_us.saturating_add(us),
+                        None => estimate.unknown = true,
+                    }
                     due.push(entry.core);
                 }
             }
         });
-        estimate_us
+        estimate
     }
 
     /// The wheel's current time (µs).

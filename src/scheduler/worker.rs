@@ -97,10 +97,10 @@ fn hold_timer(
     let retire = extra.then_some(&shared.limits);
     loop {
         let now_us = shared.clock.now_us();
-        let estimate_us = timer.turn(now_us, items, &mut due);
+        let estimate = timer.turn(now_us, items, &mut due);
         match shared
             .pool
-            .after_turn(timer, &mut due, estimate_us, now_us, &shared.clock, retire)
+            .after_turn(timer, &mut due, estimate, now_us, &shared.clock, retire)
         {
             Step::Turn(held, news) => (timer, items) = (held, news),
             Step::Released => {
