@@ -1,7 +1,9 @@
 //! Models of the worker pool (G10, G13, G14, G15): workers running the
 //! real worker loop take turns holding the timer role; a fire wakes a
 //! worker; a holder that runs a task hands the role over, so a slow task
-//! never holds another trigger's deadline; a worker the monitor starts
+//! never holds another trigger's deadline — or, for a batch known to be
+//! quick, keeps it, and if that batch blocks after all the monitor hands
+//! the free role to a parked worker; a worker the monitor starts
 //! races shutdown; a coalesced re-arm never runs early. A lost wake-up, or
 //! a role nobody takes, leaves every thread waiting: loom reports it as a
 //! deadlock.
@@ -96,6 +98,54 @@ fn g14_the_role_holder_hands_the_wheel_over_before_running_a_task() {
             t.join().unwrap(); // deadlocks if A's worker kept the wheel
         }
         assert_eq!(ran.get(), 1);
+    });
+}
+
+#[test]
+fn g14_a_known_quick_run_that_blocks_leaves_the_role_to_the_monitor() {
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool(2, 2));
+        let (gate, blocked) = (Gate::default(), Gate::default());
+        // B, due at 1,000 µs, opens the gate A's second run waits on.
+        let (g, h2) = (gate.clone(), h.clone());
+        let b = h.trigger(0, move || {
+            g.open();
+            h2.scheduler().shutdown();
+            None
+        });
+        // A's first run ends at once, so its second looks quick: the worker
+        // that wakes for it runs it without waking a successor for the
+        // role (B is far off) — and this time it blocks until B has run.
+        let runs = Count::default();
+        let (g, bl, h2, r) = (gate.clone(), blocked.clone(), h.clone(), runs.clone());
+        let a = h.trigger(0, move || {
+            if r.bump() == 2 {
+                h2.set_time(1_000);
+                h2.release_timer(); // a holder's timeout, if one sleeps
+                bl.open();
+                g.wait();
+            }
+            None
+        });
+        let threads = workers(&h, 2);
+        a.fire().unwrap();
+        while runs.get() == 0 {
+            thread::yield_now();
+        }
+        a.fire_after(Duration::from_micros(10)).unwrap();
+        b.fire_after(Duration::from_micros(1_000)).unwrap();
+        h.set_time(10);
+        h.release_timer(); // the holder's timeout, on the manual clock
+        blocked.wait();
+        // The role is free and B is due, with no worker on its way: the
+        // monitor's two looks without progress wake a parked worker.
+        let mut watch = Watch::default();
+        let _ = h.monitor_check(&mut watch, 1_000);
+        let _ = h.monitor_check(&mut watch, 1_000);
+        for t in threads {
+            t.join().unwrap(); // deadlocks if nobody took the role for B
+        }
+        assert_eq!(runs.get(), 2);
     });
 }
 
