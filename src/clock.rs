@@ -191,9 +191,12 @@ pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<
     (at_us <= LAST_DEADLINE_US).then_some(at_us)
 }
 
+/// The coarsest grid a returned delay may be coalesced onto (µs).
+pub(crate) const COARSEST_GRID_US: u64 = 1_000;
+
 /// The grids a returned delay may be coalesced onto, in µs: 1-2-5 steps up
 /// to 1 ms, so a round period started at a round time stays exact.
-const GRIDS_US: [u64; 10] = [1_000, 500, 200, 100, 50, 20, 10, 5, 2, 1];
+const GRIDS_US: [u64; 10] = [COARSEST_GRID_US, 500, 200, 100, 50, 20, 10, 5, 2, 1];
 
 /// Rounds the deadline of a run a task asked for `delay` from now **up**
 /// onto the widest grid of [`GRIDS_US`] that is at most

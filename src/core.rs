@@ -45,10 +45,6 @@ use crate::wait::{self, Waiters};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-/// An iteration at least this long (µs) hands its re-run to an idle worker
-/// (see [`Core::ran_long`]).
-const LONG_RUN_US: u64 = 200;
-
 /// What a request that meets a closed scheduler does (see `lifecycle.rs`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnClosed {
@@ -515,8 +511,9 @@ impl Core {
         self.push_to_pool(on_closed, wake);
     }
 
-    /// Whether this trigger's last iteration ran long enough
-    /// ([`LONG_RUN_US`]) that its re-run should also wake a standby: an
+    /// Whether this trigger's last iteration ran long enough (the pool's
+    /// `SHARE_US`, the work worth waking a thread for) that its re-run
+    /// should also wake a standby: an
     /// idle worker (or the role holder) that takes the run if it gets a
     /// CPU before the worker that queued it comes back to the queue. On a
     /// machine with more runnable threads than cores, a thread that has
@@ -527,10 +524,11 @@ impl Core {
     /// strictly on the woken worker about 580/s, with a standby 570–750/s
     /// from one process to the next (about 650/s on average; the kernel's
     /// placement of the threads decides). The wake-up costs a few µs,
-    /// under 2 % of such an iteration;
-    /// quick iterations keep re-running in place with no wake-up at all.
+    /// under 2 % of such an iteration; quick iterations keep re-running in
+    /// place with no wake-up at all.
     fn ran_long(&self) -> bool {
-        self.stats.last_run_us().is_some_and(|us| us >= LONG_RUN_US)
+        let share = crate::scheduler::pool::SHARE_US;
+        self.stats.last_run_us().is_some_and(|us| us >= share)
     }
 
     /// Puts this trigger, its queue slot claimed, in the run queue, waking

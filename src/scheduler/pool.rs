@@ -40,7 +40,7 @@
 //! start one within the stall threshold.
 
 use super::timer::Timer;
-use crate::clock::Clock;
+use crate::clock::{Clock, COARSEST_GRID_US};
 use crate::core::{Core, InboxPush};
 use crate::sync::Weak;
 use crate::sync::{lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
@@ -80,8 +80,10 @@ pub(crate) enum Step {
 }
 
 /// Estimated work one helper is woken for (µs): below it, waking another
-/// thread costs more than running the batch here.
-const SHARE_US: u64 = 200;
+/// thread costs more than running the batch here. Also how long an
+/// iteration must have run for its re-run to wake a standby
+/// (`Core::ran_long`).
+pub(crate) const SHARE_US: u64 = 200;
 
 /// Slack (µs) between a quick batch's estimated end and the next deadline
 /// for the releasing thread to skip waking a successor.
@@ -115,7 +117,8 @@ const PREWAKE_US: u64 = 30;
 /// millisecond, not two. Waking early is never a risk: the turn finds
 /// nothing due and the holder sleeps the rest.
 fn wake_target(next: u64, now_us: u64) -> u64 {
-    if next == NEVER || next % 1_000 == 0 || next.saturating_sub(now_us) <= 2 * PREWAKE_US {
+    let on_grid = next % COARSEST_GRID_US == 0;
+    if next == NEVER || on_grid || next.saturating_sub(now_us) <= 2 * PREWAKE_US {
         next
     } else {
         next - PREWAKE_US
@@ -440,9 +443,11 @@ impl Pool {
             return Step::Released;
         }
         if state.inbox.is_empty() && !state.notified {
-            let until = match timer.next_wake() {
-                _ if clock.is_manual() => timer.next_wake(),
-                next => wake_target(next, turned_at_us),
+            let next = timer.next_wake();
+            let until = if clock.is_manual() {
+                next
+            } else {
+                wake_target(next, turned_at_us)
             };
             let mut timeout = (until != NEVER && !clock.is_manual()).then(|| clock.until(until));
             if let Some(keep_alive) = retire.map(|limits| limits.keep_alive) {
