@@ -28,6 +28,21 @@
 //!   no model failing). IN_INBOX needs no extra edge: it lives in the
 //!   request word itself (see `request.rs`).
 //! * The task cell is guarded by the RUNNING bit (see `state.rs`).
+//!
+//! # Doors
+//!
+//! Into the runtime, this file (and `iteration.rs`, `wait.rs`) goes only
+//! through `scheduler/door.rs`: `Shared`'s fields are private to the
+//! scheduler. What the runtime calls here:
+//!
+//! | method | who | what for |
+//! |--------|-----|----------|
+//! | `dispatch` | a worker | serve the live request of a trigger it popped from the run queue |
+//! | `expire` | the timer | take a due deadline, if the request word still holds it |
+//! | `request`, `expected_run_us` | the timer | read the deadline to file; estimate a due batch |
+//! | `stuck_for` | the monitor | how long a run has been in flight |
+//! | `touch_state`, `wake_waiters`, `cancel_slot`, `name`, `stats` | shutdown scan, stats | read-only looks |
+//! | `InboxPush::deliver_now` / `closed` | a worker, the virtual driver | deliver the timer hand-over a `dispatch` returned, or drop it at shutdown |
 
 use crate::clock::{coalesce, deadline_us};
 use crate::error::{FireError, WaitError};
@@ -35,8 +50,7 @@ use crate::iteration::{AsyncBody, AsyncTask, CancelSlot, DispatchJob, Iteration,
 use crate::jitter::RetryBackoff;
 use crate::policy::{PanicPolicy, Policies};
 use crate::request::{Kind, Request, Word};
-use crate::scheduler::lifecycle::{self, Outcome};
-use crate::scheduler::Shared;
+use crate::scheduler::door::{self, Outcome, Shared};
 use crate::state::{Enter, Exit, Reserve, Snapshot, State};
 use crate::stats::{Counters, TriggerStats};
 use crate::sync::{Arc, AtomicBool, Ordering, UnsafeCell};
@@ -70,7 +84,7 @@ impl InboxPush {
     /// Pushes now; a closed pool makes the request discarded (and listed)
     /// for the scheduler's own requests, or refused for a firer's.
     fn deliver(self, on_closed: OnClosed) {
-        if !self.core.shared.pool.inbox_push(&self.core, self.now_us) {
+        if !self.core.shared.to_timer(&self.core, self.now_us) {
             self.core.closed_under(on_closed);
         }
     }
@@ -226,7 +240,7 @@ pub(crate) struct Core {
 
 impl Drop for Core {
     fn drop(&mut self) {
-        self.shared.lifecycle.unregister(self.slot);
+        self.shared.unregister(self.slot);
     }
 }
 
@@ -252,16 +266,16 @@ impl Core {
             state: State::new(version),
             request: Request::new(version),
             queued: AtomicBool::new(false),
-            timer_key: crate::sync::TimerOwned::new(crate::scheduler::NO_KEY),
+            timer_key: crate::sync::TimerOwned::new(door::NO_KEY),
             task: UnsafeCell::new(task),
             policies,
             waiters: std::sync::OnceLock::new(),
-            slot: shared.lifecycle.register(weak.clone()),
+            slot: shared.register(weak.clone()),
             stats: Counters::new(version & crate::state::VERSION_MASK),
             shared,
         });
         if watched {
-            core.shared.lifecycle.watch(&core);
+            core.shared.watch(&core);
         }
         core
     }
@@ -275,7 +289,7 @@ impl Core {
     pub(crate) fn stats(&self) -> TriggerStats {
         let state = self.state.snapshot();
         let request = self.request.peek();
-        let now = self.shared.clock.now_us();
+        let now = self.shared.clock().now_us();
         let stuck = self.policies.as_ref().is_some_and(|p| p.is_stuck());
         self.stats.snapshot(self.name(), state, request, now, stuck)
     }
@@ -417,7 +431,7 @@ impl Core {
     /// Requests a run `delay` from now (latest request wins).
     #[inline]
     pub(crate) fn fire_after(self: &Arc<Self>, delay: Duration) -> Result<(), FireError> {
-        self.fire_after_from(self.shared.clock.now_ns(), delay)
+        self.fire_after_from(self.shared.clock().now_ns(), delay)
     }
 
     /// Requests a run `delay` after `now_ns`.
@@ -429,7 +443,7 @@ impl Core {
         // The deadline is computed, checked, before the version moves: an
         // overflowing delay must not cancel the live chain (docs/DESIGN.md,
         // "Pitfalls").
-        let deadline = deadline_us(now_ns, delay, self.shared.tick_us)
+        let deadline = deadline_us(now_ns, delay, self.shared.tick_us())
             .ok_or(FireError::DelayTooLong(delay))?;
         if self.shared.is_closed() {
             return Err(FireError::Shutdown);
@@ -442,7 +456,7 @@ impl Core {
     /// Requests a run when the scheduler's clock shows `at_ns` (now, if it
     /// already has).
     pub(crate) fn fire_at_ns(self: &Arc<Self>, at_ns: u64) -> Result<(), FireError> {
-        let now_ns = self.shared.clock.now_ns();
+        let now_ns = self.shared.clock().now_ns();
         match at_ns.checked_sub(now_ns) {
             Some(delay) if delay > 0 => self.fire_after_from(now_ns, Duration::from_nanos(delay)),
             _ => self.fire(),
@@ -451,7 +465,7 @@ impl Core {
 
     /// Requests a run at `at` on the real clock (see `Trigger::fire_at`).
     pub(crate) fn fire_at(self: &Arc<Self>, at: std::time::Instant) -> Result<(), FireError> {
-        match self.shared.clock.instant_ns(at) {
+        match self.shared.clock().instant_ns(at) {
             Some(at_ns) => self.fire_at_ns(at_ns),
             // Virtual time: the instant counts from the real now.
             None => self.fire_after(at.saturating_duration_since(std::time::Instant::now())),
@@ -466,8 +480,8 @@ impl Core {
         if nanos == 0 {
             return self.fire();
         }
-        let now_ns = self.shared.clock.now_ns();
-        if deadline_us(now_ns, window, self.shared.tick_us).is_none() {
+        let now_ns = self.shared.clock().now_ns();
+        if deadline_us(now_ns, window, self.shared.tick_us()).is_none() {
             return Err(FireError::DelayTooLong(window));
         }
         let delay = Duration::from_nanos(self.shared.random_below(nanos));
@@ -527,14 +541,14 @@ impl Core {
     /// under 2 % of such an iteration; quick iterations keep re-running in
     /// place with no wake-up at all.
     fn ran_long(&self) -> bool {
-        let share = crate::scheduler::pool::SHARE_US;
+        let share = door::SHARE_US;
         self.stats.last_run_us().is_some_and(|us| us >= share)
     }
 
     /// Puts this trigger, its queue slot claimed, in the run queue, waking
     /// a worker if `wake`.
     pub(crate) fn push_to_pool(self: &Arc<Self>, on_closed: OnClosed, wake: bool) {
-        if !self.shared.pool.push(Arc::downgrade(self), wake) {
+        if !self.shared.queue_run(Arc::downgrade(self), wake) {
             self.closed_under(on_closed);
         }
     }
@@ -555,7 +569,7 @@ impl Core {
     /// takes it back and refuses the fire.
     fn closed_under(&self, on_closed: OnClosed) {
         if on_closed == OnClosed::List {
-            self.shared.lifecycle.discard_live(self);
+            self.shared.discard_listed(self);
         }
     }
 
@@ -596,7 +610,7 @@ impl Core {
                 now_us,
             }),
             Some(_) => {
-                self.shared.pool.poke(deadline);
+                self.shared.poke_timer(deadline);
                 if self.shared.is_closed() {
                     self.closed_under(on_closed);
                 }
@@ -680,7 +694,7 @@ impl Core {
                 let discard = || {
                     let _ = self.state.exit(version);
                 };
-                if self.shared.is_closed() && !self.shared.lifecycle.admit_late(self, discard) {
+                if self.shared.is_closed() && !self.shared.admit_late(self, discard) {
                     return None;
                 }
                 match self.cooldown_end() {
@@ -703,13 +717,13 @@ impl Core {
         // The real clock's start was rounded down to the microsecond: the
         // run began somewhere in [start, start + 1), so the interval surely
         // has passed only from start + 1 + min on. Virtual time is exact.
-        let rounding = u64::from(!self.shared.clock.is_manual());
+        let rounding = u64::from(!self.shared.clock().is_manual());
         let end_us = self
             .stats
             .last_start_us()?
             .saturating_add(min_us)
             .saturating_add(rounding);
-        let now_us = self.shared.clock.now_us();
+        let now_us = self.shared.clock().now_us();
         (end_us > now_us).then_some((end_us, now_us))
     }
 
@@ -737,11 +751,11 @@ impl Core {
             version
         )
         .entered();
-        self.stats.started(version, self.shared.clock.now_us());
+        self.stats.started(version, self.shared.clock().now_us());
         if let Some(waiters) = self.waiters.get() {
             waiters.started(version);
         }
-        lifecycle::reset_observed();
+        door::reset_observed();
         if let Some(policies) = &self.policies {
             policies.started();
         }
@@ -753,7 +767,7 @@ impl Core {
         match called {
             Called::Returned(result) => {
                 let outcome = match &result {
-                    Ok(_) if lifecycle::observed() => Outcome::Cancelled,
+                    Ok(_) if door::observed() => Outcome::Cancelled,
                     Ok(_) => Outcome::Completed,
                     Err(_) => Outcome::Panicked,
                 };
@@ -823,7 +837,7 @@ impl Core {
         }
         let panicked = outcome == Outcome::Panicked;
         // One clock read serves the statistics and the re-arm deadline.
-        let end_ns = self.shared.clock.now_ns();
+        let end_ns = self.shared.clock().now_ns();
         self.stats.ended(end_ns / 1_000, panicked);
         // The outcome goes to the shutdown report if the scan listed this
         // run: looked up before `exit`, or after it if the scan had not run
@@ -831,10 +845,10 @@ impl Core {
         // AcqRel `exit` then reads the scan's AcqRel `touch`, so the second
         // look sees `closed` and the scan's report (`loom_shutdown` checks
         // every side).
-        let recorded = self.shared.is_closed() && self.shared.lifecycle.finish(self, outcome);
+        let recorded = self.shared.is_closed() && self.shared.finish_listed(self, outcome);
         let exit = self.state.exit(version);
         if !recorded && self.shared.is_closed() {
-            self.shared.lifecycle.finish(self, outcome);
+            self.shared.finish_listed(self, outcome);
         }
         match exit {
             // The follow-up goes back through the pool rather than looping
@@ -887,8 +901,8 @@ impl Core {
         }
         // A delay beyond the clock's range can never come due: stop, as
         // with `None`.
-        let mut deadline = deadline_us(now_ns, delay, self.shared.tick_us)?;
-        if self.shared.coalesce {
+        let mut deadline = deadline_us(now_ns, delay, self.shared.tick_us())?;
+        if self.shared.coalesces() {
             deadline = coalesce(deadline, delay);
         }
         self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)

@@ -43,7 +43,7 @@
 //! shutdown and drop wait for it up to the grace period.
 
 use crate::core::Core;
-use crate::scheduler::lifecycle::{self, Outcome};
+use crate::scheduler::door::{self, Outcome};
 use crate::sync::{lock, Arc, Mutex};
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -111,7 +111,7 @@ impl CancelSlot {
             Some(old) if old.will_wake(waker) => {}
             _ => *slot = Some(waker.clone()),
         }
-        core.shared.lifecycle.is_cancelled()
+        core.shared.is_cancelled()
     }
 
     /// `shutdown_now` (after setting the flag): wake the iteration in
@@ -197,13 +197,13 @@ impl Iteration {
         }
         // While polling, `cancelled()`, `scheduler_time()` and the "own
         // task" check of `fire_and_wait` answer for this trigger.
-        let previous = lifecycle::enter_thread(&self.core.shared);
+        let previous = door::enter_thread(&self.core.shared);
         let running = crate::wait::running(self.core.address());
-        lifecycle::reset_observed();
+        door::reset_observed();
         let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
-        self.observed |= lifecycle::observed();
+        self.observed |= door::observed();
         drop(running);
-        lifecycle::leave_thread(previous);
+        door::leave_thread(previous);
         let (result, outcome) = match polled {
             Ok(Poll::Pending) => return Step::Pending,
             Ok(Poll::Ready(next)) if self.observed => (Ok(next), Outcome::Cancelled),

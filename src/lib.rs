@@ -164,9 +164,6 @@ mod core;
 mod error;
 mod iteration;
 mod jitter;
-#[cfg(loom)]
-#[doc(hidden)]
-pub mod model;
 mod phase;
 mod policy;
 mod request;
@@ -178,6 +175,9 @@ mod task;
 mod trigger;
 mod virtual_time;
 mod wait;
+#[cfg(loom)]
+#[doc(hidden)]
+pub use scheduler::model;
 // Test-only: public so that `tests/wheel.rs` and `benches/wheel.rs` can
 // drive the wheel alone, hidden because it is no part of the supported API.
 #[doc(hidden)]
@@ -187,7 +187,7 @@ pub use error::{BuildError, FireError, WaitError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use phase::PhaseKeeper;
 pub use policy::{PanicPolicy, StuckRun};
-pub use scheduler::lifecycle::{
+pub use scheduler::{
     cancelled, scheduler_time, DiscardedRun, InFlightRun, Outcome, ShutdownReport,
 };
 pub use scheduler::{Builder, Scheduler, TaskPanic};

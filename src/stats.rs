@@ -285,7 +285,7 @@ impl SchedulerStats {
     pub(crate) fn new(
         mut triggers: Vec<TriggerStats>,
         panics: u64,
-        workers: crate::scheduler::pool::WorkerCounts,
+        workers: crate::scheduler::WorkerCounts,
     ) -> Self {
         triggers.sort_by(|a, b| match (&a.name, &b.name) {
             (Some(a), Some(b)) => a.cmp(b),

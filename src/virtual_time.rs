@@ -2,7 +2,7 @@
 //! for deterministic tests of periodic logic without sleeping.
 
 use crate::clock::{ManualTime, HORIZON_US};
-use crate::scheduler::manual::Driver;
+use crate::scheduler::Driver;
 use crate::scheduler::Scheduler;
 use crate::sync::Arc;
 use crate::{SchedulerStats, ShutdownReport};

@@ -11,7 +11,7 @@
 
 use crate::error::WaitError;
 use crate::request::is_newer;
-use crate::scheduler::lifecycle::Outcome;
+use crate::scheduler::door::Outcome;
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::task::Waker;

@@ -1,7 +1,9 @@
 //! [`Builder`]: the scheduler's settings, and starting its threads.
 
 use super::pool::{Limits, Pool};
-use super::{PanicHook, Scheduler, Shared, StuckHook, Timer, DEFAULT_GRACE};
+use super::shared::{PanicHook, Shared, StuckHook, DEFAULT_GRACE};
+use super::timer::Timer;
+use super::Scheduler;
 use crate::clock::{Clock, ManualTime};
 use crate::error::BuildError;
 use crate::sync::{Arc, Mutex};

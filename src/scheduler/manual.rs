@@ -5,7 +5,8 @@
 //! paths (`Core`, the pool's queue and inbox, the timer) minus the
 //! sleeping. The driver holds the timer role for good (its pool has none).
 
-use super::{Shared, Timer};
+use super::shared::Shared;
+use super::timer::Timer;
 use crate::clock::ManualTime;
 use crate::core::Core;
 use crate::sync::{lock, Arc, Mutex, Weak};

@@ -8,296 +8,53 @@
 //!  fire ──────────────────────────────────────────────▶ run queue ──▶ [most recently idle worker]
 //! ```
 //!
-//! Files: `builder.rs` (settings, start), `pool.rs` (the one lock: queue,
-//! inbox, timer role, idle beds, worker counts), `inbox.rs` (the timer's
-//! wake-up protocol), `timer.rs` (the wheel's use), `worker.rs` (worker
-//! and monitor loops), `lifecycle.rs` (shutdown report), `manual.rs`
-//! (the thread-less driver of virtual time and the loom models).
+//! Files, by job:
+//!
+//! | file | job |
+//! |------|-----|
+//! | `mod.rs` | [`Scheduler`], the public handle: shutdown, termination, stats |
+//! | `builder.rs` | [`Builder`]: settings, start |
+//! | `shared.rs` | `Shared`, the state every thread and trigger shares (ground rules there) |
+//! | `door.rs` | the one door from the trigger core into the runtime |
+//! | `pool.rs` | the one lock: queue, inbox, timer role, idle beds, worker counts |
+//! | `inbox.rs` | the timer's wake-up protocol |
+//! | `timer.rs` | the wheel's use |
+//! | `worker.rs` | worker and monitor loops |
+//! | `lifecycle.rs` | registry, shutdown scan and report |
+//! | `manual.rs` | the thread-less driver of virtual time and the loom models |
+//! | `model.rs` | the loom harness on that driver (`--cfg loom` only) |
+//!
+//! A fire reaches its run through four files: `trigger.rs` (the handle)
+//! → `core.rs` (the state and request words' transitions, then
+//! `Shared::queue_run` in `door.rs`) → `pool.rs` (the queue and the wake-up) →
+//! `worker.rs` (the loop, which calls `Core::dispatch` back in `core.rs`).
 
 mod builder;
+pub(crate) mod door;
 mod inbox;
-pub(crate) mod lifecycle;
-pub(crate) mod manual;
-pub(crate) mod pool;
+mod lifecycle;
+mod manual;
+#[cfg(loom)]
+pub mod model;
+mod pool;
+mod shared;
 mod timer;
 mod worker;
 
 pub use builder::Builder;
-pub(crate) use timer::Timer;
-pub(crate) use timer::NO_KEY;
-#[cfg(loom)]
-pub(crate) use worker::run_worker;
+pub use lifecycle::{
+    cancelled, scheduler_time, DiscardedRun, InFlightRun, Outcome, ShutdownReport,
+};
+pub(crate) use manual::Driver;
+pub(crate) use pool::WorkerCounts;
+pub use shared::TaskPanic;
 
-use crate::clock::Clock;
 use crate::error::BuildError;
-use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
-use crossbeam_utils::CachePadded;
-use lifecycle::{Lifecycle, ShutdownReport};
-use pool::{Limits, Pool};
-use std::any::Any;
+use crate::sync::{lock, Arc, Ordering};
+use shared::Shared;
 use std::fmt;
-use std::thread::{self, JoinHandle, ThreadId};
+use std::thread;
 use std::time::{Duration, Instant};
-
-/// A panic caught in a task, as handed to the builder's panic hook.
-#[derive(Debug, Clone)]
-pub struct TaskPanic {
-    trigger: Option<String>,
-    message: String,
-}
-
-impl TaskPanic {
-    /// The name of the trigger whose task panicked, if it has one.
-    pub fn trigger(&self) -> Option<&str> {
-        self.trigger.as_deref()
-    }
-
-    /// The panic message (`"<non-string panic payload>"` if it had none).
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for TaskPanic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.trigger {
-            Some(name) => write!(f, "task of trigger `{name}` panicked: {}", self.message),
-            None => write!(f, "task panicked: {}", self.message),
-        }
-    }
-}
-
-type PanicHook = Box<dyn Fn(&TaskPanic) + Send + Sync>;
-type StuckHook = Box<dyn Fn(&crate::StuckRun) + Send + Sync>;
-
-/// The text of a panic payload.
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "<non-string panic payload>".to_owned())
-}
-
-/// State shared by the scheduler's threads and every trigger bound to it.
-pub(crate) struct Shared {
-    pub(crate) clock: Clock,
-    /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
-    pub(crate) tick_us: u64,
-    /// Whether delays returned by tasks may share wake-ups (see
-    /// [`Builder::coalesce_periodic`]).
-    pub(crate) coalesce: bool,
-    pub(crate) pool: CachePadded<Pool>,
-    pub(crate) limits: Limits,
-    closed: AtomicBool,
-    pub(crate) lifecycle: Lifecycle,
-    /// How long `shutdown_now` and drop wait for iterations in flight.
-    grace: Duration,
-    panics: AtomicU64,
-    panic_hook: Option<PanicHook>,
-    /// Called by the monitor for each run reported stuck.
-    stuck_hook: Option<StuckHook>,
-    /// The generator of `fire_within` on virtual time (seeded: the same
-    /// test gives the same delays); the real scheduler uses a thread-local
-    /// one instead, with no lock on the fire path.
-    rng: Option<Mutex<fastrand::Rng>>,
-    /// Threads started and not yet exited, and their bed.
-    alive: Mutex<usize>,
-    terminated: Condvar,
-    /// Every thread started (the monitor adds workers as it starts them).
-    threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
-    /// Thread names: this prefix, then `worker-N` or `monitor`.
-    prefix: String,
-    /// The index of the next worker's name.
-    next_worker: AtomicU64,
-}
-
-impl Shared {
-    pub(crate) fn new(
-        clock: Clock,
-        tick_us: u64,
-        panic_hook: Option<PanicHook>,
-        pool: Pool,
-        limits: Limits,
-    ) -> Self {
-        Self {
-            clock,
-            tick_us,
-            coalesce: true,
-            pool: CachePadded::new(pool),
-            limits,
-            closed: AtomicBool::new(false),
-            lifecycle: Lifecycle::default(),
-            grace: DEFAULT_GRACE,
-            panics: AtomicU64::new(0),
-            panic_hook,
-            stuck_hook: None,
-            rng: None,
-            alive: Mutex::new(0),
-            terminated: Condvar::new(),
-            threads: Mutex::new(Vec::new()),
-            prefix: String::new(),
-            next_worker: AtomicU64::new(0),
-        }
-    }
-
-    /// Starts a scheduler thread running `body`, counted alive until it
-    /// ends, and keeps its handle for joining.
-    fn spawn(self: &Arc<Self>, name: String, body: fn(&Arc<Shared>)) -> std::io::Result<()> {
-        let shared = Arc::clone(self);
-        *lock(&self.alive) += 1;
-        let spawned = thread::Builder::new().name(name).spawn(move || {
-            let guard = ExitGuard(shared);
-            body(&guard.0);
-        });
-        match spawned {
-            Ok(handle) => {
-                let mut threads = lock(&self.threads);
-                // Retired workers' handles: their threads have ended.
-                threads.retain(|(_, handle)| !handle.is_finished());
-                threads.push((handle.thread().id(), handle));
-                Ok(())
-            }
-            Err(error) => {
-                self.thread_exited();
-                Err(error)
-            }
-        }
-    }
-
-    /// Starts a worker (`extra`: one that retires when idle).
-    fn spawn_worker(self: &Arc<Self>, extra: bool) -> std::io::Result<()> {
-        // Relaxed: a name counter; it orders nothing.
-        let index = self.next_worker.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{}worker-{index}", self.prefix);
-        let body = if extra {
-            |shared: &Arc<Shared>| worker::run_worker(shared, true)
-        } else {
-            |shared: &Arc<Shared>| worker::run_worker(shared, false)
-        };
-        self.spawn(name, body)
-    }
-
-    /// Whether shutdown has begun. Acquire: pairs with the Release in
-    /// `begin_shutdown` (see there). A fire that passes this check may still race
-    /// shutdown: it then re-checks after publishing (`Core::confirm`).
-    #[inline]
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// Begins shutdown: refuse fires, discard armed runs (listing them in
-    /// the report), wake every thread.
-    fn begin_shutdown(&self) {
-        // Release: pairs with the Acquire in `is_closed`, so whoever sees
-        // the scheduler shut down also sees what the caller of `shutdown`
-        // wrote before (`loom_shutdown` checks it). The internal protocol
-        // does not rely on it: its edges run through the scan's RMWs on the
-        // request and state words (see `lifecycle.rs`). The losing caller
-        // of the swap reads nothing, so no Acquire half.
-        if self.closed.swap(true, Ordering::Release) {
-            return;
-        }
-        self.pool.close();
-        self.lifecycle.scan(self.clock.now_us());
-        #[cfg(feature = "tracing")]
-        if let Some(report) = self.lifecycle.report() {
-            tracing::info!(
-                discarded = report.discarded().len(),
-                in_flight = report.in_flight().len(),
-                "scheduler shut down"
-            );
-        }
-    }
-
-    /// A uniformly random number in `0..bound` (`bound` > 0).
-    pub(crate) fn random_below(&self, bound: u64) -> u64 {
-        match &self.rng {
-            Some(rng) => lock(rng).u64(..bound),
-            None => fastrand::u64(..bound),
-        }
-    }
-
-    pub(crate) fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
-        // Relaxed: a statistic; it orders nothing.
-        self.panics.fetch_add(1, Ordering::Relaxed);
-        #[cfg(feature = "tracing")]
-        tracing::error!(
-            trigger = trigger.unwrap_or("<unnamed>"),
-            message = panic_message(payload).as_str(),
-            "task panicked"
-        );
-        if let Some(hook) = &self.panic_hook {
-            let report = TaskPanic {
-                trigger: trigger.map(str::to_owned),
-                message: panic_message(payload),
-            };
-            // A panicking hook must not take the worker down with it.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
-        }
-    }
-
-    /// A run of `core` has been in flight for `running_for_us`, past its
-    /// `stuck_after`: report it (the monitor, once per run).
-    pub(crate) fn report_stuck(&self, core: &crate::core::Core, running_for_us: u64) {
-        let report = crate::StuckRun {
-            trigger: core.name().map(str::to_owned),
-            running_for: Duration::from_micros(running_for_us),
-        };
-        #[cfg(feature = "tracing")]
-        tracing::warn!(
-            trigger = report.trigger().unwrap_or("<unnamed>"),
-            running_for = ?report.running_for(),
-            "run stuck"
-        );
-        if let Some(hook) = &self.stuck_hook {
-            // A panicking hook must not take the monitor down with it.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
-        }
-    }
-
-    /// An async iteration was spawned: counted alive (like a thread) until
-    /// it ends, so shutdown waits for it.
-    pub(crate) fn alive_started(&self) {
-        *lock(&self.alive) += 1;
-    }
-
-    /// An async iteration ended.
-    pub(crate) fn alive_ended(&self) {
-        self.thread_exited();
-    }
-
-    fn thread_exited(&self) {
-        let mut alive = lock(&self.alive);
-        *alive -= 1;
-        // Every exit, not only the last: a task awaiting termination from
-        // inside waits for all threads but its own.
-        self.terminated.notify_all();
-    }
-}
-
-/// Decrements the live-thread count when a scheduler thread ends, even by
-/// unwinding.
-struct ExitGuard(Arc<Shared>);
-
-impl Drop for ExitGuard {
-    fn drop(&mut self) {
-        self.0.thread_exited();
-    }
-}
-
-/// Default grace period of [`Scheduler::shutdown_now`] and of drop.
-const DEFAULT_GRACE: Duration = Duration::from_secs(5);
-
-/// Starts a worker the monitor asked for (already counted in the pool); a
-/// failure to start one is uncounted and reported, never fatal.
-fn start_extra_worker(shared: &Arc<Shared>) {
-    if let Err(_error) = shared.spawn_worker(true) {
-        shared.pool.worker_not_started();
-        #[cfg(feature = "tracing")]
-        tracing::error!(error = %_error, "could not start an extra worker");
-    }
-}
 
 /// Owns the worker threads that run triggers' tasks and the monitor that
 /// grows their number when every worker is busy.

@@ -88,7 +88,7 @@ fn fine_timer_slack() {
 /// reading in `now_hint`.
 fn hold_timer(
     shared: &Shared,
-    mut timer: Box<super::Timer>,
+    mut timer: Box<super::timer::Timer>,
     mut items: Vec<Weak<crate::core::Core>>,
     extra: bool,
     now_hint: &mut Option<u64>,
@@ -129,7 +129,7 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
             .pool
             .monitor_check(&mut watch, &shared.limits, now_us)
         {
-            super::start_extra_worker(shared);
+            super::shared::start_extra_worker(shared);
         }
         shared.lifecycle.check_stuck(now_us, |core, running_for| {
             shared.report_stuck(core, running_for)

@@ -8,13 +8,13 @@
 //! `Core`, state word, request word, pool (queue, inbox, timer role, idle
 //! beds, worker counts) and timer that the threaded scheduler runs.
 
+use super::manual::Driver;
+pub use super::pool::Watch;
+use super::pool::{Limits, Pool};
+use super::timer::Timer;
+use super::{Scheduler, Shared};
 use crate::clock::{Clock, ManualTime};
 use crate::iteration::{Job, Spawn};
-use crate::scheduler::manual::Driver;
-pub use crate::scheduler::pool::Watch;
-use crate::scheduler::pool::{Limits, Pool};
-use crate::scheduler::Timer;
-use crate::scheduler::{Scheduler, Shared};
 use crate::sync::Arc;
 use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 use crate::{Snapshot, Task, Trigger};
@@ -80,7 +80,7 @@ impl Harness {
     /// for an `extra` worker, until it retires: under loom a keep-alive
     /// wait may time out at any point).
     pub fn run_worker(&self, extra: bool) {
-        crate::scheduler::run_worker(&self.scheduler.shared, extra);
+        super::worker::run_worker(&self.scheduler.shared, extra);
     }
 
     /// Moves the clock to `now_us` (never back), without running anything.

@@ -1,0 +1,158 @@
+//! The one door from the trigger core into the runtime: everything
+//! `core.rs`, `iteration.rs` and `wait.rs` may ask of the scheduler.
+//!
+//! The fields of [`Shared`] are private to `scheduler/`, so this list is
+//! checked by the compiler: a new need of the core shows up here, as one
+//! more method with its reason, not as a reach into the pool or the
+//! lifecycle. The other direction is as narrow: the runtime drives a
+//! trigger through `Core::dispatch` (run a due request), `Core::expire`
+//! (the timer's look at a deadline) and a few read-only accessors, listed
+//! in `core.rs` under "What the runtime calls".
+//!
+//! | the core needs to…                         | door                                            |
+//! |--------------------------------------------|-------------------------------------------------|
+//! | refuse work after shutdown                 | [`Shared::is_closed`]                           |
+//! | read the time, round deadlines             | [`Shared::clock`], [`Shared::tick_us`], [`Shared::coalesces`] |
+//! | hand a run to a worker                     | [`Shared::queue_run`]                           |
+//! | hand a deadline to the timer               | [`Shared::to_timer`], [`Shared::poke_timer`]    |
+//! | be listed by shutdown and stats            | [`Shared::register`] … [`Shared::finish_listed`] |
+//! | report a panic, count an async iteration   | [`Shared::report_panic`], [`Shared::alive_started`] |
+
+pub(crate) use super::lifecycle::{enter_thread, leave_thread, observed, reset_observed, Outcome};
+pub(crate) use super::pool::SHARE_US;
+pub(crate) use super::shared::Shared;
+pub(crate) use super::timer::NO_KEY;
+
+use super::shared::{panic_message, TaskPanic};
+use crate::clock::Clock;
+use crate::core::Core;
+use crate::sync::{lock, Arc, Ordering, Weak};
+use std::any::Any;
+
+impl Shared {
+    /// Whether shutdown has begun. Acquire: pairs with the Release in
+    /// `begin_shutdown` (see there). A fire that passes this check may still
+    /// race shutdown: it then re-checks after publishing (`Core::confirm`).
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The scheduler's clock (real or virtual).
+    #[inline]
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
+    #[inline]
+    pub(crate) fn tick_us(&self) -> u64 {
+        self.tick_us
+    }
+
+    /// Whether delays returned by tasks may share wake-ups (see
+    /// [`Builder::coalesce_periodic`](super::Builder::coalesce_periodic)).
+    #[inline]
+    pub(crate) fn coalesces(&self) -> bool {
+        self.coalesce
+    }
+
+    /// Queues a due run of `core` for a worker (`wake`: also wake an idle
+    /// one); `false` if the scheduler is closed.
+    #[inline]
+    pub(crate) fn queue_run(&self, core: Weak<Core>, wake: bool) -> bool {
+        self.pool.push(core, wake)
+    }
+
+    /// Hands `core`, whose IN_INBOX flag this caller set, to the timer
+    /// (see `inbox.rs`); `false` if the scheduler is closed.
+    #[inline]
+    pub(crate) fn to_timer(&self, core: &Arc<Core>, now_us: u64) -> bool {
+        self.pool.inbox_push(core, now_us)
+    }
+
+    /// A trigger already with the timer got an earlier `deadline`: wake the
+    /// timer's holder if it sleeps past it.
+    #[inline]
+    pub(crate) fn poke_timer(&self, deadline: u64) {
+        self.pool.poke(deadline);
+    }
+
+    /// Lists a new trigger for stats and the shutdown scan; returns its slot.
+    pub(crate) fn register(&self, core: Weak<Core>) -> u32 {
+        self.lifecycle.register(core)
+    }
+
+    /// Frees the slot [`register`](Self::register) returned.
+    pub(crate) fn unregister(&self, slot: u32) {
+        self.lifecycle.unregister(slot);
+    }
+
+    /// Puts a trigger with a `stuck_after` on the monitor's watch list.
+    pub(crate) fn watch(&self, core: &Arc<Core>) {
+        self.lifecycle.watch(core);
+    }
+
+    /// A request met a closed scheduler: list what `core` has armed as
+    /// discarded (see `lifecycle.rs`).
+    pub(crate) fn discard_listed(&self, core: &Core) {
+        self.lifecycle.discard_live(core);
+    }
+
+    /// An iteration entered after shutdown began: whether to run it (see
+    /// `Lifecycle::admit_late`).
+    pub(crate) fn admit_late(&self, core: &Core, discard: impl FnOnce()) -> bool {
+        self.lifecycle.admit_late(core, discard)
+    }
+
+    /// Records how an iteration listed in flight ended; whether the scan
+    /// had run (see `Lifecycle::finish`).
+    pub(crate) fn finish_listed(&self, core: &Core, outcome: Outcome) -> bool {
+        self.lifecycle.finish(core, outcome)
+    }
+
+    /// Whether `shutdown_now` asked iterations in flight to stop.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.lifecycle.is_cancelled()
+    }
+
+    /// A uniformly random number in `0..bound` (`bound` > 0): seeded on
+    /// virtual time, a thread-local generator otherwise.
+    pub(crate) fn random_below(&self, bound: u64) -> u64 {
+        match &self.rng {
+            Some(rng) => lock(rng).u64(..bound),
+            None => fastrand::u64(..bound),
+        }
+    }
+
+    /// Counts a panic caught in a task and calls the panic hook.
+    pub(crate) fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
+        // Relaxed: a statistic; it orders nothing.
+        self.panics.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::error!(
+            trigger = trigger.unwrap_or("<unnamed>"),
+            message = panic_message(payload).as_str(),
+            "task panicked"
+        );
+        if let Some(hook) = &self.panic_hook {
+            let report = TaskPanic {
+                trigger: trigger.map(str::to_owned),
+                message: panic_message(payload),
+            };
+            // A panicking hook must not take the worker down with it.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
+        }
+    }
+
+    /// An async iteration was spawned: counted alive (like a thread) until
+    /// it ends, so shutdown waits for it.
+    pub(crate) fn alive_started(&self) {
+        *lock(&self.alive) += 1;
+    }
+
+    /// An async iteration ended.
+    pub(crate) fn alive_ended(&self) {
+        self.thread_exited();
+    }
+}

@@ -1,0 +1,251 @@
+//! The state every scheduler thread and every trigger bound to the
+//! scheduler share: [`Shared`], and the threads' bookkeeping (start,
+//! count, join).
+//!
+//! # Ground rules
+//!
+//! * **Fields are the runtime's.** Every field is visible to `scheduler/`
+//!   only. The trigger core (`core.rs`, `iteration.rs`, `wait.rs`) reaches
+//!   the runtime through the methods in `door.rs` and nothing else, so what
+//!   the core may ask of the runtime is one short list, checked by the
+//!   compiler.
+//! * **One lock for scheduling.** The queue, the inbox, the timer role,
+//!   the idle beds and the worker counts sit behind the pool's one mutex
+//!   (`pool.rs`, which has ground rules of its own); nothing else here is
+//!   taken on a run's path.
+//! * **`alive` counts what shutdown waits for**: every thread started
+//!   (until its `ExitGuard` drops, even by unwinding) and every async
+//!   iteration in flight. `terminated` is notified on every decrement.
+//! * **`threads` holds every handle** until joined or detached; retired
+//!   extra workers' handles are pruned when the next thread starts.
+//! * **`closed` goes false → true once** (`begin_shutdown`); after it, no
+//!   new run starts and the lifecycle's scan lists what was armed.
+
+use super::lifecycle::Lifecycle;
+use super::pool::{Limits, Pool};
+use super::worker;
+use crate::clock::Clock;
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
+use std::any::Any;
+use std::fmt;
+use std::thread::{self, JoinHandle, ThreadId};
+use std::time::Duration;
+
+/// A panic caught in a task, as handed to the builder's panic hook.
+#[derive(Debug, Clone)]
+pub struct TaskPanic {
+    pub(super) trigger: Option<String>,
+    pub(super) message: String,
+}
+
+impl TaskPanic {
+    /// The name of the trigger whose task panicked, if it has one.
+    pub fn trigger(&self) -> Option<&str> {
+        self.trigger.as_deref()
+    }
+
+    /// The panic message (`"<non-string panic payload>"` if it had none).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for TaskPanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.trigger {
+            Some(name) => write!(f, "task of trigger `{name}` panicked: {}", self.message),
+            None => write!(f, "task panicked: {}", self.message),
+        }
+    }
+}
+
+pub(super) type PanicHook = Box<dyn Fn(&TaskPanic) + Send + Sync>;
+pub(super) type StuckHook = Box<dyn Fn(&crate::StuckRun) + Send + Sync>;
+
+/// The text of a panic payload.
+pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic payload>".to_owned())
+}
+
+/// State shared by the scheduler's threads and every trigger bound to it.
+pub(crate) struct Shared {
+    pub(super) clock: Clock,
+    /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
+    pub(super) tick_us: u64,
+    /// Whether delays returned by tasks may share wake-ups (see
+    /// [`Builder::coalesce_periodic`]).
+    pub(super) coalesce: bool,
+    pub(super) pool: CachePadded<Pool>,
+    pub(super) limits: Limits,
+    pub(super) closed: AtomicBool,
+    pub(super) lifecycle: Lifecycle,
+    /// How long `shutdown_now` and drop wait for iterations in flight.
+    pub(super) grace: Duration,
+    pub(super) panics: AtomicU64,
+    pub(super) panic_hook: Option<PanicHook>,
+    /// Called by the monitor for each run reported stuck.
+    pub(super) stuck_hook: Option<StuckHook>,
+    /// The generator of `fire_within` on virtual time (seeded: the same
+    /// test gives the same delays); the real scheduler uses a thread-local
+    /// one instead, with no lock on the fire path.
+    pub(super) rng: Option<Mutex<fastrand::Rng>>,
+    /// Threads started and not yet exited, and their bed.
+    pub(super) alive: Mutex<usize>,
+    pub(super) terminated: Condvar,
+    /// Every thread started (the monitor adds workers as it starts them).
+    pub(super) threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
+    /// Thread names: this prefix, then `worker-N` or `monitor`.
+    pub(super) prefix: String,
+    /// The index of the next worker's name.
+    pub(super) next_worker: AtomicU64,
+}
+
+impl Shared {
+    pub(super) fn new(
+        clock: Clock,
+        tick_us: u64,
+        panic_hook: Option<PanicHook>,
+        pool: Pool,
+        limits: Limits,
+    ) -> Self {
+        Self {
+            clock,
+            tick_us,
+            coalesce: true,
+            pool: CachePadded::new(pool),
+            limits,
+            closed: AtomicBool::new(false),
+            lifecycle: Lifecycle::default(),
+            grace: DEFAULT_GRACE,
+            panics: AtomicU64::new(0),
+            panic_hook,
+            stuck_hook: None,
+            rng: None,
+            alive: Mutex::new(0),
+            terminated: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
+            prefix: String::new(),
+            next_worker: AtomicU64::new(0),
+        }
+    }
+
+    /// Starts a scheduler thread running `body`, counted alive until it
+    /// ends, and keeps its handle for joining.
+    pub(super) fn spawn(
+        self: &Arc<Self>,
+        name: String,
+        body: fn(&Arc<Shared>),
+    ) -> std::io::Result<()> {
+        let shared = Arc::clone(self);
+        *lock(&self.alive) += 1;
+        let spawned = thread::Builder::new().name(name).spawn(move || {
+            let guard = ExitGuard(shared);
+            body(&guard.0);
+        });
+        match spawned {
+            Ok(handle) => {
+                let mut threads = lock(&self.threads);
+                // Retired workers' handles: their threads have ended.
+                threads.retain(|(_, handle)| !handle.is_finished());
+                threads.push((handle.thread().id(), handle));
+                Ok(())
+            }
+            Err(error) => {
+                self.thread_exited();
+                Err(error)
+            }
+        }
+    }
+
+    /// Starts a worker (`extra`: one that retires when idle).
+    pub(super) fn spawn_worker(self: &Arc<Self>, extra: bool) -> std::io::Result<()> {
+        // Relaxed: a name counter; it orders nothing.
+        let index = self.next_worker.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}worker-{index}", self.prefix);
+        let body = if extra {
+            |shared: &Arc<Shared>| worker::run_worker(shared, true)
+        } else {
+            |shared: &Arc<Shared>| worker::run_worker(shared, false)
+        };
+        self.spawn(name, body)
+    }
+
+    /// Begins shutdown: refuse fires, discard armed runs (listing them in
+    /// the report), wake every thread.
+    pub(super) fn begin_shutdown(&self) {
+        // Release: pairs with the Acquire in `is_closed`, so whoever sees
+        // the scheduler shut down also sees what the caller of `shutdown`
+        // wrote before (`loom_shutdown` checks it). The internal protocol
+        // does not rely on it: its edges run through the scan's RMWs on the
+        // request and state words (see `lifecycle.rs`). The losing caller
+        // of the swap reads nothing, so no Acquire half.
+        if self.closed.swap(true, Ordering::Release) {
+            return;
+        }
+        self.pool.close();
+        self.lifecycle.scan(self.clock.now_us());
+        #[cfg(feature = "tracing")]
+        if let Some(report) = self.lifecycle.report() {
+            tracing::info!(
+                discarded = report.discarded().len(),
+                in_flight = report.in_flight().len(),
+                "scheduler shut down"
+            );
+        }
+    }
+
+    /// A run of `core` has been in flight for `running_for_us`, past its
+    /// `stuck_after`: report it (the monitor, once per run).
+    pub(super) fn report_stuck(&self, core: &crate::core::Core, running_for_us: u64) {
+        let report = crate::StuckRun {
+            trigger: core.name().map(str::to_owned),
+            running_for: Duration::from_micros(running_for_us),
+        };
+        #[cfg(feature = "tracing")]
+        tracing::warn!(
+            trigger = report.trigger().unwrap_or("<unnamed>"),
+            running_for = ?report.running_for(),
+            "run stuck"
+        );
+        if let Some(hook) = &self.stuck_hook {
+            // A panicking hook must not take the monitor down with it.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
+        }
+    }
+
+    pub(super) fn thread_exited(&self) {
+        let mut alive = lock(&self.alive);
+        *alive -= 1;
+        // Every exit, not only the last: a task awaiting termination from
+        // inside waits for all threads but its own.
+        self.terminated.notify_all();
+    }
+}
+
+/// Decrements the live-thread count when a scheduler thread ends, even by
+/// unwinding.
+struct ExitGuard(Arc<Shared>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.0.thread_exited();
+    }
+}
+
+/// Default grace period of [`Scheduler::shutdown_now`] and of drop.
+pub(super) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// Starts a worker the monitor asked for (already counted in the pool); a
+/// failure to start one is uncounted and reported, never fatal.
+pub(super) fn start_extra_worker(shared: &Arc<Shared>) {
+    if let Err(_error) = shared.spawn_worker(true) {
+        shared.pool.worker_not_started();
+        #[cfg(feature = "tracing")]
+        tracing::error!(error = %_error, "could not start an extra worker");
+    }
+}
