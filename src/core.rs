@@ -832,13 +832,15 @@ impl Core {
                 retry
             }
         };
-        if let Some(waiters) = self.waiters.get() {
-            waiters.finished(version, outcome);
-        }
         let panicked = outcome == Outcome::Panicked;
         // One clock read serves the statistics and the re-arm deadline.
         let end_ns = self.shared.clock().now_ns();
         self.stats.ended(end_ns / 1_000, panicked);
+        // After the statistics: a waiter that returns reads them updated
+        // (its lock on the waiters' state orders the Relaxed counters).
+        if let Some(waiters) = self.waiters.get() {
+            waiters.finished(version, outcome);
+        }
         // The outcome goes to the shutdown report if the scan listed this
         // run: looked up before `exit`, or after it if the scan had not run
         // yet — it may read RUNNING between the first look and `exit`; the

@@ -42,6 +42,22 @@ fn a_panic_is_the_outcome() {
 }
 
 #[test]
+fn the_statistics_are_updated_when_the_wait_returns() {
+    // The run's end is recorded before its waiters are told: a caller that
+    // reads the statistics right after the wait sees its own run in them.
+    // (Racy when broken, so many rounds; each round is a few µs.)
+    common::quiet_panics();
+    let scheduler = Scheduler::new();
+    let trigger = Trigger::bind(&scheduler, || panic!("boom: refresh failed"));
+    for round in 1..=5_000 {
+        assert_eq!(trigger.fire_and_wait(PATIENCE), Ok(Outcome::Panicked));
+        let stats = trigger.stats();
+        assert_eq!((stats.iterations, stats.panics), (round, round));
+        assert!(stats.last_end.is_some());
+    }
+}
+
+#[test]
 fn a_run_in_flight_at_the_call_does_not_count() {
     let scheduler = Scheduler::new();
     let (gate, runs) = (Gate::default(), Counter::default());
