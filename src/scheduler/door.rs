@@ -7,7 +7,7 @@
 //! lifecycle. The other direction is as narrow: the runtime drives a
 //! trigger through `Core::dispatch` (run a due request), `Core::expire`
 //! (the timer's look at a deadline) and a few read-only accessors, listed
-//! in `core.rs` under "What the runtime calls".
+//! in `core.rs` under "Doors".
 //!
 //! | the core needs to…                         | door                                            |
 //! |--------------------------------------------|-------------------------------------------------|
