@@ -492,12 +492,13 @@ impl Core {
     pub(crate) fn suspend(&self) {
         let version = self.advance();
         self.stats.suspended(version);
-        if let Some(waiters) = self.waiters.get() {
-            waiters.suspended(version);
-        }
         // A newer request may already be installed: then it wins, as the
         // later call.
         let _ = self.request.publish(version, Kind::Idle, false);
+        // After the publish: a waiter told "suspended" reads the trigger so.
+        if let Some(waiters) = self.waiters.get() {
+            waiters.suspended(version);
+        }
     }
 
     /// Puts the trigger in the run queue unless it is there already. A
@@ -634,10 +635,10 @@ impl Core {
     /// so it is reported once.
     pub(crate) fn stuck_for(&self, now_us: u64) -> Option<u64> {
         let policies = self.policies.as_ref()?;
-        if policies.stuck_after_us == 0 || !self.state.snapshot().is_running() {
+        if policies.stuck_after_us == 0 {
             return None;
         }
-        let running_for = now_us.saturating_sub(self.stats.last_start_us()?);
+        let running_for = now_us.saturating_sub(policies.running_since_us()?);
         (running_for >= policies.stuck_after_us && policies.mark_stuck()).then_some(running_for)
     }
 
@@ -731,7 +732,16 @@ impl Core {
     /// without running, and arm the live request for the cooldown's end
     /// (fires during the cooldown coalesce there; latest wins as always).
     fn defer(self: &Arc<Self>, version: u32, end_us: u64, now_us: u64) -> Option<InboxPush> {
-        let live = match self.state.exit(version) {
+        let exit = self.state.exit(version);
+        // No run happened. If the shutdown scan read RUNNING before this
+        // `exit`, the AcqRel `exit` read its AcqRel `touch`: `closed` is
+        // seen here, and the scan (which holds the report's lock throughout)
+        // has listed this trigger in flight — strike it. Otherwise the scan
+        // reads it idle and lists nothing in flight.
+        if self.shared.is_closed() {
+            self.shared.unlist_in_flight(self);
+        }
+        let live = match exit {
             Exit::Rerun { version } => version,
             Exit::Done { live: true } => version,
             Exit::Done { live: false } => return None, // a newer request rules
@@ -751,13 +761,14 @@ impl Core {
             version
         )
         .entered();
-        self.stats.started(version, self.shared.clock().now_us());
+        let start_us = self.shared.clock().now_us();
+        self.stats.started(version, start_us);
         if let Some(waiters) = self.waiters.get() {
             waiters.started(version);
         }
         door::reset_observed();
         if let Some(policies) = &self.policies {
-            policies.started();
+            policies.started(start_us);
         }
         let called = {
             let _running = wait::running(self.address());
@@ -825,6 +836,17 @@ impl Core {
         let retry = self
             .task
             .with_mut(|cell| unsafe { (*cell).settle(&result) });
+        // Everything an observer of this end may read is written before it
+        // is told: the statistics before the panic hook runs, and the
+        // statistics, the shutdown report and `exit` before the waiters
+        // wake (their lock orders the Relaxed counters).
+        let panicked = outcome == Outcome::Panicked;
+        // One clock read serves the statistics and the re-arm deadline.
+        let end_ns = self.shared.clock().now_ns();
+        self.stats.ended(end_ns / 1_000, panicked);
+        if let Some(policies) = &self.policies {
+            policies.ended();
+        }
         let next = match result {
             Ok(next) => next,
             Err(payload) => {
@@ -832,15 +854,6 @@ impl Core {
                 retry
             }
         };
-        let panicked = outcome == Outcome::Panicked;
-        // One clock read serves the statistics and the re-arm deadline.
-        let end_ns = self.shared.clock().now_ns();
-        self.stats.ended(end_ns / 1_000, panicked);
-        // After the statistics: a waiter that returns reads them updated
-        // (its lock on the waiters' state orders the Relaxed counters).
-        if let Some(waiters) = self.waiters.get() {
-            waiters.finished(version, outcome);
-        }
         // The outcome goes to the shutdown report if the scan listed this
         // run: looked up before `exit`, or after it if the scan had not run
         // yet — it may read RUNNING between the first look and `exit`; the
@@ -851,6 +864,12 @@ impl Core {
         let exit = self.state.exit(version);
         if !recorded && self.shared.is_closed() {
             self.shared.finish_listed(self, outcome);
+        }
+        // After `exit`, so a newer run may already have started (or even
+        // ended) on another thread: the waiters' record only moves forward,
+        // and a newer run serves this run's waiters too.
+        if let Some(waiters) = self.waiters.get() {
+            waiters.finished(version, outcome);
         }
         match exit {
             // The follow-up goes back through the pool rather than looping

@@ -145,6 +145,11 @@ impl Iteration {
     /// until it ends).
     pub(crate) fn new(core: Arc<Core>, version: u32, future: TaskFuture) -> Self {
         core.shared.alive_started();
+        Self::counted(core, version, future)
+    }
+
+    /// As [`new`](Self::new), for a caller that counted it alive already.
+    fn counted(core: Arc<Core>, version: u32, future: TaskFuture) -> Self {
         Self {
             core,
             version,
@@ -164,7 +169,14 @@ impl Iteration {
         outcome: Outcome,
         in_poll: bool,
     ) -> bool {
-        drop(self.future.take());
+        // A future may panic as it is dropped (a guard's `Drop`): that is
+        // this iteration's panic, reported like one from a poll — never an
+        // unwind that would skip handing RUNNING on.
+        let future = self.future.take();
+        let (result, outcome) = match catch_unwind(AssertUnwindSafe(|| drop(future))) {
+            Ok(()) => (result, outcome),
+            Err(payload) => (Err(payload), Outcome::Panicked),
+        };
         if let Some(slot) = self.core.cancel_slot() {
             slot.clear();
         }
@@ -281,15 +293,22 @@ impl Future for DispatchJob {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if let Some(core) = self.core.take() {
+            // Counted alive from here, not from the future's spawn: the
+            // task may take a while to build its future, and shutdown
+            // waits for that as for any iteration in flight.
+            core.shared.alive_started();
             let mut adopted = None;
             if let Some(push) = core.dispatch_here(&mut adopted) {
                 push.deliver_now();
             }
             match adopted {
                 Some((version, future)) => {
-                    self.iteration = Some(Iteration::new(core, version, future));
+                    self.iteration = Some(Iteration::counted(core, version, future));
                 }
-                None => return Poll::Ready(()),
+                None => {
+                    core.shared.alive_ended();
+                    return Poll::Ready(());
+                }
             }
         }
         match self.iteration.as_mut() {

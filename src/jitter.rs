@@ -108,7 +108,9 @@ impl RetryBackoff {
     ///
     /// None: a `max` below `initial` is raised to `initial`, and
     /// `initial == Duration::ZERO` gives zero delays (the task re-runs at
-    /// once; other triggers still get their turn).
+    /// once; on a real scheduler other triggers still get their turn, while
+    /// [`VirtualScheduler::advance`](crate::VirtualScheduler::advance)
+    /// stops such a loop at its run limit).
     #[must_use]
     pub fn new(initial: Duration, max: Duration) -> Self {
         Self {

@@ -46,7 +46,7 @@
 //! * **G6 suspend**: after `suspend` returns no new iteration starts.
 //! * **G7 self-stop**: a task returning `None` stops until fired.
 //! * **G8 panic isolation**: a panic is caught and reported; the trigger
-//!   stops circulating but stays usable.
+//!   stops circulating (unless its `PanicPolicy` retries) but stays usable.
 //! * **G9 bounded memory**: O(triggers), never O(fires): one timer entry and
 //!   one queued run per trigger at most.
 //! * **G10 no starvation**: a task that always asks to run again at once

@@ -5,7 +5,7 @@
 
 use crate::jitter::RetryBackoff;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// What a trigger does after its task panics. Either way the panic is
@@ -60,6 +60,12 @@ pub(crate) struct Policies {
     /// The run in flight was reported stuck; cleared when a run starts.
     /// Relaxed: a report flag, ordering nothing.
     stuck: AtomicBool,
+    /// When the iteration in flight started (µs), [`NOT_RUNNING`] between
+    /// iterations: set by the holder of RUNNING once it really runs the
+    /// task, so a due run that only takes RUNNING to find it too early
+    /// (a cooldown) is never "in flight" here. Relaxed: the monitor only
+    /// compares it with its clock, and a report orders nothing.
+    running_since_us: AtomicU64,
     /// For an async task: the waker of its iteration in flight, which
     /// `shutdown_now` wakes to cancel it (see `iteration.rs`).
     pub(crate) cancel: Option<crate::iteration::CancelSlot>,
@@ -97,6 +103,7 @@ impl Policies {
                 min_interval_us,
                 stuck_after_us,
                 stuck: AtomicBool::new(false),
+                running_since_us: AtomicU64::new(NOT_RUNNING),
                 cancel: spawner.map(crate::iteration::CancelSlot::new),
             })
         })
@@ -113,11 +120,27 @@ impl Policies {
         !self.stuck.swap(true, Relaxed)
     }
 
-    /// A run starts: not stuck.
-    pub(crate) fn started(&self) {
+    /// A run starts at `now_us`: in flight, not stuck.
+    pub(crate) fn started(&self, now_us: u64) {
         self.stuck.store(false, Relaxed);
+        self.running_since_us
+            .store(now_us.min(NOT_RUNNING - 1), Relaxed);
+    }
+
+    /// The run in flight ended.
+    pub(crate) fn ended(&self) {
+        self.running_since_us.store(NOT_RUNNING, Relaxed);
+    }
+
+    /// When the run in flight started (µs), if one is.
+    pub(crate) fn running_since_us(&self) -> Option<u64> {
+        let since = self.running_since_us.load(Relaxed);
+        (since != NOT_RUNNING).then_some(since)
     }
 }
+
+/// `Policies::running_since_us` between iterations.
+const NOT_RUNNING: u64 = u64::MAX;
 
 /// A run that has been in flight longer than its trigger's
 /// [`stuck_after`](crate::TriggerBuilder::stuck_after), as handed to the

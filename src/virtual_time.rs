@@ -98,9 +98,10 @@ impl VirtualScheduler {
     ///
     /// # Panics
     ///
-    /// If a task keeps re-arming itself with a zero delay (a million runs
-    /// at one instant): time could never move on. No argument value
-    /// panics.
+    /// If runs at one instant never stop (a million of them): a task that
+    /// re-arms itself with a zero delay, fires itself, or panics every time
+    /// under a zero `RetryBackoff` — time could never move on. No argument
+    /// value panics.
     pub fn advance(&self, delay: Duration) -> usize {
         let target = self.driver.time.now_us().saturating_add(micros_up(delay));
         self.driver

@@ -25,6 +25,14 @@ fn at_least(a: u32, b: u32) -> bool {
     a == b || is_newer(a, b)
 }
 
+/// Records `version` in `slot` unless it holds a newer one (concurrent
+/// calls may report out of order).
+fn advance(slot: &mut Option<u32>, version: u32) {
+    if slot.map_or(true, |newest| at_least(version, newest)) {
+        *slot = Some(version);
+    }
+}
+
 #[derive(Default)]
 struct WaitState {
     /// The version of the last iteration that started.
@@ -88,17 +96,26 @@ impl Waiters {
 
     /// An iteration of `version` starts.
     pub(crate) fn started(&self, version: u32) {
-        self.update(|s| s.started = Some(version));
+        self.update(|s| advance(&mut s.started, version));
     }
 
-    /// The iteration of `version` ended with `outcome`.
+    /// The iteration of `version` ended with `outcome`. Told after the
+    /// trigger's `exit`, so a newer run may have been told first: the
+    /// record keeps the newest (which serves every waiter the older one
+    /// would have).
     pub(crate) fn finished(&self, version: u32, outcome: Outcome) {
-        self.update(|s| s.finished = Some((version, outcome)));
+        self.update(|s| {
+            if s.finished
+                .map_or(true, |(newest, _)| at_least(version, newest))
+            {
+                s.finished = Some((version, outcome));
+            }
+        });
     }
 
     /// `suspend` installed `version`.
     pub(crate) fn suspended(&self, version: u32) {
-        self.update(|s| s.suspended = Some(version));
+        self.update(|s| advance(&mut s.suspended, version));
     }
 
     /// Waits for the iteration serving the fire of version `fired` (see

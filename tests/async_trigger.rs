@@ -564,3 +564,68 @@ async fn hostile_timeouts_never_panic_or_hang() {
         .unwrap();
     assert_eq!(sync, Ok(Outcome::Completed));
 }
+
+#[test]
+fn shutdown_now_waits_for_a_task_still_building_its_future() {
+    // Fired from outside, an async trigger's dispatch runs on its
+    // executor, which calls the task for its future: that call is part of
+    // the iteration, and shutdown waits for it.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let scheduler = Scheduler::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let trigger = Trigger::builder(&scheduler)
+        .runtime(runtime.handle().clone())
+        .bind_async(move || {
+            tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(300)); // the task's sync part
+            async { None }
+        });
+    trigger.fire().unwrap();
+    rx.recv().unwrap();
+    let report = scheduler.shutdown_now();
+    assert_eq!(report.in_flight().len(), 1);
+    assert_ne!(report.in_flight()[0].outcome(), Outcome::StillRunning);
+}
+
+/// Panics when dropped before it is forgotten.
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("a guard dropped before completion");
+        }
+    }
+}
+
+#[test]
+fn a_future_that_panics_as_it_is_dropped_hands_the_trigger_on() {
+    common::quiet_panics();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let scheduler = Scheduler::builder()
+        .shutdown_grace(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let trigger = Trigger::builder(&scheduler)
+        .runtime(runtime.handle().clone())
+        .bind_async(move || {
+            let tx = tx.clone();
+            async move {
+                let guard = PanicOnDrop;
+                tx.send(()).unwrap();
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                std::mem::forget(guard);
+                None
+            }
+        });
+    trigger.fire().unwrap();
+    rx.recv().unwrap();
+    let started = std::time::Instant::now();
+    let report = scheduler.shutdown_now();
+    // Not the whole grace period: the iteration ended, with a panic.
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(report.in_flight()[0].outcome(), Outcome::Panicked);
+    assert_eq!(scheduler.panic_count(), 1);
+    assert!(!trigger.snapshot().is_running());
+}

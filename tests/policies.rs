@@ -418,3 +418,51 @@ fn hostile_values_for_the_new_entry_points_never_panic() {
         assert!(scheduler.await_termination(common::PATIENCE));
     }
 }
+
+#[test]
+fn a_cooldown_deferral_is_never_reported_stuck() {
+    // Fires during a cooldown take RUNNING for a moment without running
+    // the task; no run lasts 1 ms here, so the stuck hook must stay quiet.
+    let stuck = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let s = stuck.clone();
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .stall_threshold(Duration::from_micros(200))
+        .stuck_hook(move |_| {
+            s.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })
+        .build()
+        .unwrap();
+    let trigger = Trigger::builder(&scheduler)
+        .min_interval(secs(3600))
+        .stuck_after(Duration::from_millis(1))
+        .bind(|| None);
+    trigger.fire_and_wait(secs(20)).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    let end = std::time::Instant::now() + Duration::from_millis(500);
+    while std::time::Instant::now() < end {
+        trigger.fire().unwrap();
+    }
+    assert_eq!(stuck.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(trigger.stats().iterations, 1, "the cooldown held");
+}
+
+#[test]
+fn the_panic_hook_reads_the_panic_in_the_trigger_statistics() {
+    let me: Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> = Arc::default();
+    let seen = Arc::new(Mutex::new(None));
+    let (m, s) = (me.clone(), seen.clone());
+    let sim = Scheduler::builder()
+        .panic_hook(move |_| {
+            let trigger = m.get().and_then(|weak| weak.upgrade()).unwrap();
+            let stats = trigger.stats();
+            *s.lock().unwrap() = Some((stats.panics, stats.last_end.is_some()));
+        })
+        .build_virtual();
+    let trigger = Trigger::bind(&sim, || -> Option<Duration> { panic!("boom") });
+    me.set(trigger.downgrade()).unwrap();
+    common::quiet_panics();
+    trigger.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(*seen.lock().unwrap(), Some((1, true)));
+}

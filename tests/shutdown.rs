@@ -295,3 +295,72 @@ fn virtual_schedulers_report_too() {
     assert_eq!(report.discarded()[0].due_in(), Duration::from_secs(5));
     eventually("no threads to wait for", || sim.is_terminated());
 }
+
+#[test]
+fn a_cooldown_deferral_is_never_listed_in_flight() {
+    // A fire during a cooldown takes RUNNING only to find it too early and
+    // gives it back without running; a scan in that moment must not list
+    // a run in flight (it would stay `StillRunning` for ever). Racy when
+    // broken, so many rounds.
+    let mut phantoms = 0;
+    for _ in 0..100 {
+        let scheduler = Arc::new(Scheduler::builder().workers(1).build().unwrap());
+        let runs = Counter::default();
+        let r = runs.clone();
+        let trigger = Trigger::builder(&*scheduler)
+            .min_interval(Duration::from_secs(3600))
+            .bind(move || {
+                r.bump();
+                None
+            });
+        trigger.fire_and_wait(PATIENCE).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (t, st) = (trigger.clone(), stop.clone());
+        let firer = thread::spawn(move || {
+            let mut fires = 0u64;
+            while !st.load(Ordering::Relaxed) && fires < 50_000_000 && t.fire().is_ok() {
+                fires += 1;
+            }
+        });
+        thread::sleep(Duration::from_millis(3));
+        let report = scheduler.shutdown_now();
+        stop.store(true, Ordering::Relaxed);
+        firer.join().unwrap();
+        assert_eq!(runs.get(), 1, "the cooldown held");
+        if !report.in_flight().is_empty() {
+            phantoms += 1;
+        }
+    }
+    assert_eq!(phantoms, 0, "reports listing a run that never ran");
+}
+
+#[test]
+fn a_concurrent_second_shutdown_returns_the_full_report() {
+    // The caller that loses the race to close must not return (or read
+    // the report) before the winner's scan has listed every armed run.
+    const ARMED: usize = 50_000;
+    let mut short = 0;
+    for _ in 0..6 {
+        let scheduler = Arc::new(Scheduler::builder().workers(1).build().unwrap());
+        let triggers: Vec<_> = (0..ARMED)
+            .map(|_| {
+                let t = Trigger::bind(&*scheduler, || None);
+                t.fire_after(Duration::from_secs(3600)).unwrap();
+                t
+            })
+            .collect();
+        let s = scheduler.clone();
+        let first = thread::spawn(move || s.shutdown());
+        let deadline = Instant::now() + PATIENCE;
+        while !scheduler.is_shutdown() && Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
+        let seen = scheduler.shutdown_report().map(|r| r.discarded().len());
+        let report = scheduler.shutdown_now();
+        first.join().unwrap();
+        if seen != Some(ARMED) || report.discarded().len() != triggers.len() {
+            short += 1;
+        }
+    }
+    assert_eq!(short, 0, "rounds where a report was read half made");
+}

@@ -4,7 +4,7 @@
 
 mod common;
 
-use circulation_trigger::{Outcome, Scheduler, Trigger, WaitError};
+use circulation_trigger::{Outcome, Scheduler, Trigger, TriggerState, WaitError};
 use common::{eventually, Counter, Gate, PATIENCE};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -194,4 +194,58 @@ fn on_virtual_time_another_thread_advances() {
         Err(WaitError::Timeout),
         "nobody advances time"
     );
+}
+
+#[test]
+fn a_waiter_reads_its_outcome_in_the_shutdown_report() {
+    // A run in flight at shutdown completes: its waiter, once back, finds
+    // the report saying so (not `StillRunning`). Racy when broken.
+    for _ in 0..300 {
+        let scheduler = Arc::new(Scheduler::builder().workers(1).build().unwrap());
+        let entered = Gate::default();
+        let release = Gate::default();
+        let (e, r) = (entered.clone(), release.clone());
+        let trigger = Trigger::bind(&*scheduler, move || {
+            e.open();
+            r.wait();
+            None
+        });
+        let (t, s) = (trigger.clone(), scheduler.clone());
+        let waiter = thread::spawn(move || (t.fire_and_wait(PATIENCE), s.shutdown_report()));
+        entered.wait();
+        scheduler.shutdown();
+        release.open();
+        let (outcome, report) = waiter.join().unwrap();
+        assert_eq!(outcome, Ok(Outcome::Completed));
+        assert_eq!(report.unwrap().in_flight()[0].outcome(), Outcome::Completed);
+    }
+}
+
+#[test]
+fn a_waiter_told_suspended_reads_the_trigger_suspended() {
+    // Racy when broken: `suspend` told the waiters before installing its
+    // idle request.
+    for _ in 0..300 {
+        let sim = Arc::new(Scheduler::builder().build_virtual());
+        let trigger = Trigger::bind(&*sim, || None);
+        let t = trigger.clone();
+        let waiter = thread::spawn(move || {
+            let waited = t.fire_and_wait(PATIENCE);
+            (waited, t.stats().state)
+        });
+        // The fire is in (nothing runs it: virtual time stands still), and
+        // the waiter about to wait or waiting.
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while trigger.stats().fires == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the waiter never fired"
+            );
+            std::hint::spin_loop();
+        }
+        trigger.suspend();
+        let (waited, state) = waiter.join().unwrap();
+        assert_eq!(waited, Err(WaitError::Suspended));
+        assert_eq!(state, TriggerState::Suspended);
+    }
 }

@@ -205,9 +205,10 @@ impl Builder {
         self
     }
 
-    /// Called (on the worker) with every panic caught in a task. The panic
-    /// is also counted ([`Scheduler::panic_count`]) and the trigger stops
-    /// circulating until fired again.
+    /// Called (on the worker) with every panic caught in a task, after the
+    /// panic is counted ([`Scheduler::panic_count`] and the trigger's
+    /// statistics). The trigger then stops circulating until fired again,
+    /// unless its [`PanicPolicy`](crate::PanicPolicy) retries.
     pub fn panic_hook(mut self, hook: impl Fn(&super::TaskPanic) + Send + Sync + 'static) -> Self {
         self.panic_hook = Some(Box::new(hook));
         self

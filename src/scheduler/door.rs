@@ -111,6 +111,13 @@ impl Shared {
         self.lifecycle.finish(core, outcome)
     }
 
+    /// A due run gave RUNNING back without running (a cooldown): strike it
+    /// from the report's iterations in flight if the scan listed it (see
+    /// `Lifecycle::unlist`).
+    pub(crate) fn unlist_in_flight(&self, core: &Core) {
+        self.lifecycle.unlist(core);
+    }
+
     /// Whether `shutdown_now` asked iterations in flight to stop.
     pub(crate) fn is_cancelled(&self) -> bool {
         self.lifecycle.is_cancelled()

@@ -233,16 +233,21 @@ impl Lifecycle {
     /// started more than its `stuck_after` before `now_us` (the monitor,
     /// every tick); forgets dropped triggers.
     pub(crate) fn check_stuck(&self, now_us: u64, report: impl Fn(&Core, u64)) {
-        let mut watched = lock(&self.watched);
-        watched.retain(|core| {
+        let mut stuck = Vec::new();
+        lock(&self.watched).retain(|core| {
             let Some(core) = core.upgrade() else {
                 return false;
             };
             if let Some(running_for) = core.stuck_for(now_us) {
-                report(&core, running_for);
+                stuck.push((core, running_for));
             }
             true
         });
+        // The hook is user code: called with no lock held (it may bind a
+        // watched trigger itself), and the triggers dropped after it.
+        for (core, running_for) in stuck {
+            report(&core, running_for);
+        }
     }
 
     /// Forgets a dropped trigger's slot.
@@ -334,6 +339,25 @@ impl Lifecycle {
             draft.report.in_flight[index].outcome = outcome;
         }
         true
+    }
+
+    /// `core` took RUNNING only to find its cooldown not over, and has
+    /// given it back without running: if the scan listed that as an
+    /// iteration in flight, strike it (no run happened; the deferred
+    /// request is listed as discarded instead).
+    pub(crate) fn unlist(&self, core: &Core) {
+        let mut draft = lock(&self.draft);
+        let Some(draft) = draft.as_mut() else {
+            return;
+        };
+        if let Some(index) = draft
+            .in_flight_keys
+            .iter()
+            .position(|&k| k == Some(key(core)))
+        {
+            draft.in_flight_keys.remove(index);
+            draft.report.in_flight.remove(index);
+        }
     }
 
     /// Notes threads detached after the grace period.

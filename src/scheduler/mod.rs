@@ -210,6 +210,10 @@ impl Scheduler {
     /// armed runs discarded and the iterations in flight (outcomes fill in
     /// as they end).
     pub fn shutdown_report(&self) -> Option<ShutdownReport> {
+        if self.shared.is_closed() {
+            // A shutdown begun on another thread: wait for its scan.
+            drop(lock(&self.shared.shutting));
+        }
         self.shared.lifecycle.report()
     }
 

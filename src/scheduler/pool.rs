@@ -363,6 +363,11 @@ impl Pool {
         // saving a read per periodic run and per turn (the first read after
         // a wake-up is the costly one).
         let mut now_hint = now_hint.or(push.as_ref().map(|push| push.now_us));
+        // The re-arm's trigger, held until the lock is released: declared
+        // before the guard, so it is dropped after it. If its last handle
+        // went meanwhile, dropping it drops the task, whose captures may
+        // run any code (fire another trigger, say) — never under the lock.
+        let mut delivered: Option<Arc<Core>> = None;
         let mut state = self.lock();
         if !state.closed {
             if let Some(InboxPush { core, now_us }) = push.take() {
@@ -372,6 +377,7 @@ impl Pool {
                 // Under the lock, before this worker may park: rare (an
                 // earlier deadline than the holder's, or a free role).
                 self.notify(wakes);
+                delivered = Some(core);
             }
         }
         loop {
@@ -391,6 +397,13 @@ impl Pool {
             if let Some(core) = state.queue.pop_front() {
                 state.progress += 1;
                 return Work::Run(core);
+            }
+            if delivered.is_some() {
+                // About to park: let the trigger go first, outside the lock.
+                drop(state);
+                drop(delivered.take());
+                state = self.lock();
+                continue;
             }
             state.idle.push(Arc::clone(bed));
             state = if extra {

@@ -20,6 +20,8 @@
 //!   extra workers' handles are pruned when the next thread starts.
 //! * **`closed` goes false → true once** (`begin_shutdown`); after it, no
 //!   new run starts and the lifecycle's scan lists what was armed.
+//!   `shutting` serializes shutdowns: a concurrent second caller, and a
+//!   reader of the report, wait until that scan is done.
 
 use super::lifecycle::Lifecycle;
 use super::pool::{Limits, Pool};
@@ -83,6 +85,10 @@ pub(crate) struct Shared {
     pub(super) pool: CachePadded<Pool>,
     pub(super) limits: Limits,
     pub(super) closed: AtomicBool,
+    /// Taken by `begin_shutdown` from the `closed` swap to the end of the
+    /// scan, and by readers of the report after `closed` is set: nobody
+    /// sees a shutdown half begun.
+    pub(super) shutting: Mutex<()>,
     pub(super) lifecycle: Lifecycle,
     /// How long `shutdown_now` and drop wait for iterations in flight.
     pub(super) grace: Duration,
@@ -120,6 +126,7 @@ impl Shared {
             pool: CachePadded::new(pool),
             limits,
             closed: AtomicBool::new(false),
+            shutting: Mutex::new(()),
             lifecycle: Lifecycle::default(),
             grace: DEFAULT_GRACE,
             panics: AtomicU64::new(0),
@@ -178,6 +185,9 @@ impl Shared {
     /// Begins shutdown: refuse fires, discard armed runs (listing them in
     /// the report), wake every thread.
     pub(super) fn begin_shutdown(&self) {
+        // Held until the scan is done: a second, concurrent caller returns
+        // only once the report it will read is complete.
+        let _one_at_a_time = lock(&self.shutting);
         // Release: pairs with the Acquire in `is_closed`, so whoever sees
         // the scheduler shut down also sees what the caller of `shutdown`
         // wrote before (`loom_shutdown` checks it). The internal protocol
