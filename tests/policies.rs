@@ -466,3 +466,46 @@ fn the_panic_hook_reads_the_panic_in_the_trigger_statistics() {
     sim.advance(Duration::ZERO);
     assert_eq!(*seen.lock().unwrap(), Some((1, true)));
 }
+
+#[test]
+fn the_stuck_hook_may_bind_a_watched_trigger() {
+    // The hook is user code and runs with no lock of the scheduler's held:
+    // binding a trigger with `stuck_after` from it (which puts it on the
+    // monitor's list) must not deadlock the monitor.
+    let weak: Arc<std::sync::OnceLock<std::sync::Weak<Scheduler>>> = Arc::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (w, tx) = (weak.clone(), Mutex::new(tx));
+    let scheduler = Arc::new(
+        Scheduler::builder()
+            .stuck_hook(move |_| {
+                if let Some(scheduler) = w.get().and_then(std::sync::Weak::upgrade) {
+                    drop(
+                        Trigger::builder(&*scheduler)
+                            .stuck_after(secs(3600))
+                            .bind(|| None),
+                    );
+                }
+                let _ = tx.lock().unwrap().send(());
+            })
+            .build()
+            .unwrap(),
+    );
+    weak.set(Arc::downgrade(&scheduler)).unwrap();
+    // Two hung runs, one after the other: the monitor reports the second
+    // too, so it survived the hook's first call.
+    for round in 1..=2 {
+        let release = common::Gate::default();
+        let r = release.clone();
+        let hung = Trigger::builder(&*scheduler)
+            .stuck_after(Duration::from_millis(5))
+            .bind(move || {
+                r.wait();
+                None
+            });
+        hung.fire().unwrap();
+        let reported = rx.recv_timeout(common::PATIENCE);
+        release.open();
+        assert!(reported.is_ok(), "round {round}: no report");
+        eventually("the run ended", || hung.stats().iterations == 1);
+    }
+}
