@@ -541,3 +541,52 @@ fn debug_output_names_the_trigger() {
     assert!(text.contains("config-refresh"), "{text}");
     assert!(text.contains("running: false"), "{text}");
 }
+
+/// Fires a trigger when dropped (captured by another trigger's task).
+struct FireOnDrop(Trigger);
+
+impl Drop for FireOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.fire();
+    }
+}
+
+#[test]
+fn a_task_dropped_on_a_worker_may_fire_from_its_destructor() {
+    // Dropping the last handle just as a periodic run re-arms leaves the
+    // worker's reference the last one: the task is dropped there, and its
+    // captures' destructors run — here one fires another trigger, which
+    // must not find the worker holding the scheduler's lock. Racy when
+    // broken (the window is the re-arm's hand-over), so many rounds; a
+    // deadlock would block a fire for ever, so the rounds run on a thread
+    // of their own and the test gives up on them after a while.
+    const ROUNDS: u64 = 2_000;
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let scheduler = scheduler(2);
+        let fired = Counter::default();
+        let f = fired.clone();
+        let target = Trigger::bind(&scheduler, move || {
+            f.bump();
+            None
+        });
+        for round in 0..ROUNDS {
+            let on_drop = FireOnDrop(target.clone());
+            let periodic = Trigger::bind(&scheduler, move || {
+                let _keep = &on_drop;
+                Some(Duration::from_micros(20))
+            });
+            periodic.fire().unwrap();
+            thread::sleep(Duration::from_micros(round % 97));
+            drop(periodic);
+        }
+        // The scheduler is alive: it runs the target's last fire.
+        let last = target.fire_and_wait(common::PATIENCE);
+        done_tx.send((last, fired.get())).unwrap();
+    });
+    let (last, fired) = done_rx
+        .recv_timeout(common::PATIENCE)
+        .expect("the scheduler deadlocked");
+    assert!(last.is_ok(), "{last:?}");
+    assert!(fired >= 1);
+}
