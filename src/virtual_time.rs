@@ -124,11 +124,15 @@ impl VirtualScheduler {
             .advance_to(&self.scheduler.shared, micros_up(at).min(HORIZON_US))
     }
 
-    /// The next time an iteration is due, if any is armed (the start of
-    /// the wheel slot holding it: never later than the deadline).
+    /// The next time an iteration is due, if any is: now, if a run is
+    /// queued (a `fire`, or a re-run due at once); else the earliest armed
+    /// deadline (never later than it).
     pub fn next_deadline(&self) -> Option<Duration> {
-        self.driver
-            .turn(&self.scheduler.shared, self.driver.time.now_us());
+        let now_us = self.driver.time.now_us();
+        self.driver.turn(&self.scheduler.shared, now_us);
+        if self.driver.queued(&self.scheduler.shared) {
+            return Some(Duration::from_micros(now_us));
+        }
         let next = self.driver.next_wake();
         (next != u64::MAX).then(|| Duration::from_micros(next))
     }

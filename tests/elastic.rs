@@ -256,3 +256,80 @@ fn a_quick_task_that_blocks_this_time_leaves_the_role_to_the_monitor() {
     });
     later_deadline_runs_while_blocked(scheduler, &blocker, 2, &gate, &started);
 }
+
+#[test]
+fn blocking_runs_due_together_do_not_leave_the_role_unwatched() {
+    // Two first runs due in one turn, three workers, the monitor kept out:
+    // the holder runs one, and the worker woken to take the role over must
+    // take it ahead of the other queued run (a third worker runs that),
+    // so a later deadline runs while both block.
+    let scheduler = Scheduler::builder()
+        .workers(3)
+        .stall_threshold(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let first = blocking_from(&scheduler, 1, &gate, &started);
+    let second = blocking_from(&scheduler, 1, &gate, &started);
+    let later = Counter::default();
+    let l = later.clone();
+    let other = Trigger::bind(&scheduler, move || {
+        l.bump();
+        None
+    });
+    let at = Instant::now() + Duration::from_millis(20);
+    first.fire_at(at).unwrap();
+    second.fire_at(at).unwrap();
+    other.fire_after(Duration::from_millis(60)).unwrap();
+    eventually("the later trigger ran while both block", || {
+        later.get() == 1
+    });
+    assert_eq!(started.get(), 2, "both blockers are still in their runs");
+    gate.open();
+    let _ = scheduler.shutdown_and_join();
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_extra_worker_with_no_keep_alive_does_not_spin() {
+    // A zero keep-alive counts as 1 ms: an extra worker holding the role
+    // while the core worker blocks wakes at most every millisecond instead
+    // of turning the wheel in a loop.
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .stall_threshold(Duration::from_millis(1))
+        .worker_keep_alive(Duration::ZERO)
+        .build()
+        .unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let blocker = blocking_from(&scheduler, 1, &gate, &started);
+    let quick = Trigger::bind(&scheduler, || None);
+    blocker.fire().unwrap();
+    eventually("the blocker runs", || started.get() == 1);
+    quick.fire().unwrap(); // waits for an extra worker, which then holds the role
+    eventually("an extra worker ran it", || quick.stats().iterations == 1);
+    let before = cpu_time();
+    std::thread::sleep(Duration::from_millis(500));
+    let used = cpu_time() - before;
+    gate.open();
+    let _ = scheduler.shutdown_and_join();
+    // Spinning would use the whole half second of one core.
+    assert!(
+        used < Duration::from_millis(250),
+        "{used:?} of CPU while idle"
+    );
+}
+
+/// CPU time this process has used so far (every thread).
+#[cfg(target_os = "linux")]
+fn cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; the clock id is a
+    // constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    assert_eq!(rc, 0);
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}

@@ -13,6 +13,9 @@ use std::time::Duration;
 
 /// Default [`Builder::stall_threshold`].
 const DEFAULT_STALL: Duration = Duration::from_millis(10);
+/// The shortest keep-alive an extra worker gets (see
+/// [`Builder::worker_keep_alive`]).
+const MIN_KEEP_ALIVE: Duration = Duration::from_millis(1);
 /// Default [`Builder::worker_keep_alive`].
 const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// Default [`Builder::max_workers`] (tokio's blocking pool uses the same).
@@ -154,7 +157,9 @@ impl Builder {
     }
 
     /// How long a worker started beyond [`workers`](Self::workers) stays
-    /// idle before it exits (default 10 s).
+    /// idle before it exits (default 10 s; any value is accepted, and below
+    /// 1 ms it counts as 1 ms — an extra worker holding the timer role
+    /// sleeps at most this long at a time).
     pub fn worker_keep_alive(mut self, keep_alive: Duration) -> Self {
         self.keep_alive = keep_alive;
         self
@@ -236,7 +241,7 @@ impl Builder {
             core,
             max: self.max_workers.clamp(core, MAX_WORKERS.max(core)),
             stall: self.stall.max(Duration::from_micros(100)),
-            keep_alive: self.keep_alive,
+            keep_alive: self.keep_alive.max(MIN_KEEP_ALIVE),
         }
     }
 

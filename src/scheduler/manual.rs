@@ -43,6 +43,11 @@ impl Driver {
         }
     }
 
+    /// Whether a dispatch is queued (due at once).
+    pub(crate) fn queued(&self, shared: &Shared) -> bool {
+        shared.pool.queued() > 0
+    }
+
     /// Plays the timer at `now_us`: moves the clock there (never back),
     /// re-reads the inbox, queues every run due.
     pub(crate) fn turn(&self, shared: &Shared, now_us: u64) {

@@ -18,7 +18,10 @@
 //!   or while the thread that put it back after a quick batch (see
 //!   [`Pool::release`]) is on its way back for it: whoever finds the role
 //!   free takes it rather than park, so an idle pool always has one thread
-//!   sleeping toward the next deadline. If that batch blocks instead, the
+//!   sleeping toward the next deadline. A worker woken to take the role
+//!   over (`successor`) takes it ahead of queued runs, so the runs of a
+//!   batch that block never leave the role free while another worker
+//!   sleeps. If that batch blocks instead, the
 //!   monitor wakes a parked worker for the role within the stall threshold,
 //!   and an extra worker whose keep-alive runs out meanwhile takes the role
 //!   rather than retire.
@@ -163,10 +166,6 @@ impl Wakes {
             Some(_) => self.rest.push(bed),
         }
     }
-
-    fn any_worker(&self) -> bool {
-        self.first.is_some() || self.timer
-    }
 }
 
 struct State {
@@ -185,6 +184,11 @@ struct State {
     workers: WorkerCounts,
     /// Set while the worker limit stops a needed start (one hit per episode).
     at_limit: bool,
+    /// `release` woke an idle worker to take the free role: the first
+    /// worker to look takes it, ahead of queued runs (all but the thread
+    /// that just put it back, which runs the batch's first run). Cleared
+    /// when someone takes the role.
+    successor: bool,
     /// Bumped whenever a worker picks up work: the monitor's stall test.
     progress: u64,
     monitor_parked: bool,
@@ -267,6 +271,7 @@ impl Pool {
                 idle: Vec::new(),
                 workers: WorkerCounts::default(),
                 at_limit: false,
+                successor: false,
                 progress: 0,
                 monitor_parked: false,
             }),
@@ -331,7 +336,6 @@ impl Pool {
     }
 
     /// Number of queued dispatches.
-    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn queued(&self) -> usize {
         self.lock().queue.len()
     }
@@ -347,8 +351,11 @@ impl Pool {
     ///
     /// `push`: the inbox push the worker's last run left (a re-arm),
     /// delivered under this lock instead of one of its own; left in place if
-    /// the pool is closed (the caller lists it). `now_hint`: a recent clock
-    /// reading the caller already has.
+    /// the pool is closed (the caller lists it). `now_hint`: the clock as
+    /// the caller's last timer turn began, given only right after that
+    /// turn put the role back ([`after_turn`](Self::after_turn)'s
+    /// `Released`): the caller then runs a queued run, leaving the role to
+    /// the successor it may have woken.
     pub(crate) fn next_work(
         &self,
         bed: &Bed,
@@ -362,6 +369,7 @@ impl Pool {
         // as its last timer turn began: good for the first look below,
         // saving a read per periodic run and per turn (the first read after
         // a wake-up is the costly one).
+        let mut just_released = now_hint.is_some();
         let mut now_hint = now_hint.or(push.as_ref().map(|push| push.now_us));
         // The re-arm's trigger, held until the lock is released: declared
         // before the guard, so it is dropped after it. If its last handle
@@ -388,7 +396,9 @@ impl Pool {
             let hint = now_hint.take();
             let role_free = state.timer.is_some();
             let due = |state: &State| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
-            if role_free && (state.queue.is_empty() || due(&state)) {
+            let successor = state.successor && !std::mem::take(&mut just_released);
+            if role_free && (state.queue.is_empty() || successor || due(&state)) {
+                state.successor = false;
                 state.progress += 1;
                 let items = std::mem::take(&mut state.inbox);
                 let timer = state.timer.take().expect("the role is free");
@@ -419,7 +429,11 @@ impl Pool {
             if let Some(index) = state.idle.iter().position(|b| Arc::ptr_eq(b, bed)) {
                 state.idle.remove(index);
                 let surplus = state.workers.current > limits.core;
-                if extra && !state.closed && surplus && !state.pending(clock.now_us()) {
+                // Not while the role is free either: this worker takes it
+                // (the top of the loop), so no deadline goes unwatched.
+                let role_free = state.timer.is_some();
+                if extra && !state.closed && surplus && !role_free && !state.pending(clock.now_us())
+                {
                     state.workers.current -= 1;
                     return Work::Exit;
                 }
@@ -445,11 +459,19 @@ impl Pool {
         if state.closed {
             return Step::Closed(std::mem::take(due));
         }
+        let from_turn = due.len();
         if !due.is_empty() {
             state.progress += 1;
             state.queue.extend(due.drain(..));
         }
         if !state.queue.is_empty() {
+            // Runs queued before this turn (fires, or a batch an earlier
+            // holder left) are not in the estimate: their length is
+            // unknown, so this thread does not count on coming back.
+            let estimate = Estimate {
+                unknown: estimate.unknown || state.queue.len() > from_turn,
+                ..estimate
+            };
             let wakes = self.release(&mut state, timer, estimate, turned_at_us);
             drop(state);
             self.notify(wakes);
@@ -502,6 +524,8 @@ impl Pool {
         let mut wakes = Wakes::default();
         state.timer_next = timer.next_wake();
         let _ = state.wake_idle(&mut wakes);
+        // The woken worker takes the role even if a run is queued first.
+        state.successor = true;
         state.workers.current -= 1;
         Some(wakes)
     }
@@ -512,8 +536,10 @@ impl Pool {
     /// * helpers: one idle worker per [`SHARE_US`] of estimated work beyond
     ///   the first share (a batch of quick runs is cheaper on one thread
     ///   than spread with wake-ups);
-    /// * a successor for the role: one idle worker, if no helper woke and
-    ///   the wheel has deadlines — unless the batch is known to be quick
+    /// * a successor for the role: one idle worker, if the wheel has
+    ///   deadlines, which takes the role ahead of queued runs (so helpers
+    ///   and runs that block never leave it free while a worker sleeps) —
+    ///   unless the batch is known to be quick
     ///   (every run in it has finished before, and twice their last
     ///   durations plus [`BACK_MARGIN_US`] end before the next deadline):
     ///   then this thread runs the batch and takes the role back itself,
@@ -538,6 +564,7 @@ impl Pool {
         let mut wakes = Wakes::default();
         state.timer_next = timer.next_wake();
         state.timer = Some(timer);
+        state.successor = false;
         let others = state.queue.len().saturating_sub(1) as u64;
         for _ in 0..(estimate.known_us / SHARE_US).min(others) {
             if !state.wake_idle(&mut wakes) {
@@ -552,8 +579,12 @@ impl Pool {
                     .known_us
                     .saturating_mul(2)
                     .saturating_add(BACK_MARGIN_US);
-        if !wakes.any_worker() && deadlines && !back_in_time {
-            let _ = state.wake_idle(&mut wakes);
+        // The role gets a thread of its own, unless this one comes back
+        // for it after a quick batch: the woken worker takes it ahead of
+        // queued runs (`successor`), so runs that block — whoever runs
+        // them — never leave it free while a worker sleeps.
+        if deadlines && !back_in_time && state.wake_idle(&mut wakes) {
+            state.successor = true;
         }
         wakes
     }
