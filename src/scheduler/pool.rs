@@ -171,6 +171,11 @@ impl Wakes {
 struct State {
     queue: VecDeque<Weak<Core>>,
     inbox: Vec<Weak<Core>>,
+    /// The earliest deadline of the inbox's news (µs; `NEVER` if none or
+    /// unknown to matter): a free role is due for it then, not before, so
+    /// a worker delivering its own re-arm runs the rest of its batch first
+    /// instead of turning the wheel once per run.
+    inbox_next: u64,
     closed: bool,
     /// The timer role: `Some` while no thread holds it.
     timer: Option<Box<Timer>>,
@@ -228,13 +233,19 @@ impl State {
     }
 
     /// Whether work waits that no thread has picked up: queued runs, or a
-    /// free timer role with a deadline passed or news in its inbox.
+    /// free timer role with a deadline passed (the wheel's or its news').
     fn pending(&self, now_us: u64) -> bool {
         !self.queue.is_empty() || (self.timer.is_some() && self.timer_due(now_us))
     }
 
+    /// Takes the inbox's news for a turn.
+    fn take_inbox(&mut self) -> Vec<Weak<Core>> {
+        self.inbox_next = NEVER;
+        std::mem::take(&mut self.inbox)
+    }
+
     fn timer_due(&self, now_us: u64) -> bool {
-        self.timer_next <= now_us || !self.inbox.is_empty()
+        self.timer_next.min(self.inbox_next) <= now_us
     }
 
     /// Workers neither parked nor asleep on the timer.
@@ -263,6 +274,7 @@ impl Pool {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
                 inbox: Vec::new(),
+                inbox_next: NEVER,
                 closed: false,
                 timer_next: timer.as_ref().map_or(NEVER, |t| t.next_wake()),
                 timer,
@@ -342,7 +354,7 @@ impl Pool {
 
     /// Takes the inbox (thread-less drivers).
     pub(crate) fn take_inbox(&self) -> Vec<Weak<Core>> {
-        std::mem::take(&mut self.lock().inbox)
+        self.lock().take_inbox()
     }
 
     /// Worker side: the next thing to do, waiting for it if need be. The
@@ -400,7 +412,7 @@ impl Pool {
             if role_free && (state.queue.is_empty() || successor || due(&state)) {
                 state.successor = false;
                 state.progress += 1;
-                let items = std::mem::take(&mut state.inbox);
+                let items = state.take_inbox();
                 let timer = state.timer.take().expect("the role is free");
                 return Work::Timer(timer, items);
             }
@@ -504,7 +516,7 @@ impl Pool {
             }
         }
         state.notified = false;
-        Step::Turn(timer, std::mem::take(&mut state.inbox))
+        Step::Turn(timer, state.take_inbox())
     }
 
     /// An extra worker's keep-alive ran out while it held the role with
@@ -629,7 +641,7 @@ impl Pool {
             state = self.sleep(state, until_us, None).0;
         }
         state.notified = false;
-        std::mem::take(&mut state.inbox)
+        state.take_inbox()
     }
 
     /// Whether the role holder is awake or has been woken (loom models).
@@ -677,14 +689,19 @@ impl Pool {
         wakes: &mut Wakes,
     ) {
         state.inbox.push(core);
+        // A free role is due for the news at its deadline (a worker's look
+        // for work takes it then, ahead of queued runs); news with no
+        // deadline (a suspend) asks nothing by a time.
+        let deadline = judge();
+        state.inbox_next = state.inbox_next.min(deadline.unwrap_or(NEVER));
         if state.timer.is_some() {
-            // The role is free (put back with no deadline to watch): an
-            // idle worker takes it to read the news — unless the caller is
-            // a worker about to look for work, which takes it itself.
+            // The role is free: an idle worker takes it to read the news —
+            // unless the caller is a worker about to look for work, which
+            // takes it itself once its queue is done.
             if !taker {
                 let _ = state.wake_idle(wakes);
             }
-        } else if judge().is_some_and(|deadline| self.earlier(state, deadline)) {
+        } else if deadline.is_some_and(|deadline| self.earlier(state, deadline)) {
             let _ = state.wake_holder(wakes);
         }
     }
@@ -720,7 +737,7 @@ impl Pool {
         let mut state = self.lock();
         state.closed = true;
         state.queue.clear();
-        state.inbox.clear();
+        let _ = state.take_inbox();
         let beds = std::mem::take(&mut state.idle);
         state.holder_asleep = false;
         drop(state);
