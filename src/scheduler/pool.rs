@@ -408,7 +408,10 @@ impl Pool {
             let hint = now_hint.take();
             let role_free = state.timer.is_some();
             let due = |state: &State| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
-            let successor = state.successor && !std::mem::take(&mut just_released);
+            // Only the first look: after a wait this worker may itself be
+            // the successor someone woke.
+            let released = std::mem::take(&mut just_released);
+            let successor = state.successor && !released;
             if role_free && (state.queue.is_empty() || successor || due(&state)) {
                 state.successor = false;
                 state.progress += 1;
