@@ -3,7 +3,8 @@
 //! worker; a holder that runs a task hands the role over, so a slow task
 //! never holds another trigger's deadline — or, for a batch known to be
 //! quick, keeps it, and if that batch blocks after all the monitor hands
-//! the free role to a parked worker; a worker the monitor starts
+//! the free role to a parked worker; a worker woken to take the role over
+//! takes it ahead of a queued run; a worker the monitor starts
 //! races shutdown; a coalesced re-arm never runs early. A lost wake-up, or
 //! a role nobody takes, leaves every thread waiting: loom reports it as a
 //! deadlock.
@@ -253,5 +254,50 @@ fn g15_a_coalesced_periodic_rearm_never_runs_early() {
         h.timer_turn(1_002_000);
         assert_eq!(h.run_all(), 1);
         assert_eq!(runs.get(), 2);
+    });
+}
+
+#[test]
+fn g14_a_worker_woken_for_the_role_takes_it_ahead_of_a_queued_run() {
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool(3, 3));
+        let gate = Gate::default();
+        // B, due at 1,000 µs (far enough that a holder finding A2 queued
+        // could think it comes back in time), opens the gate both A's wait
+        // on, then shuts down.
+        let (g, h2) = (gate.clone(), h.clone());
+        let b = h.trigger(0, move || {
+            g.open();
+            h2.scheduler().shutdown();
+            None
+        });
+        // A1 and A2, first runs due together at 10 µs, block until B has
+        // run: the holder runs one, and of the two workers left one must
+        // take the role — the successor, ahead of the other A; and if it
+        // turns with A2 still queued, it must not count on coming back —
+        // for B to run at all.
+        let ran = Count::default();
+        let blocker = |h2: Arc<Harness>, g: Gate, r: Count| {
+            move || {
+                if r.bump() == 2 {
+                    h2.set_time(1_000);
+                    h2.release_timer(); // the holder's timeout, on the manual clock
+                }
+                g.wait();
+                None
+            }
+        };
+        let a1 = h.trigger(0, blocker(h.clone(), gate.clone(), ran.clone()));
+        let a2 = h.trigger(0, blocker(h.clone(), gate.clone(), ran.clone()));
+        a1.fire_after(Duration::from_micros(10)).unwrap();
+        a2.fire_after(Duration::from_micros(10)).unwrap();
+        b.fire_after(Duration::from_micros(1_000)).unwrap();
+        let threads = workers(&h, 3);
+        h.set_time(10);
+        h.release_timer();
+        for t in threads {
+            t.join().unwrap(); // deadlocks if the role is left free
+        }
+        assert_eq!(ran.get(), 2);
     });
 }
