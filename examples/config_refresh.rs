@@ -166,7 +166,7 @@ fn main() {
     let overlaps = stats.overlaps.load(Relaxed);
     println!("---");
     println!(
-        "summary: {} refreshes ({} served refresh-now bursts), {} fires coalesced into them ({} coalesced), {} rejected by the QPS cap, {} overlaps, clean shutdown: {}",
+        "summary: {} refreshes ({} served refresh-now bursts), {} fires ({} of them coalesced), {} rejected by the QPS cap, {} overlaps, clean shutdown: {}",
         stats.refreshes.load(Relaxed),
         urgent_refreshes,
         fires,

@@ -152,7 +152,9 @@ fn main() {
                     Err(error) => {
                         con = None;
                         let delay = backoff.failed();
-                        eprintln!("refresh failed ({error}); retrying in {delay:?}");
+                        if let Some(delay) = delay {
+                            eprintln!("refresh failed ({error}); retrying in {delay:?}");
+                        }
                         delay
                     }
                 }

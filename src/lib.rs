@@ -58,8 +58,9 @@
 //! * **G13 progress under a storm**: threads firing flat out do not stop
 //!   the task from running back to back, and memory stays flat.
 //! * **G14 no stall**: no task, however long it blocks, delays another
-//!   trigger's start by more than the stall threshold
-//!   ([`Builder::stall_threshold`], 10 ms) while the worker limit
+//!   trigger's start by more than about the stall threshold
+//!   ([`Builder::stall_threshold`], 10 ms; per task blocking at the same
+//!   time, each needing a worker started) while the worker limit
 //!   ([`Builder::max_workers`]) is not reached; reaching it is reported.
 //! * **G15 never early**: coalesced periodic wake-ups
 //!   ([`Builder::coalesce_periodic`]) and coarse ticks only move a start
@@ -145,7 +146,9 @@
 //!   request instead of a stale version, and the timer holds one entry per
 //!   trigger.
 //! * `wheel/` — the hierarchical timing wheel (µs resolution).
-//! * `scheduler/` — timer thread, inbox, run queue, worker pool, lifecycle.
+//! * `scheduler/` — the elastic worker pool that takes turns holding the
+//!   timer role (the wheel), the run queue and inbox, lifecycle; the trigger
+//!   core reaches it only through `scheduler/door.rs`.
 //!
 //! The design notes — the guarantees in detail, the state-word procedures,
 //! the memory orderings with the audit that checked each one against the
