@@ -206,6 +206,10 @@ impl TaskCell {
     }
 }
 
+/// Coalesced fires between two `Request::catch_up`s, minus one: far below
+/// the 2^29 versions the wrapping comparison tells apart.
+const CATCH_UP_MASK: u32 = (1 << 16) - 1;
+
 pub(crate) struct Core {
     state: State,
     request: Request,
@@ -334,6 +338,11 @@ impl Core {
             // `exit` re-runs the live version, this one or newer. Shutdown
             // began meanwhile: refuse; the reserved re-run stands for the
             // earlier, accepted fire, and `exit` lists it.
+            if version & CATCH_UP_MASK == 0 {
+                // Once per 2^16 such fires: keep the request word's version
+                // within reach of the state word's (see `Request::catch_up`).
+                self.request.catch_up(version);
+            }
             if self.shared.is_closed() {
                 return Err(FireError::Shutdown);
             }
@@ -851,6 +860,7 @@ impl Core {
             Ok(next) => next,
             Err(payload) => {
                 self.shared.report_panic(self.name(), payload.as_ref());
+                crate::sync::drop_payload(payload);
                 retry
             }
         };

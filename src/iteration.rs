@@ -175,7 +175,12 @@ impl Iteration {
         let future = self.future.take();
         let (result, outcome) = match catch_unwind(AssertUnwindSafe(|| drop(future))) {
             Ok(()) => (result, outcome),
-            Err(payload) => (Err(payload), Outcome::Panicked),
+            Err(payload) => {
+                if let Err(earlier) = result {
+                    crate::sync::drop_payload(earlier);
+                }
+                (Err(payload), Outcome::Panicked)
+            }
         };
         if let Some(slot) = self.core.cancel_slot() {
             slot.clear();

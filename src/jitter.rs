@@ -90,7 +90,11 @@ fn unit_fraction(fraction: f64) -> f64 {
 /// assert_eq!(trigger.stats().iterations, 5); // at 0, 1, 3, 7 and 15 s
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
-#[derive(Debug, Clone)]
+///
+/// A clone draws its own jitter (a fresh generator, seeded from this
+/// thread's, see [`seed_jitter`]), so one policy cloned onto many triggers
+/// does not keep their retries in step.
+#[derive(Debug)]
 pub struct RetryBackoff {
     initial: Duration,
     max: Duration,
@@ -98,6 +102,15 @@ pub struct RetryBackoff {
     max_retries: Option<u32>,
     failures: u32,
     rng: fastrand::Rng,
+}
+
+impl Clone for RetryBackoff {
+    fn clone(&self) -> Self {
+        Self {
+            rng: fastrand::Rng::new(),
+            ..*self
+        }
+    }
 }
 
 impl RetryBackoff {

@@ -258,6 +258,24 @@ impl Request {
         })
     }
 
+    /// Brings the word's version up to `version`, keeping its kind: for
+    /// fires that only bump the state word (coalescing into a reserved
+    /// re-run), so the two versions never drift half the 30-bit ring apart
+    /// — past that, `is_newer` would judge the re-run's publish at `exit`
+    /// older than the word and refuse it. An AT request is left alone (its
+    /// exact word is the timer's key; none is live while a re-run is
+    /// reserved). Relaxed: it hands nothing on, and as an RMW it keeps every
+    /// release sequence running through the word.
+    pub(crate) fn catch_up(&self, version: u32) {
+        self.update(|current| {
+            if !is_newer(version, current.version()) || matches!(current.kind(), Kind::At { .. }) {
+                return Step::Keep(());
+            }
+            let caught_up = Word::new(version, current.kind()).with_inbox_of(current.raw());
+            Step::Store(caught_up, Ordering::Relaxed, ())
+        })
+    }
+
     /// Claims a DUE request: DUE → TAKEN. Returns the version to enter.
     pub(crate) fn take_due(&self) -> Option<u32> {
         self.update(|current| {

@@ -142,3 +142,14 @@ pub(crate) type TimerOwned = std::sync::atomic::AtomicU32;
 pub(crate) type StatU64 = std::sync::atomic::AtomicU64;
 /// See [`StatU64`].
 pub(crate) type StatU32 = std::sync::atomic::AtomicU32;
+
+/// Drops a caught panic's payload, whose own `Drop` may panic in turn: that
+/// panic is caught too and its payload leaked, so no unwind escapes past
+/// the code that must run after a task (handing RUNNING on, a worker's
+/// loop).
+pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
+    if let Err(again) = dropped {
+        std::mem::forget(again);
+    }
+}

@@ -509,3 +509,15 @@ fn the_stuck_hook_may_bind_a_watched_trigger() {
         eventually("the run ended", || hung.stats().iterations == 1);
     }
 }
+
+#[test]
+fn cloned_retry_backoffs_draw_their_own_jitter() {
+    // One policy cloned onto many triggers must not keep their retries in
+    // step: each clone draws its own jitter (five equal draws of a 50 %
+    // jitter by chance would take equal 64-bit seeds).
+    let template = RetryBackoff::new(secs(1), secs(60)).jitter(0.5);
+    let (mut a, mut b) = (template.clone(), template.clone());
+    let first: Vec<_> = (0..5).map(|_| a.failed()).collect();
+    let second: Vec<_> = (0..5).map(|_| b.failed()).collect();
+    assert_ne!(first, second);
+}

@@ -590,3 +590,71 @@ fn a_task_dropped_on_a_worker_may_fire_from_its_destructor() {
     assert!(last.is_ok(), "{last:?}");
     assert!(fired >= 1);
 }
+
+/// A panic payload whose own `Drop` panics.
+struct PanicsWhenDropped;
+
+impl Drop for PanicsWhenDropped {
+    fn drop(&mut self) {
+        panic!("a payload that panics as it is dropped");
+    }
+}
+
+#[test]
+fn g8_a_panic_payload_that_panics_as_it_is_dropped_is_contained() {
+    common::quiet_panics();
+    // Real threads: the worker survives and the trigger stays usable.
+    let scheduler = scheduler(2);
+    let calls = Counter::default();
+    let c = calls.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        if c.bump() == 1 {
+            std::panic::panic_any(PanicsWhenDropped);
+        }
+        None
+    });
+    assert_eq!(
+        trigger.fire_and_wait(common::PATIENCE),
+        Ok(circulation_trigger::Outcome::Panicked)
+    );
+    assert_eq!(
+        trigger.fire_and_wait(common::PATIENCE),
+        Ok(circulation_trigger::Outcome::Completed)
+    );
+    assert_eq!(scheduler.panic_count(), 1);
+    // Virtual time: `advance` does not unwind.
+    let sim = Scheduler::builder().build_virtual();
+    let virtual_trigger = Trigger::bind(&sim, || std::panic::panic_any(PanicsWhenDropped));
+    virtual_trigger.fire().unwrap();
+    let advanced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sim.advance(Duration::from_secs(1))
+    }));
+    assert_eq!(advanced.ok(), Some(1));
+}
+
+#[test]
+fn g4_g12_more_than_half_the_version_ring_of_coalesced_fires_keeps_the_follow_up() {
+    // Fires into a reserved re-run bump only the state word's version; past
+    // 2^29 of them (half the 30-bit ring) the request word must have kept
+    // up, or the re-run's publish at `exit` is judged older and refused.
+    const FIRES: u32 = (1 << 29) + 2;
+    let sim = Scheduler::builder().build_virtual();
+    let me: Arc<OnceLock<WeakTrigger>> = Arc::default();
+    let cell = me.clone();
+    let runs = Counter::default();
+    let r = runs.clone();
+    let trigger = Trigger::bind(&sim, move || {
+        if r.bump() == 1 {
+            let me = cell.get().and_then(WeakTrigger::upgrade).unwrap();
+            for _ in 0..FIRES {
+                let _ = me.fire();
+            }
+        }
+        None
+    });
+    me.set(trigger.downgrade()).unwrap();
+    trigger.fire().unwrap();
+    sim.advance(Duration::from_secs(1));
+    assert_eq!(runs.get(), 2, "fired while running: exactly one more run");
+    assert_eq!(trigger.stats().coalesced_fires, u64::from(FIRES) - 1);
+}

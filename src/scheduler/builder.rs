@@ -166,7 +166,10 @@ impl Builder {
     }
 
     /// Timer resolution (default and minimum 1 µs): deadlines are rounded
-    /// **up** to a multiple of it, so a coarser tick batches wake-ups.
+    /// **up** to a multiple of it, so a coarser tick batches wake-ups. A
+    /// delay a task returns is then also rounded up onto its coalescing
+    /// grid (see [`coalesce_periodic`](Self::coalesce_periodic)), which
+    /// may leave it off the tick's multiples — later, never earlier.
     ///
     /// # Errors
     ///

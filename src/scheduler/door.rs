@@ -148,7 +148,10 @@ impl Shared {
                 message: panic_message(payload),
             };
             // A panicking hook must not take the worker down with it.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
+            let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
+            if let Err(payload) = called {
+                crate::sync::drop_payload(payload);
+            }
         }
     }
 

@@ -224,7 +224,10 @@ impl Shared {
         );
         if let Some(hook) = &self.stuck_hook {
             // A panicking hook must not take the monitor down with it.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
+            let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report)));
+            if let Err(payload) = called {
+                crate::sync::drop_payload(payload);
+            }
         }
     }
 
