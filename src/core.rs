@@ -138,7 +138,15 @@ impl<B: Body> Body for Retrying<B> {
                 self.backoff.reset();
                 None
             }
-            Err(_) => self.backoff.failed(),
+            Err(_) => {
+                let next = self.backoff.failed();
+                if next.is_none() {
+                    // Out of retries: the trigger stops until fired again,
+                    // and that fire starts a fresh round of retries.
+                    self.backoff.reset();
+                }
+                next
+            }
         }
     }
 }

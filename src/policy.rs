@@ -44,7 +44,8 @@ pub enum PanicPolicy {
     Stop,
     /// Keep circulating: run again after the back-off's next delay
     /// ([`RetryBackoff::failed`]; `None` once its retry limit is reached
-    /// stops). A run that returns normally resets the back-off.
+    /// stops until fired again, and that fire starts a fresh round of
+    /// retries). A run that returns normally resets the back-off.
     Retry(RetryBackoff),
 }
 

@@ -521,3 +521,24 @@ fn cloned_retry_backoffs_draw_their_own_jitter() {
     let second: Vec<_> = (0..5).map(|_| b.failed()).collect();
     assert_ne!(first, second);
 }
+
+#[test]
+fn a_fire_after_the_retry_limit_starts_a_fresh_round_of_retries() {
+    let sim = Scheduler::builder().build_virtual();
+    let policy =
+        circulation_trigger::PanicPolicy::Retry(RetryBackoff::new(secs(1), secs(1)).max_retries(1));
+    let trigger = Trigger::builder(&sim)
+        .on_panic(policy)
+        .bind(|| -> Option<Duration> { panic!("always down") });
+    common::quiet_panics();
+    trigger.fire().unwrap();
+    sim.advance(secs(10)); // runs at 0 s and its one retry at 1 s, then stops
+    assert_eq!(trigger.stats().iterations, 2);
+    trigger.fire().unwrap(); // "refresh now" at 10 s
+    sim.advance(secs(10));
+    assert_eq!(
+        trigger.stats().iterations,
+        4,
+        "the fire at 10 s and its retry at 11 s"
+    );
+}

@@ -216,7 +216,10 @@ impl<T> Wheel<T> {
 
     /// Advances the wheel to `now` and hands every entry due at or before
     /// `now` to `expired`, in deadline order, removing it. Does nothing if
-    /// `now` is before the wheel's current time.
+    /// `now` is before the wheel's current time. Entries with the same
+    /// microsecond, and entries whose deadline had already passed when they
+    /// were inserted (filed at the wheel's time then), come out in no
+    /// particular order among themselves.
     pub fn poll(&mut self, now: u64, mut expired: impl FnMut(Key, u64, T)) {
         while let Some((level, start)) = self.next_slot() {
             if start > now {
