@@ -333,3 +333,40 @@ fn cpu_time() -> Duration {
     assert_eq!(rc, 0);
     Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
+
+#[test]
+fn an_earlier_re_arm_of_a_trigger_waiting_for_a_free_role_is_honoured() {
+    // One worker kept busy by a trigger that re-fires itself, so the run
+    // queue never empties and the free timer role is taken only when due.
+    // Another trigger, armed for an hour while the role is free, is then
+    // re-armed for 5 ms: the role must become due for the new deadline,
+    // not the hour.
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .stall_threshold(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let me: Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> = Arc::default();
+    let cell = me.clone();
+    let busy = Trigger::bind(&scheduler, move || {
+        if let Some(me) = cell.get().and_then(|weak| weak.upgrade()) {
+            let _ = me.fire();
+        }
+        std::thread::sleep(Duration::from_micros(100));
+        None
+    });
+    me.set(busy.downgrade()).unwrap();
+    busy.fire().unwrap();
+    eventually("the busy trigger runs", || busy.stats().iterations > 10);
+    let ran = Counter::default();
+    let r = ran.clone();
+    let later = Trigger::bind(&scheduler, move || {
+        r.bump();
+        None
+    });
+    later.fire_after(Duration::from_secs(3600)).unwrap();
+    later.fire_after(Duration::from_millis(5)).unwrap();
+    eventually("the re-armed trigger ran", || ran.get() == 1);
+    busy.suspend();
+    let _ = scheduler.shutdown_and_join();
+}

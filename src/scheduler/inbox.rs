@@ -5,10 +5,13 @@
 //!
 //! # The wake-up protocol
 //!
-//! `sleep_until` holds the deadline the role holder sleeps toward (`AWAKE`
-//! while no thread sleeps on the timer: the holder works, or the role is
-//! free and its next taker drains the inbox first). The holder writes it
-//! only under the pool lock, right before waiting.
+//! `sleep_until` holds the deadline the role holder sleeps toward: `AWAKE`
+//! while the holder works, `FREE` (above every deadline) while the role is
+//! free. It changes only under the pool lock. A free role is due at the
+//! earliest deadline of its inbox's news (`inbox_next`), which every push
+//! and every poke while it is free lowers under the lock; news that came
+//! while it was held makes it due at once when it is put back (nobody
+//! judged the pokes that found `AWAKE`).
 //!
 //! * The firer that sets IN_INBOX ([`Pool::inbox_push`]) takes the lock,
 //!   pushes, reads the trigger's request with an RMW (`Request::touch`) and
@@ -20,8 +23,10 @@
 //!   the pusher judged this firer's deadline — or before it: then the
 //!   firer's publish (Acquire) synchronized with `touch` (Release), which
 //!   happened after every `sleep_until` store the pusher saw under the lock,
-//!   so the firer reads that value or a later one. A later value is `AWAKE`
-//!   (the inbox will be drained, and this trigger is in it) or a new sleep,
+//!   so the firer reads that value or a later one. A later value is `FREE`
+//!   (the firer takes the lock and lowers the free role's due time),
+//!   `AWAKE` (the inbox will be drained, or is non-empty when the role is
+//!   put back, which makes it due at once) or a new sleep,
 //!   which the holder only starts with an empty inbox — after it cleared
 //!   IN_INBOX, which this firer found set, so it read this firer's request.
 //!

@@ -52,6 +52,9 @@ use std::time::Duration;
 
 /// `sleep_until` while no thread sleeps toward a deadline.
 pub(crate) const AWAKE: u64 = 0;
+/// `sleep_until` while the timer role is free: above every deadline, so a
+/// firer re-arming a trigger in the inbox always takes the lock.
+const FREE: u64 = u64::MAX;
 /// "No deadline at all."
 pub(crate) const NEVER: u64 = u64::MAX;
 
@@ -270,6 +273,7 @@ impl Pool {
     /// A pool whose timer role starts free (`timer`) or is held for good by
     /// a thread-less driver (`None`).
     pub(crate) fn new(timer: Option<Box<Timer>>) -> Self {
+        let free = timer.is_some();
         Self {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
@@ -289,8 +293,24 @@ impl Pool {
             }),
             timer_bed: Condvar::new(),
             monitor_bed: Condvar::new(),
-            sleep_until: AtomicU64::new(AWAKE),
+            // A pool made with the role free (see `put_back`).
+            sleep_until: AtomicU64::new(if free { FREE } else { AWAKE }),
         }
+    }
+
+    /// Puts the timer role back, free. `sleep_until` becomes [`FREE`], so
+    /// a firer re-arming a trigger already in the inbox takes the lock and
+    /// lowers the free role's due time (`inbox_next`, see `poke_locked`).
+    /// News that came in while the role was held may have had such re-arms
+    /// judged by nobody (`sleep_until` was `AWAKE`): then the role is due
+    /// at once, as before `inbox_next` existed.
+    fn put_back(&self, state: &mut State, timer: Box<Timer>) {
+        state.timer = Some(timer);
+        if !state.inbox.is_empty() {
+            state.inbox_next = 0;
+        }
+        // Relaxed: see the protocol in `inbox.rs` (the lock carries it).
+        self.sleep_until.store(FREE, Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -417,6 +437,8 @@ impl Pool {
                 state.progress += 1;
                 let items = state.take_inbox();
                 let timer = state.timer.take().expect("the role is free");
+                // Relaxed: see the protocol in `inbox.rs`.
+                self.sleep_until.store(AWAKE, Ordering::Relaxed);
                 return Work::Timer(timer, items);
             }
             if let Some(core) = state.queue.pop_front() {
@@ -511,7 +533,7 @@ impl Pool {
             let quiet = by_itself && state.inbox.is_empty() && state.queue.is_empty();
             if let Some(limits) = retire.filter(|_| quiet && clock.now_us() < until) {
                 if let Some(wakes) = self.hand_over_and_retire(&mut state, &timer, limits) {
-                    state.timer = Some(timer);
+                    self.put_back(&mut state, timer);
                     drop(state);
                     self.notify(wakes);
                     return Step::Retired;
@@ -578,7 +600,7 @@ impl Pool {
     ) -> Wakes {
         let mut wakes = Wakes::default();
         state.timer_next = timer.next_wake();
-        state.timer = Some(timer);
+        self.put_back(state, timer);
         state.successor = false;
         let others = state.queue.len().saturating_sub(1) as u64;
         for _ in 0..(estimate.known_us / SHARE_US).min(others) {
@@ -714,7 +736,10 @@ impl Pool {
     pub(super) fn poke_locked(&self, deadline: u64) {
         let mut state = self.lock();
         let mut wakes = Wakes::default();
-        if self.earlier(&mut state, deadline) {
+        if state.timer.is_some() {
+            // The role is free: it is due for this news by its deadline.
+            state.inbox_next = state.inbox_next.min(deadline);
+        } else if self.earlier(&mut state, deadline) {
             let _ = state.wake_holder(&mut wakes);
         }
         drop(state);
