@@ -62,15 +62,11 @@ pub struct TriggerStats {
     pub stuck: bool,
 }
 
-/// The counters of one trigger.
+/// The counters of one trigger. In a fixed order (`repr(C)`), the timer's
+/// `due_*` pair first: the core puts it in its hot cache line.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Counters {
-    start_version: u32,
-    /// Times the 30-bit version wrapped to 0 (fire side, rare).
-    wraps: AtomicU32,
-    /// `suspend` calls, and the version the last one installed.
-    suspends: AtomicU64,
-    suspend_version: AtomicU32,
     /// Timer side: the deadline of the run it last marked due, and for
     /// which version (`NONE` once the worker consumed it). The only
     /// statistics the loom models see (loom atomics under `--cfg loom`):
@@ -78,6 +74,12 @@ pub(crate) struct Counters {
     /// Release, and `loom_dispatch`'s lateness model checks that edge.
     due_at_us: crate::sync::AtomicU64,
     due_version: crate::sync::AtomicU32,
+    start_version: u32,
+    /// Times the 30-bit version wrapped to 0 (fire side, rare).
+    wraps: AtomicU32,
+    /// `suspend` calls, and the version the last one installed.
+    suspend_version: AtomicU32,
+    suspends: AtomicU64,
     /// Worker side (the holder of RUNNING).
     iterations: AtomicU64,
     served_fires: AtomicU64,

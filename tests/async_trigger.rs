@@ -629,3 +629,38 @@ fn a_future_that_panics_as_it_is_dropped_hands_the_trigger_on() {
     assert_eq!(scheduler.panic_count(), 1);
     assert!(!trigger.snapshot().is_running());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_async_iteration_is_reported_stuck_after_a_quiet_spell() {
+    // An async iteration occupies no worker, so the pool looks idle while
+    // it hangs (the monitor parks after a quiet second when it has
+    // nothing to watch); the monitor must keep watching it all the
+    // same, however long `stuck_after` is.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let scheduler = Scheduler::builder()
+        .stuck_hook(move |stuck| {
+            let _ = tx.send(stuck.running_for());
+        })
+        .build()
+        .unwrap();
+    let gate = AsyncGate::default();
+    let g = gate.clone();
+    let trigger = Trigger::builder(&scheduler)
+        .stuck_after(Duration::from_secs(3))
+        .bind_async(move || {
+            let g = g.clone();
+            async move {
+                g.pass().await;
+                None
+            }
+        });
+    trigger.fire().unwrap();
+    let running_for = tokio::task::spawn_blocking(move || rx.recv_timeout(PATIENCE))
+        .await
+        .unwrap()
+        .expect("the hung iteration is reported");
+    assert!(running_for >= Duration::from_secs(3));
+    assert!(trigger.stats().stuck);
+    gate.open_once();
+    eventually("the iteration ended", || !trigger.stats().stuck).await;
+}

@@ -90,6 +90,9 @@ impl Shared {
 
     /// Puts a trigger with a `stuck_after` on the monitor's watch list.
     pub(crate) fn watch(&self, core: &Arc<Core>) {
+        // A parked monitor needs no wake-up here: it parked with every
+        // worker idle, so this trigger's first run wakes a worker, and
+        // that wakes the monitor (`note_activity`).
         self.lifecycle.watch(core);
     }
 

@@ -229,6 +229,12 @@ impl Lifecycle {
         lock(&self.watched).push(Arc::downgrade(core));
     }
 
+    /// Whether no trigger with a `stuck_after` is on the watch list (the
+    /// monitor may then park: nothing of its own to check).
+    pub(crate) fn watches_nothing(&self) -> bool {
+        lock(&self.watched).is_empty()
+    }
+
     /// Reports, once per run, every watched trigger whose run in flight
     /// started more than its `stuck_after` before `now_us` (the monitor,
     /// every tick); forgets dropped triggers.

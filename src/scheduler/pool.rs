@@ -842,14 +842,22 @@ impl Pool {
     }
 
     /// Monitor side: waits one tick — or, after a quiet spell with no
-    /// worker busy, until a worker gets busy again. Returns `false` once
-    /// the pool is closed.
-    pub(crate) fn monitor_sleep(&self, watch: &mut Watch, tick: Duration) -> bool {
+    /// worker busy and no trigger on the stuck watch list
+    /// (`watches_nothing`), until a worker gets busy again. Returns `false`
+    /// once the pool is closed.
+    pub(crate) fn monitor_sleep(
+        &self,
+        watch: &mut Watch,
+        tick: Duration,
+        watches_nothing: impl FnOnce() -> bool,
+    ) -> bool {
         let mut state = self.lock();
         if state.closed {
             return false;
         }
-        if watch.quiet >= QUIET_TICKS && state.busy() == 0 {
+        // An async iteration occupies no worker: with a watched trigger,
+        // the monitor never parks, or a hung iteration would go unreported.
+        if watch.quiet >= QUIET_TICKS && state.busy() == 0 && watches_nothing() {
             state.monitor_parked = true;
             while state.monitor_parked && !state.closed {
                 state = wait(&self.monitor_bed, state);

@@ -134,7 +134,8 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
         shared.lifecycle.check_stuck(now_us, |core, running_for| {
             shared.report_stuck(core, running_for)
         });
-        if !shared.pool.monitor_sleep(&mut watch, tick) {
+        let watches_nothing = || shared.lifecycle.watches_nothing();
+        if !shared.pool.monitor_sleep(&mut watch, tick, watches_nothing) {
             return;
         }
     }
