@@ -589,8 +589,10 @@ impl TriggerBuilder<'_> {
     /// Binds `task` and returns the (idle) trigger; see [`Trigger::bind`]
     /// — dropping the last handle suspends the trigger.
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
-    pub fn bind(self, task: impl Task) -> Trigger {
-        let on_panic = self.on_panic.clone();
+    pub fn bind(mut self, task: impl Task) -> Trigger {
+        // Moved, not cloned: a clone of a `RetryBackoff` draws a fresh
+        // generator, which would lose a seed the user gave it.
+        let on_panic = std::mem::replace(&mut self.on_panic, PanicPolicy::Stop);
         self.bind_cell(TaskCell::new(task, on_panic), None)
     }
 
@@ -612,11 +614,12 @@ impl TriggerBuilder<'_> {
     /// Binds an async task whose iterations `spawner` polls.
     #[cfg(any(feature = "tokio", loom))]
     pub(crate) fn bind_spawned(
-        self,
+        mut self,
         spawner: Arc<dyn crate::iteration::Spawn>,
         task: impl crate::iteration::AsyncTask,
     ) -> Trigger {
-        let on_panic = self.on_panic.clone();
+        // Moved, not cloned: see `bind`.
+        let on_panic = std::mem::replace(&mut self.on_panic, PanicPolicy::Stop);
         let body = crate::iteration::AsyncBody { task };
         self.bind_cell(TaskCell::new_async(body, on_panic), Some(spawner))
     }

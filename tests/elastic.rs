@@ -370,3 +370,89 @@ fn an_earlier_re_arm_of_a_trigger_waiting_for_a_free_role_is_honoured() {
     busy.suspend();
     let _ = scheduler.shutdown_and_join();
 }
+
+/// `SchedulerStats::workers` is "Worker threads now"; after shutdown and a
+/// successful `await_termination` there are none, yet it still counts them.
+#[test]
+fn worker_count_drops_to_zero_once_every_thread_has_exited() {
+    let scheduler = Scheduler::builder().workers(2).build().unwrap();
+    assert_eq!(scheduler.stats().workers, 2);
+    scheduler.shutdown();
+    assert!(scheduler.await_termination(common::PATIENCE));
+    assert!(scheduler.is_terminated());
+    assert_eq!(
+        scheduler.stats().workers,
+        0,
+        "stats report worker threads that have exited"
+    );
+}
+
+/// `worker_limit_hits` counts "times work had to wait because every worker
+/// was busy and the worker limit was reached". A suspended trigger's stale
+/// wheel deadline is no work, yet with the role free behind a blocked run
+/// the monitor counts it as a stall (and on an elastic pool starts a
+/// worker for it).
+#[test]
+fn a_suspended_triggers_stale_deadline_is_not_a_worker_limit_hit() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .max_workers(1)
+        .build()
+        .unwrap();
+    let gate = Gate::default();
+    let started = Counter::default();
+    let idle = Trigger::bind(&scheduler, || None);
+    idle.fire_after(Duration::from_millis(300)).unwrap();
+    std::thread::sleep(Duration::from_millis(50)); // the wheel has it
+    let (g, s) = (gate.clone(), started.clone());
+    let blocker = Trigger::bind(&scheduler, move || {
+        s.bump();
+        g.wait();
+        None
+    });
+    blocker.fire().unwrap();
+    eventually("the blocker runs", || started.get() == 1);
+    idle.suspend(); // nothing is armed any more
+    std::thread::sleep(Duration::from_millis(800)); // past the stale deadline
+    let stats = scheduler.stats();
+    gate.open();
+    assert_eq!(idle.stats().iterations, 0);
+    assert_eq!(
+        stats.worker_limit_hits, 0,
+        "no run waited, yet a worker-limit hit was counted: {stats:?}"
+    );
+}
+
+/// The same on an elastic pool: no run is waiting, so no worker should be
+/// started (peak stays at the core size).
+#[test]
+fn a_superseded_deadline_does_not_start_an_extra_worker() {
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .max_workers(8)
+        .build()
+        .unwrap();
+    let gate = Gate::default();
+    let started = Counter::default();
+    let later = Trigger::bind(&scheduler, || None);
+    later.fire_after(Duration::from_millis(300)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let (g, s) = (gate.clone(), started.clone());
+    let blocker = Trigger::bind(&scheduler, move || {
+        s.bump();
+        g.wait();
+        None
+    });
+    blocker.fire().unwrap();
+    eventually("the blocker runs", || started.get() == 1);
+    // Latest wins: the run is now due in an hour; nothing is due at 300 ms.
+    later.fire_after(Duration::from_secs(3_600)).unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let stats = scheduler.stats();
+    gate.open();
+    assert_eq!(later.stats().iterations, 0);
+    assert_eq!(
+        stats.peak_workers, 1,
+        "a worker was started though no run was due: {stats:?}"
+    );
+}

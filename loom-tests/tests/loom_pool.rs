@@ -5,7 +5,9 @@
 //! quick, keeps it, and if that batch blocks after all the monitor hands
 //! the free role to a parked worker; a worker woken to take the role over
 //! takes it ahead of a queued run; a worker the monitor starts
-//! races shutdown; a coalesced re-arm never runs early. A lost wake-up, or
+//! races shutdown; the monitor turns a free role due only for a stale
+//! deadline itself, racing a fire, and starts no worker for it; a
+//! coalesced re-arm never runs early. A lost wake-up, or
 //! a role nobody takes, leaves every thread waiting: loom reports it as a
 //! deadlock.
 #![cfg(loom)]
@@ -147,6 +149,56 @@ fn g14_a_known_quick_run_that_blocks_leaves_the_role_to_the_monitor() {
             t.join().unwrap(); // deadlocks if nobody took the role for B
         }
         assert_eq!(runs.get(), 2);
+    });
+}
+
+#[test]
+fn g14_the_monitor_turns_a_role_due_for_a_stale_deadline_and_a_racing_fire_is_kept() {
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool(1, 1));
+        let (gate, started) = (Gate::default(), Gate::default());
+        let (g, s) = (gate.clone(), started.clone());
+        let blocker = h.trigger(0, move || {
+            s.open();
+            g.wait();
+            None
+        });
+        let stale = h.trigger(0, || None);
+        let runs = Count::default();
+        let (r, h2) = (runs.clone(), h.clone());
+        let racing = Arc::new(h.trigger(0, move || {
+            r.bump();
+            h2.scheduler().shutdown();
+            None
+        }));
+        stale.fire_after(Duration::from_micros(10)).unwrap();
+        let threads = workers(&h, 1);
+        blocker.fire().unwrap();
+        started.wait(); // the only worker is blocked; the role is free
+        stale.suspend(); // its wheel entry, due at 10, is stale now
+        h.set_time(20);
+        let firer = {
+            let racing = racing.clone();
+            thread::spawn(move || racing.fire_after(Duration::from_micros(5)).unwrap())
+        };
+        // Two looks without progress while the free role seems due: the
+        // monitor turns the wheel itself, finds nothing due, and starts no
+        // worker (nor counts the limit as hit).
+        let mut watch = Watch::default();
+        assert!(!h.monitor_check(&mut watch, 20));
+        assert!(!h.monitor_check(&mut watch, 20));
+        firer.join().unwrap();
+        let stats = h.scheduler().stats();
+        assert_eq!((stats.workers, stats.worker_limit_hits), (1, 0));
+        // The fire that raced the monitor's turn is kept: once the worker
+        // is free it takes the role and runs it at 25.
+        gate.open();
+        h.set_time(25);
+        h.release_timer(); // the holder's timeout, on the manual clock
+        for t in threads {
+            t.join().unwrap(); // deadlocks if the racing fire was lost
+        }
+        assert_eq!(runs.get(), 1);
     });
 }
 

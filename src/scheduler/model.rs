@@ -92,8 +92,7 @@ impl Harness {
     /// worker (already counted; the model then runs it with
     /// [`run_worker`](Self::run_worker)).
     pub fn monitor_check(&self, watch: &mut Watch, now_us: u64) -> bool {
-        let shared = self.shared();
-        shared.pool.monitor_check(watch, &shared.limits, now_us)
+        super::worker::monitor_look(self.shared(), watch, now_us)
     }
 
     /// Counts one more (extra) worker, as the monitor does before starting

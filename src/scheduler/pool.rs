@@ -75,6 +75,18 @@ pub(crate) enum Work {
     Exit,
 }
 
+/// What the monitor's look at the pool found.
+pub(crate) enum Look {
+    /// Nothing to do.
+    Fine,
+    /// Start a worker (already counted).
+    Start,
+    /// Only the free timer role was due, at two looks without progress:
+    /// the monitor holds it now, to turn the wheel once with these inbox
+    /// items and hand the result to [`Pool::monitor_turned`].
+    Turn(Box<Timer>, Vec<Weak<Core>>),
+}
+
 /// What the timer role holder does after a turn.
 pub(crate) enum Step {
     /// Turn again (woken, or news in the inbox) with these items.
@@ -430,6 +442,9 @@ impl Pool {
         }
         loop {
             if state.closed {
+                // This thread is on its way out (`SchedulerStats::workers`
+                // counts the threads now).
+                state.workers.current = state.workers.current.saturating_sub(1);
                 return Work::Exit;
             }
             // Only the first look may use the hint: after a wait it is old.
@@ -805,12 +820,13 @@ impl Pool {
         self.lock().workers
     }
 
-    /// Monitor side: one look at the pool at `now_us`. Returns `true` if a
-    /// worker must be started (it is already counted).
-    pub(crate) fn monitor_check(&self, watch: &mut Watch, limits: &Limits, now_us: u64) -> bool {
+    /// Monitor side: one look at the pool at `now_us`: whether a worker
+    /// must be started (it is already counted), or the role, to turn once
+    /// (see [`Look::Turn`]).
+    pub(crate) fn monitor_check(&self, watch: &mut Watch, limits: &Limits, now_us: u64) -> Look {
         let mut state = self.lock();
         if state.closed {
-            return false;
+            return Look::Fine;
         }
         let pending = state.pending(now_us);
         let stalled = pending && watch.pending && watch.progress == state.progress;
@@ -825,8 +841,70 @@ impl Pool {
             state.at_limit = false;
         }
         if !stalled {
+            return Look::Fine;
+        }
+        if state.queue.is_empty() {
+            if let Some(timer) = state.timer.take() {
+                // Only the free role is due — maybe for a stale deadline (a
+                // suspended or re-armed trigger's old wheel entry), which no
+                // worker need be started for: the monitor turns the wheel
+                // itself (a turn runs no user code) and judges by what that
+                // queues.
+                let items = state.take_inbox();
+                // Relaxed: see the protocol in `inbox.rs`.
+                self.sleep_until.store(AWAKE, Ordering::Relaxed);
+                return Look::Turn(timer, items);
+            }
+        }
+        let start = self.stalled(state, limits);
+        watch.pending = false; // the next stall is judged afresh
+        if start {
+            Look::Start
+        } else {
+            Look::Fine
+        }
+    }
+
+    /// Monitor side, after its turn of [`Look::Turn`] found `due` runs:
+    /// puts the role back and queues them. Runs that were due while every
+    /// worker was busy are a stall; returns whether a worker must be
+    /// started (already counted). If the pool closed meanwhile, `due` is
+    /// left for the caller to list.
+    pub(crate) fn monitor_turned(
+        &self,
+        watch: &mut Watch,
+        timer: Box<Timer>,
+        due: &mut Vec<Weak<Core>>,
+        limits: &Limits,
+    ) -> bool {
+        let mut state = self.lock();
+        if state.closed {
             return false;
         }
+        state.timer_next = timer.next_wake();
+        self.put_back(&mut state, timer);
+        if due.is_empty() {
+            // A stale deadline: nothing waited. A worker parked with the
+            // role free and deadlines ahead was missed (never expected):
+            // it takes the role, as after a release.
+            let mut wakes = Wakes::default();
+            let deadlines = state.timer_next != NEVER || !state.inbox.is_empty();
+            if deadlines && state.wake_idle(&mut wakes) {
+                state.successor = true;
+            }
+            drop(state);
+            self.notify(wakes);
+            return false;
+        }
+        state.queue.extend(due.drain(..));
+        watch.pending = false; // the next stall is judged afresh
+        self.stalled(state, limits)
+    }
+
+    /// Work waits that no thread picks up: wakes a waiting thread if one
+    /// was missed, else counts a worker to start (returns `true`), or a
+    /// hit of the worker limit.
+    fn stalled(&self, mut state: MutexGuard<'_, State>, limits: &Limits) -> bool {
         let mut wakes = Wakes::default();
         let start = if state.wake_idle(&mut wakes) || state.wake_holder(&mut wakes) {
             false // a waiting thread was missed: wake it (never expected)
@@ -845,7 +923,6 @@ impl Pool {
             }
             false
         };
-        watch.pending = false; // the next stall is judged afresh
         drop(state);
         self.notify(wakes);
         start

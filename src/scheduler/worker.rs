@@ -25,7 +25,7 @@
 //! flight longer than their trigger's `stuck_after` (a stuck run keeps its
 //! worker busy, so the monitor keeps ticking).
 
-use super::pool::{Bed, Step, Watch, Work};
+use super::pool::{Bed, Look, Step, Watch, Work};
 use super::{lifecycle, Shared};
 use crate::sync::{Arc, Condvar, Weak};
 use std::time::Duration;
@@ -120,6 +120,29 @@ fn hold_timer(
     }
 }
 
+/// One look of the monitor at the pool at `now_us` (see `Pool::monitor_check`),
+/// turning the wheel if only the free timer role seemed due: whether a
+/// worker must be started (already counted).
+pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> bool {
+    match shared.pool.monitor_check(watch, &shared.limits, now_us) {
+        Look::Fine => false,
+        Look::Start => true,
+        Look::Turn(mut timer, items) => {
+            let mut due = Vec::new();
+            let _estimate = timer.turn(now_us, items, &mut due);
+            let start = shared
+                .pool
+                .monitor_turned(watch, timer, &mut due, &shared.limits);
+            // Left only if the pool closed meanwhile: never queued, so the
+            // shutdown report lists them (as a holder's `Step::Closed`).
+            for core in due.iter().filter_map(Weak::upgrade) {
+                shared.lifecycle.discard_live(&core);
+            }
+            start
+        }
+    }
+}
+
 /// The monitor's life: look, start a worker if the pool stalls, sleep a
 /// tick; until the pool closes.
 pub(crate) fn run_monitor(shared: &Arc<Shared>) {
@@ -127,10 +150,7 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
     let mut watch = Watch::default();
     loop {
         let now_us = shared.clock.now_us();
-        if shared
-            .pool
-            .monitor_check(&mut watch, &shared.limits, now_us)
-        {
+        if monitor_look(shared, &mut watch, now_us) {
             super::shared::start_extra_worker(shared);
         }
         shared.lifecycle.check_stuck(now_us, |core, running_for| {
