@@ -337,8 +337,22 @@ impl Core {
     #[inline]
     fn advance(&self) -> u32 {
         let version = self.state.advance();
-        self.stats.advanced(version);
+        self.advanced(version);
         version
+    }
+
+    /// After every advance, to `version`: once per 2^16 versions, keeps
+    /// what remembers versions within reach of the wrapping comparison —
+    /// the statistics count a wrap, and the waiters forget records a
+    /// quarter of the ring old (see `Waiters::age`). One branch otherwise.
+    #[inline]
+    fn advanced(&self, version: u32) {
+        if version & CATCH_UP_MASK == 0 {
+            self.stats.advanced(version);
+            if let Some(waiters) = self.waiters.get() {
+                waiters.age(version);
+            }
+        }
     }
 
     /// Requests a run as soon as a worker is free.
@@ -352,7 +366,7 @@ impl Core {
             return Err(FireError::Shutdown);
         }
         let (version, coalesced) = self.state.advance_fire();
-        self.stats.advanced(version);
+        self.advanced(version);
         if coalesced {
             // A re-run was already reserved and now serves this fire: one
             // RMW in all. The request word keeps the reservation's claim;

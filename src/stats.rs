@@ -122,7 +122,8 @@ impl Counters {
         }
     }
 
-    /// Fire side, after every `advance`: counts wraps of the version.
+    /// Fire side, after an `advance` (at least every one to a multiple of
+    /// 2^16): counts wraps of the version.
     #[inline]
     pub(crate) fn advanced(&self, version: u32) {
         if version == 0 {

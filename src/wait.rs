@@ -12,10 +12,15 @@
 use crate::error::WaitError;
 use crate::request::is_newer;
 use crate::scheduler::door::Outcome;
+use crate::state::VERSION_MASK;
 use std::cell::Cell;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::task::Waker;
 use std::time::{Duration, Instant};
+
+/// A quarter of the 30-bit version ring: how far behind a record may fall
+/// before `Waiters::age` forgets it.
+const AGE_LIMIT: u32 = 1 << 28;
 
 /// How often a waiter looks whether the scheduler shut down meanwhile.
 const CLOSED_POLL: Duration = Duration::from_millis(20);
@@ -41,11 +46,25 @@ struct WaitState {
     finished: Option<(u32, Outcome)>,
     /// The version the last `suspend` installed.
     suspended: Option<u32>,
+    /// The version the last `Waiters::age` was told of.
+    aged_at: Option<u32>,
     /// Async waiters to wake on the next change.
     wakers: Vec<Waker>,
 }
 
+/// Whether `recorded` is between a quarter and half the ring behind
+/// `version` (see `Waiters::age`).
+fn stale(version: u32, recorded: u32) -> bool {
+    let behind = version.wrapping_sub(recorded) & VERSION_MASK;
+    (AGE_LIMIT..=AGE_LIMIT * 2).contains(&behind)
+}
+
 impl WaitState {
+    /// Whether `version` is too old to record (see `Waiters::age`).
+    fn is_stale(&self, version: u32) -> bool {
+        self.aged_at.is_some_and(|aged_at| stale(aged_at, version))
+    }
+
     /// What a waiter for the fire of version `fired` gets now, if it is
     /// done waiting (see the module docs).
     fn check(&self, fired: u32, closed: impl Fn() -> bool) -> Option<Result<Outcome, WaitError>> {
@@ -96,7 +115,11 @@ impl Waiters {
 
     /// An iteration of `version` starts.
     pub(crate) fn started(&self, version: u32) {
-        self.update(|s| advance(&mut s.started, version));
+        self.update(|s| {
+            if !s.is_stale(version) {
+                advance(&mut s.started, version);
+            }
+        });
     }
 
     /// The iteration of `version` ended with `outcome`. Told after the
@@ -105,8 +128,11 @@ impl Waiters {
     /// would have).
     pub(crate) fn finished(&self, version: u32, outcome: Outcome) {
         self.update(|s| {
-            if s.finished
-                .map_or(true, |(newest, _)| at_least(version, newest))
+            // A run that began a quarter of the ring ago or more (fired
+            // into for that long) serves no waiter still waiting.
+            if !s.is_stale(version)
+                && s.finished
+                    .map_or(true, |(newest, _)| at_least(version, newest))
             {
                 s.finished = Some((version, outcome));
             }
@@ -116,6 +142,24 @@ impl Waiters {
     /// `suspend` installed `version`.
     pub(crate) fn suspended(&self, version: u32) {
         self.update(|s| advance(&mut s.suspended, version));
+    }
+
+    /// The trigger's version reached `version` (called once per 2^16
+    /// versions): forgets every record between a quarter and half the
+    /// ring behind it. Records only age, 2^16 versions between two calls,
+    /// so none gets half the ring old — where the wrapping comparison
+    /// would take it for newer than a fresh fire, and a waiter would
+    /// return an outcome from long before its fire (a debounced trigger
+    /// re-armed for hours without running, then `fire_and_wait`). A
+    /// waiter asleep through 2^28 versions is not served by them anyway.
+    /// A run's start or end reported after that is not recorded either.
+    pub(crate) fn age(&self, version: u32) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.aged_at = Some(version);
+        let s = &mut *state;
+        s.started = s.started.filter(|&v| !stale(version, v));
+        s.finished = s.finished.filter(|&(v, _)| !stale(version, v));
+        s.suspended = s.suspended.filter(|&v| !stale(version, v));
     }
 
     /// Waits for the iteration serving the fire of version `fired` (see
@@ -220,6 +264,37 @@ mod tests {
     use super::*;
     use crate::state::VERSION_MASK;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_record_half_the_ring_old_never_serves_a_new_fire() {
+        let waiters = Waiters::default();
+        waiters.started(5);
+        waiters.finished(5, Outcome::Completed);
+        // More than half the ring of versions later (a debounced trigger
+        // re-armed for hours without running), aged every 2^16 versions on
+        // the way, as the trigger's advances do.
+        let fired = (5 + (1 << 29) + 10) & VERSION_MASK;
+        let mut version = 5;
+        while version != fired {
+            version = (version + 1) & VERSION_MASK;
+            if version & 0xFFFF == 0 {
+                waiters.age(version);
+            }
+        }
+        let soon = Some(Instant::now() + Duration::from_millis(30));
+        assert_eq!(
+            waiters.wait(fired, soon, || false),
+            Err(WaitError::Timeout),
+            "the old run does not serve the new fire"
+        );
+        // Nor does such a run that ends only now (fired into all along).
+        waiters.finished(5, Outcome::Panicked);
+        assert_eq!(waiters.wait(fired, soon, || false), Err(WaitError::Timeout));
+        // A record a few versions behind stays (a waiter may still need it).
+        waiters.finished(fired, Outcome::Completed);
+        waiters.age((fired + 3) & VERSION_MASK);
+        assert_eq!(waiters.wait(fired, soon, || false), Ok(Outcome::Completed));
+    }
 
     /// What happens to the trigger while a waiter waits.
     #[derive(Debug, Clone, Copy)]
