@@ -401,7 +401,9 @@ impl Trigger {
     }
 
     /// Runs the task after a uniformly random delay in `[0, window)`,
-    /// superseding earlier requests like [`fire_after`](Self::fire_after).
+    /// superseding earlier requests like [`fire_after`](Self::fire_after)
+    /// (whose rounding of the deadline up to the microsecond, or to the
+    /// [tick](crate::Builder::tick), applies as well).
     /// A "refresh now" broadcast to a fleet spread over a window does not
     /// stampede the service every client calls.
     ///
