@@ -19,11 +19,14 @@
 //! first flaw of `java.util.Timer`, at a larger N. The monitor looks at the
 //! pool every half stall threshold; when work was pending at two looks in a
 //! row with no worker picking anything up in between, it starts a worker,
-//! up to the limit (and reports reaching it). Like Go's `sysmon` it only
-//! ticks while the pool is active: after a quiet second with no worker
-//! busy it parks until a worker gets busy again. It also reports runs in
-//! flight longer than their trigger's `stuck_after` (a stuck run keeps its
-//! worker busy, so the monitor keeps ticking).
+//! up to the limit (and reports reaching it); if only the free timer role
+//! was pending, it turns the wheel itself first, and starts a worker only
+//! for runs that turn queues (the role's due time may be a stale deadline).
+//! Like Go's `sysmon` it only ticks while the pool is active: after a
+//! quiet second with no worker busy it parks until a worker gets busy
+//! again. It also reports runs in flight longer than their trigger's
+//! `stuck_after`, and never parks while such a trigger lives (an async
+//! iteration occupies no worker).
 
 use super::pool::{Bed, Look, Step, Watch, Work};
 use super::{lifecycle, Shared};
