@@ -78,10 +78,6 @@ pub(crate) enum OnClosed {
 pub(crate) struct InboxPush {
     pub(crate) core: Arc<Core>,
     pub(crate) now_us: u64,
-    /// `now_us` was read with only the runtime's own code run since (no
-    /// user hook): the worker may start its next run from it (see
-    /// `Core::dispatch`).
-    pub(crate) fresh: bool,
 }
 
 impl InboxPush {
@@ -606,7 +602,7 @@ impl Core {
     ) -> Option<InboxPush> {
         // Acquire: see `# Orderings` (queued); clear before reading.
         self.queued.swap(false, Ordering::Acquire);
-        self.serve_due(Some(adopt), None)
+        self.serve_due(Some(adopt))
     }
 
     /// A request met a closed scheduler. The scheduler's own requests are
@@ -653,7 +649,6 @@ impl Core {
             Some(old) if !old.in_inbox() => Some(InboxPush {
                 core: Arc::clone(self),
                 now_us,
-                fresh: true,
             }),
             Some(_) => {
                 self.shared.poke_timer(deadline);
@@ -721,24 +716,16 @@ impl Core {
     /// Returns the re-armed trigger's inbox push, if its task asked for a
     /// next run: the caller delivers it ([`InboxPush::deliver`], or the
     /// pool's next lock).
-    ///
-    /// `recent_us`: a clock reading the calling worker took with only the
-    /// runtime's own bookkeeping run since (its last run's end; see
-    /// `Work::Run`): the run's start is taken from it
-    /// rather than from a clock read of its own — one read less per run of
-    /// a batch, the clock being a tenth of the idle scale's CPU — unless
-    /// the trigger has policies (a cooldown or a stuck watch measures from
-    /// the start, which must then be read fresh).
-    pub(crate) fn dispatch(self: &Arc<Self>, recent_us: Option<u64>) -> Option<InboxPush> {
+    pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush> {
         // Acquire: see `# Orderings` (queued); clear before reading.
         self.queued.swap(false, Ordering::Acquire);
-        self.serve_due(None, recent_us)
+        self.serve_due(None)
     }
 
     /// Takes the due request, if any, and runs it: the body of
     /// [`dispatch`](Self::dispatch), also used where an async iteration
     /// re-runs in place.
-    fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>, recent_us: Option<u64>) -> Option<InboxPush> {
+    fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush> {
         let version = self.request.take_due()?;
         match self.state.enter(version) {
             Enter::Entered => {
@@ -753,7 +740,7 @@ impl Core {
                 }
                 match self.cooldown_end() {
                     Some((end_us, now_us)) => self.defer(version, end_us, now_us),
-                    None => self.run(version, adopt, recent_us),
+                    None => self.run(version, adopt),
                 }
             }
             Enter::Reserved | Enter::Stale => None,
@@ -806,12 +793,7 @@ impl Core {
     /// Runs one iteration (this worker holds RUNNING), then exits; or, for
     /// an async task, spawns the iteration's future, which exits when it
     /// completes (see `iteration.rs`).
-    fn run(
-        self: &Arc<Self>,
-        version: u32,
-        adopt: Adopt<'_>,
-        recent_us: Option<u64>,
-    ) -> Option<InboxPush> {
+    fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
         #[cfg(feature = "tracing")]
         let _span = tracing::trace_span!(
             "iteration",
@@ -819,12 +801,7 @@ impl Core {
             version
         )
         .entered();
-        let start_us = match recent_us {
-            // Never before the run was due, nor before the last run ended
-            // (on another worker, maybe, after that reading).
-            Some(recent_us) if self.policies.is_none() => self.stats.start_from(version, recent_us),
-            _ => self.shared.clock().now_us(),
-        };
+        let start_us = self.shared.clock().now_us();
         self.stats.started(version, start_us);
         if let Some(waiters) = self.waiters.get() {
             waiters.started(version);
@@ -935,7 +912,7 @@ impl Core {
         if let Some(waiters) = self.waiters.get() {
             waiters.finished(version, outcome);
         }
-        let push = match exit {
+        match exit {
             // The follow-up goes back through the pool rather than looping
             // here, so a fire storm cannot pin this worker (G10).
             Exit::Rerun { version } => self.rerun(version, adopt),
@@ -945,15 +922,9 @@ impl Core {
             // moment between a fire's `advance` and its `reserve`): the
             // claim is atomic, so the firer then finds nothing to hand the
             // pool, or hands it and the dispatch finds nothing.
-            Exit::Done { live: false } if adopt.is_some() => self.serve_due(adopt, None),
+            Exit::Done { live: false } if adopt.is_some() => self.serve_due(adopt),
             Exit::Done { live: false } => None,
-        };
-        // The panic hook ran after `end_ns` was read: user code, of any
-        // length, so the reading no longer tells when the next run starts.
-        push.map(|push| InboxPush {
-            fresh: !panicked,
-            ..push
-        })
+        }
     }
 
     /// `version` is due again at once: through the run queue, or served on
@@ -967,7 +938,7 @@ impl Core {
             return None;
         }
         self.request.publish(version, Kind::Due, false)?;
-        self.serve_due(adopt, None)
+        self.serve_due(adopt)
     }
 
     /// Scheduler side: `version` is due again at once (a re-run after a

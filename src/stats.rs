@@ -142,20 +142,6 @@ impl Counters {
         self.due_version.store(version, Relaxed);
     }
 
-    /// Worker side: the start of an iteration of `version` from a clock
-    /// reading taken a little earlier (see `Core::dispatch`): not before
-    /// the run was due, nor before the last iteration ended.
-    pub(crate) fn start_from(&self, version: u32, recent_us: u64) -> u64 {
-        let mut start = recent_us;
-        if self.due_version.load(Relaxed) == version {
-            start = start.max(self.due_at_us.load(Relaxed));
-        }
-        match self.last_end_us.load(Relaxed) {
-            u64::MAX => start,
-            end => start.max(end),
-        }
-    }
-
     /// Worker side: an iteration of `version` starts at `now_us`. The
     /// worker holding RUNNING is these fields' only writer, so a load and a
     /// store do what an RMW would, cheaper.
@@ -346,20 +332,6 @@ mod tests {
         let stats = snapshot(&counters);
         assert_eq!(stats.last_lateness, Some(Duration::from_micros(42)));
         assert_eq!(stats.max_lateness, Some(max), "the maximum stays");
-    }
-
-    #[test]
-    fn a_start_from_an_earlier_reading_is_never_before_the_deadline_or_the_last_end() {
-        let counters = Counters::new(0);
-        assert_eq!(counters.start_from(1, 50), 50, "nothing to go by yet");
-        counters.marked_due(1, 100);
-        assert_eq!(counters.start_from(1, 90), 100, "not before its deadline");
-        assert_eq!(counters.start_from(1, 120), 120);
-        assert_eq!(counters.start_from(2, 90), 90, "another version's deadline");
-        counters.started(1, 100);
-        counters.ended(300, false);
-        assert_eq!(counters.start_from(2, 250), 300, "not before the last end");
-        assert_eq!(counters.start_from(2, 310), 310);
     }
 
     #[test]

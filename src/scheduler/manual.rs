@@ -34,7 +34,7 @@ impl Driver {
     pub(crate) fn run_one(&self, shared: &Shared) -> bool {
         match shared.pool.try_pop() {
             Some(core) => {
-                if let Some(push) = core.upgrade().and_then(|core| core.dispatch(None)) {
+                if let Some(push) = core.upgrade().and_then(|core| core.dispatch()) {
                     push.deliver_now();
                 }
                 true

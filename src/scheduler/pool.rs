@@ -64,11 +64,8 @@ pub(crate) type Bed = Arc<Condvar>;
 
 /// What a worker does next.
 pub(crate) enum Work {
-    /// Serve this trigger's due request; with the worker's last clock
-    /// reading if nothing but the pool's bookkeeping ran since (the end of
-    /// the run that left the re-arm, with no wait since): see
-    /// `Core::dispatch`.
-    Run(Weak<Core>, Option<u64>),
+    /// Serve this trigger's due request.
+    Run(Weak<Core>),
     /// Hold the timer role: turn the wheel with these inbox items first.
     Timer(Box<Timer>, Vec<Weak<Core>>),
     /// The pool is closed, or this extra worker retires.
@@ -418,11 +415,6 @@ impl Pool {
         // a wake-up is the costly one).
         let mut just_released = now_hint.is_some();
         let mut now_hint = now_hint.or(push.as_ref().map(|push| push.now_us));
-        // Not the turn's reading: a turn over a large batch takes a while.
-        let mut recent = push
-            .as_ref()
-            .filter(|push| push.fresh)
-            .map(|push| push.now_us);
         // The re-arm's trigger, held until the lock is released: declared
         // before the guard, so it is dropped after it. If its last handle
         // went meanwhile, dropping it drops the task, whose captures may
@@ -430,7 +422,7 @@ impl Pool {
         let mut delivered: Option<Arc<Core>> = None;
         let mut state = self.lock();
         if !state.closed {
-            if let Some(InboxPush { core, now_us, .. }) = push.take() {
+            if let Some(InboxPush { core, now_us }) = push.take() {
                 let mut wakes = Wakes::default();
                 let judge = || core.request().touch().kind().deadline(now_us);
                 self.add_to_inbox(&mut state, Arc::downgrade(&core), judge, true, &mut wakes);
@@ -464,11 +456,9 @@ impl Pool {
                 self.sleep_until.store(AWAKE, Ordering::Relaxed);
                 return Work::Timer(timer, items);
             }
-            // Only the first look: after a wait (or a turn) it is old.
-            let recent = recent.take();
             if let Some(core) = state.queue.pop_front() {
                 state.progress += 1;
-                return Work::Run(core, recent);
+                return Work::Run(core);
             }
             if delivered.is_some() {
                 // About to park: let the trigger go first, outside the lock.
@@ -987,7 +977,7 @@ mod tests {
             std::thread::spawn(move || {
                 let bed = Arc::new(Condvar::new());
                 let work = pool.next_work(&bed, true, &limits, &Clock::real(), &mut None, None);
-                matches!(work, Work::Run(..))
+                matches!(work, Work::Run(_))
             })
         };
         for _ in 0..5_000 {

@@ -50,9 +50,7 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
             .pool
             .next_work(&bed, extra, limits, clock, &mut push, hint)
         {
-            Work::Run(core, recent_us) => {
-                push = core.upgrade().and_then(|core| core.dispatch(recent_us));
-            }
+            Work::Run(core) => push = core.upgrade().and_then(|core| core.dispatch()),
             Work::Timer(timer, items) => {
                 if hold_timer(shared, timer, items, extra, &mut now_hint) {
                     return; // retired, the role handed over
