@@ -664,3 +664,108 @@ async fn a_hung_async_iteration_is_reported_stuck_after_a_quiet_spell() {
     gate.open_once();
     eventually("the iteration ended", || !trigger.stats().stuck).await;
 }
+
+/// An async trigger with `stuck_after` bound (and fired) after the monitor
+/// parked: its `fire` goes straight to the Tokio runtime and never wakes a
+/// worker, so binding it must wake the monitor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_trigger_bound_after_the_monitor_parked_is_reported_stuck() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let scheduler = Scheduler::builder()
+        // Tick 1 ms: the monitor parks after 200 quiet ticks (~200 ms).
+        .stall_threshold(Duration::from_millis(2))
+        .stuck_hook(move |stuck| {
+            let _ = tx.send(stuck.running_for());
+        })
+        .build()
+        .unwrap();
+    // Nothing runs, nothing is watched: the monitor parks.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let trigger = Trigger::builder(&scheduler)
+        .stuck_after(Duration::from_millis(100))
+        .bind_async(|| async {
+            std::future::pending::<()>().await; // hangs
+            None
+        });
+    trigger.fire().unwrap();
+    let reported = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(
+        reported.is_ok(),
+        "a hung async iteration (stuck_after 100 ms) went unreported for 5 s: {:?}",
+        trigger.stats()
+    );
+    drop(trigger);
+    scheduler.shutdown_now();
+}
+
+/// A run's recorded start is read when it starts: not, say, taken from
+/// the worker's reading at its previous run's end, which user code (here
+/// an async waiter's `Waker::wake`, called as that run ends) can make
+/// older than the next run's fire.
+#[test]
+fn a_run_is_never_recorded_as_starting_before_its_fire() {
+    use common::{Counter, Gate};
+    use std::future::Future;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use std::task::{Context, Wake, Waker};
+
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let b = Trigger::bind(&scheduler, || None);
+    let (gate, in_task) = (Gate::default(), Counter::default());
+    let (g, t) = (gate.clone(), in_task.clone());
+    let a = Trigger::bind(&scheduler, move || {
+        t.bump(); // after `Waiters::started` woke the waiter
+        g.wait();
+        Some(Duration::from_secs(3_600))
+    });
+    struct SlowWaker {
+        armed: AtomicBool,
+        once: AtomicBool,
+        b: Trigger,
+        fired_at: Mutex<Option<Duration>>,
+    }
+    impl Wake for SlowWaker {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            if self.armed.load(Ordering::SeqCst) && !self.once.swap(true, Ordering::SeqCst) {
+                // On the worker, after A's end was read and before its
+                // re-arm is delivered.
+                std::thread::sleep(Duration::from_millis(50));
+                *self.fired_at.lock().unwrap() = circulation_trigger::scheduler_time();
+                self.b.fire().unwrap();
+            }
+        }
+    }
+    let slow = Arc::new(SlowWaker {
+        armed: AtomicBool::new(false),
+        once: AtomicBool::new(false),
+        b: b.clone(),
+        fired_at: Mutex::new(None),
+    });
+    let waker = Waker::from(slow.clone());
+    let mut wait = Box::pin(a.fire_and_wait_async(Duration::MAX));
+    let mut cx = Context::from_waker(&waker);
+    assert!(wait.as_mut().poll(&mut cx).is_pending());
+    common::eventually("A runs its task", || in_task.get() == 1);
+    // Registered again while A runs: woken by `Waiters::finished`, after
+    // A's end was read.
+    slow.armed.store(true, Ordering::SeqCst);
+    assert!(wait.as_mut().poll(&mut cx).is_pending());
+    gate.open();
+    common::eventually("B ran", || b.stats().iterations == 1);
+    let (a_end, b_start) = (a.stats().last_end.unwrap(), b.stats().last_start.unwrap());
+    let fired_at = slow
+        .fired_at
+        .lock()
+        .unwrap()
+        .expect("fired from the worker");
+    assert!(
+        b_start >= fired_at,
+        "B recorded as starting at {b_start:?}, before it was fired at {fired_at:?} (A ended at {a_end:?})"
+    );
+}

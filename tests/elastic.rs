@@ -456,3 +456,55 @@ fn a_superseded_deadline_does_not_start_an_extra_worker() {
         "a worker was started though no run was due: {stats:?}"
     );
 }
+
+/// When the monitor's own turn queues runs while workers sit parked (the
+/// role's holder kept it for a batch it thought quick, which blocked), a
+/// parked worker takes the role ahead of those runs: otherwise it takes a
+/// run, and every later deadline waits for the next stall detection
+/// although a worker sits idle.
+///
+/// Setup (3 workers, stall threshold 400 ms): Q's known-quick second run
+/// blocks after its holder kept the role for itself, so the role is free
+/// with two workers parked; Y's deadline is then found by the monitor's
+/// turn, and its worker blocks in Y. Z, due 2 s later, must not wait for a
+/// stall detection.
+#[test]
+fn a_deadline_after_the_monitors_turn_is_not_left_to_the_next_stall() {
+    let scheduler = Scheduler::builder()
+        .workers(3)
+        .max_workers(3)
+        .stall_threshold(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let gate = Gate::default();
+    let q_runs = Counter::default();
+    let (g, r) = (gate.clone(), q_runs.clone());
+    let q = Trigger::bind(&scheduler, move || {
+        if r.bump() == 1 {
+            Some(Duration::from_millis(200)) // quick: its next run is "known quick"
+        } else {
+            g.wait(); // ... and blocks this time
+            None
+        }
+    });
+    let g = gate.clone();
+    let y = Trigger::bind(&scheduler, move || {
+        g.wait();
+        None
+    });
+    let z = Trigger::bind(&scheduler, || None);
+    q.fire_after(Duration::from_millis(50)).unwrap();
+    y.fire_after(Duration::from_millis(350)).unwrap();
+    z.fire_after(Duration::from_millis(2_500)).unwrap();
+    eventually("Z ran", || z.stats().iterations == 1);
+    let (stats, pool) = (z.stats(), scheduler.stats());
+    gate.open();
+    assert_eq!(q_runs.get(), 2);
+    assert_eq!(y.stats().iterations, 1);
+    let late = stats.last_lateness.unwrap();
+    assert!(
+        late < Duration::from_millis(100),
+        "Z started {late:?} late with a worker parked idle the whole time: {pool:?}"
+    );
+    let _ = scheduler.shutdown_and_join();
+}

@@ -90,10 +90,12 @@ impl Shared {
 
     /// Puts a trigger with a `stuck_after` on the monitor's watch list.
     pub(crate) fn watch(&self, core: &Arc<Core>) {
-        // A parked monitor needs no wake-up here: it parked with every
-        // worker idle, so this trigger's first run wakes a worker, and
-        // that wakes the monitor (`note_activity`).
         self.lifecycle.watch(core);
+        // After the push: a monitor that parked before it saw the list
+        // empty (under the pool's lock) and is woken here. An async
+        // trigger's run goes to its runtime without waking a worker, so
+        // its first run would not wake the monitor.
+        self.pool.unpark_monitor();
     }
 
     /// A request met a closed scheduler: list what `core` has armed as

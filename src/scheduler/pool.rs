@@ -873,20 +873,25 @@ impl Pool {
         }
         state.timer_next = timer.next_wake();
         self.put_back(&mut state, timer);
-        if due.is_empty() {
-            // A stale deadline: nothing waited. A worker parked with the
-            // role free and deadlines ahead was missed (never expected):
-            // it takes the role, as after a release.
-            let mut wakes = Wakes::default();
-            let deadlines = state.timer_next != NEVER || !state.inbox.is_empty();
-            if deadlines && state.wake_idle(&mut wakes) {
-                state.successor = true;
-            }
+        let queued = !due.is_empty();
+        state.queue.extend(due.drain(..));
+        // A worker parked while the role was free: its holder put the role
+        // back for a batch it thought quick, which blocked. That worker
+        // takes the role ahead of the runs just queued (`successor`), as
+        // after a release — not a run, which could block too and leave
+        // every later deadline to the next stall — and, holding the role,
+        // it hands the runs on. Nothing stalled then.
+        let deadlines = state.timer_next != NEVER || !state.inbox.is_empty();
+        let mut wakes = Wakes::default();
+        if (deadlines || queued) && state.wake_idle(&mut wakes) {
+            state.successor = true;
+        }
+        if !queued || wakes.first.is_some() {
+            // Nothing waited (a stale deadline), or a worker is on its way.
             drop(state);
             self.notify(wakes);
             return false;
         }
-        state.queue.extend(due.drain(..));
         watch.pending = false; // the next stall is judged afresh
         self.stalled(state, limits)
     }
@@ -920,7 +925,9 @@ impl Pool {
 
     /// Monitor side: waits one tick — or, after a quiet spell with no
     /// worker busy and no trigger on the stuck watch list
-    /// (`watches_nothing`), until a worker gets busy again. Returns `false`
+    /// (`watches_nothing`, called under the pool's lock: see
+    /// [`unpark_monitor`](Self::unpark_monitor)), until a worker gets busy
+    /// again. Returns `false`
     /// once the pool is closed.
     pub(crate) fn monitor_sleep(
         &self,
@@ -944,6 +951,15 @@ impl Pool {
             state = wait_timeout(&self.monitor_bed, &self.state, state, tick);
         }
         !state.closed
+    }
+
+    /// A trigger joined the stuck watch list: a parked monitor must watch.
+    pub(crate) fn unpark_monitor(&self) {
+        let mut state = self.lock();
+        let mut wakes = Wakes::default();
+        state.note_activity(&mut wakes);
+        drop(state);
+        self.notify(wakes);
     }
 }
 
