@@ -150,8 +150,10 @@ impl Waiters {
     /// so none gets half the ring old — where the wrapping comparison
     /// would take it for newer than a fresh fire, and a waiter would
     /// return an outcome from long before its fire (a debounced trigger
-    /// re-armed for hours without running, then `fire_and_wait`). A
-    /// waiter asleep through 2^28 versions is not served by them anyway.
+    /// re-armed for hours without running, then `fire_and_wait`). The
+    /// price, at that scale: a waiter whose serving run spans 2^28 fires
+    /// gets the outcome of the re-run those fires reserved, which serves
+    /// it too.
     /// A run's start or end reported after that is not recorded either.
     pub(crate) fn age(&self, version: u32) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
