@@ -387,22 +387,22 @@ fn worker_count_drops_to_zero_once_every_thread_has_exited() {
     );
 }
 
-/// `worker_limit_hits` counts "times work had to wait because every worker
-/// was busy and the worker limit was reached". A suspended trigger's stale
-/// wheel deadline is no work, yet with the role free behind a blocked run
-/// the monitor counts it as a stall (and on an elastic pool starts a
-/// worker for it).
-#[test]
-fn a_suspended_triggers_stale_deadline_is_not_a_worker_limit_hit() {
+/// A trigger armed for 300 ms, then — once the only core worker blocks in
+/// another task, leaving the timer role free — made stale by `supersede`:
+/// the scheduler's statistics 800 ms later, past the stale deadline.
+fn stats_past_a_stale_deadline(
+    max_workers: usize,
+    supersede: impl FnOnce(&Trigger),
+) -> circulation_trigger::SchedulerStats {
     let scheduler = Scheduler::builder()
         .workers(1)
-        .max_workers(1)
+        .max_workers(max_workers)
         .build()
         .unwrap();
     let gate = Gate::default();
     let started = Counter::default();
-    let idle = Trigger::bind(&scheduler, || None);
-    idle.fire_after(Duration::from_millis(300)).unwrap();
+    let stale = Trigger::bind(&scheduler, || None);
+    stale.fire_after(Duration::from_millis(300)).unwrap();
     std::thread::sleep(Duration::from_millis(50)); // the wheel has it
     let (g, s) = (gate.clone(), started.clone());
     let blocker = Trigger::bind(&scheduler, move || {
@@ -412,45 +412,34 @@ fn a_suspended_triggers_stale_deadline_is_not_a_worker_limit_hit() {
     });
     blocker.fire().unwrap();
     eventually("the blocker runs", || started.get() == 1);
-    idle.suspend(); // nothing is armed any more
-    std::thread::sleep(Duration::from_millis(800)); // past the stale deadline
+    supersede(&stale);
+    std::thread::sleep(Duration::from_millis(800));
     let stats = scheduler.stats();
     gate.open();
-    assert_eq!(idle.stats().iterations, 0);
+    assert_eq!(stale.stats().iterations, 0);
+    stats
+}
+
+/// `worker_limit_hits` counts "times work had to wait because every worker
+/// was busy and the worker limit was reached". A suspended trigger's stale
+/// wheel deadline is no work, though with the role free behind a blocked
+/// run it looks like some.
+#[test]
+fn a_suspended_triggers_stale_deadline_is_not_a_worker_limit_hit() {
+    let stats = stats_past_a_stale_deadline(1, |stale| stale.suspend());
     assert_eq!(
         stats.worker_limit_hits, 0,
         "no run waited, yet a worker-limit hit was counted: {stats:?}"
     );
 }
 
-/// The same on an elastic pool: no run is waiting, so no worker should be
-/// started (peak stays at the core size).
+/// The same on an elastic pool, for a deadline superseded by a later one
+/// (latest wins): no run waits, so no worker is started.
 #[test]
 fn a_superseded_deadline_does_not_start_an_extra_worker() {
-    let scheduler = Scheduler::builder()
-        .workers(1)
-        .max_workers(8)
-        .build()
-        .unwrap();
-    let gate = Gate::default();
-    let started = Counter::default();
-    let later = Trigger::bind(&scheduler, || None);
-    later.fire_after(Duration::from_millis(300)).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    let (g, s) = (gate.clone(), started.clone());
-    let blocker = Trigger::bind(&scheduler, move || {
-        s.bump();
-        g.wait();
-        None
+    let stats = stats_past_a_stale_deadline(8, |stale| {
+        stale.fire_after(Duration::from_secs(3_600)).unwrap();
     });
-    blocker.fire().unwrap();
-    eventually("the blocker runs", || started.get() == 1);
-    // Latest wins: the run is now due in an hour; nothing is due at 300 ms.
-    later.fire_after(Duration::from_secs(3_600)).unwrap();
-    std::thread::sleep(Duration::from_millis(800));
-    let stats = scheduler.stats();
-    gate.open();
-    assert_eq!(later.stats().iterations, 0);
     assert_eq!(
         stats.peak_workers, 1,
         "a worker was started though no run was due: {stats:?}"
