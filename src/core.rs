@@ -214,7 +214,7 @@ impl TaskCell {
     }
 }
 
-/// Coalesced fires between two `Request::catch_up`s, minus one: far below
+/// Versions between two looks of `Core::advanced`, minus one: far below
 /// the 2^29 versions the wrapping comparison tells apart.
 const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 
@@ -333,18 +333,24 @@ impl Core {
     #[inline]
     fn advance(&self) -> u32 {
         let version = self.state.advance();
-        self.advanced(version);
+        self.advanced(version, false);
         version
     }
 
-    /// After every advance, to `version`: once per 2^16 versions, keeps
-    /// what remembers versions within reach of the wrapping comparison —
-    /// the statistics count a wrap, and the waiters forget records a
-    /// quarter of the ring old (see `Waiters::age`). One branch otherwise.
+    /// After every advance, to `version` (`coalesced`: into a reserved
+    /// re-run, see `fire_version`): once per 2^16 versions, keeps what
+    /// remembers versions within reach of the wrapping comparison — the
+    /// statistics count a wrap, a coalesced fire's request word catches up
+    /// (see `Request::catch_up`), and the waiters forget records a quarter
+    /// of the ring old (see `Waiters::age`). One branch otherwise.
     #[inline]
-    fn advanced(&self, version: u32) {
+    fn advanced(&self, version: u32, coalesced: bool) {
         if version & CATCH_UP_MASK == 0 {
             self.stats.advanced(version);
+            if coalesced {
+                // Such fires bump the state word only.
+                self.request.catch_up(version);
+            }
             if let Some(waiters) = self.waiters.get() {
                 waiters.age(version);
             }
@@ -362,18 +368,14 @@ impl Core {
             return Err(FireError::Shutdown);
         }
         let (version, coalesced) = self.state.advance_fire();
-        self.advanced(version);
+        self.advanced(version, coalesced);
         if coalesced {
             // A re-run was already reserved and now serves this fire: one
             // RMW in all. The request word keeps the reservation's claim;
-            // `exit` re-runs the live version, this one or newer. Shutdown
-            // began meanwhile: refuse; the reserved re-run stands for the
+            // `exit` re-runs the live version, this one or newer (its
+            // version kept within reach by `advanced`). Shutdown began
+            // meanwhile: refuse; the reserved re-run stands for the
             // earlier, accepted fire, and `exit` lists it.
-            if version & CATCH_UP_MASK == 0 {
-                // Once per 2^16 such fires: keep the request word's version
-                // within reach of the state word's (see `Request::catch_up`).
-                self.request.catch_up(version);
-            }
             if self.shared.is_closed() {
                 return Err(FireError::Shutdown);
             }

@@ -40,6 +40,19 @@ impl Gate {
     }
 }
 
+/// A trigger whose task opens the first gate, then waits at the second
+/// (its worker stays busy until the model opens it).
+fn blocker(h: &Harness) -> (circulation_trigger::Trigger, Gate, Gate) {
+    let (started, release) = (Gate::default(), Gate::default());
+    let (s, r) = (started.clone(), release.clone());
+    let trigger = h.trigger(0, move || {
+        s.open();
+        r.wait();
+        None
+    });
+    (trigger, started, release)
+}
+
 fn workers(h: &Arc<Harness>, n: usize) -> Vec<thread::JoinHandle<()>> {
     (0..n)
         .map(|_| {
@@ -156,13 +169,7 @@ fn g14_a_known_quick_run_that_blocks_leaves_the_role_to_the_monitor() {
 fn g14_the_monitor_turns_a_role_due_for_a_stale_deadline_and_a_racing_fire_is_kept() {
     run_model(|| {
         let h = Arc::new(Harness::with_pool(1, 1));
-        let (gate, started) = (Gate::default(), Gate::default());
-        let (g, s) = (gate.clone(), started.clone());
-        let blocker = h.trigger(0, move || {
-            s.open();
-            g.wait();
-            None
-        });
+        let (blocker, started, gate) = blocker(&h);
         let stale = h.trigger(0, || None);
         let runs = Count::default();
         let (r, h2) = (runs.clone(), h.clone());
@@ -206,13 +213,7 @@ fn g14_the_monitor_turns_a_role_due_for_a_stale_deadline_and_a_racing_fire_is_ke
 fn g14_a_worker_the_monitor_starts_races_shutdown_and_nothing_is_lost() {
     run_model(|| {
         let h = Arc::new(Harness::with_pool(1, 2));
-        let (started, release) = (Gate::default(), Gate::default());
-        let (s, r) = (started.clone(), release.clone());
-        let blocker = h.trigger(0, move || {
-            s.open();
-            r.wait();
-            None
-        });
+        let (blocker, started, release) = blocker(&h);
         let runs = Count::default();
         let n = runs.clone();
         let waiting = circulation_trigger::Trigger::builder(h.scheduler())

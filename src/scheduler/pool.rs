@@ -875,12 +875,12 @@ impl Pool {
         self.put_back(&mut state, timer);
         let queued = !due.is_empty();
         state.queue.extend(due.drain(..));
-        // A worker parked while the role was free: its holder put the role
-        // back for a batch it thought quick, which blocked. That worker
-        // takes the role ahead of the runs just queued (`successor`), as
-        // after a release — not a run, which could block too and leave
-        // every later deadline to the next stall — and, holding the role,
-        // it hands the runs on. Nothing stalled then.
+        // A worker may be parked with the role free (its holder put the
+        // role back for a batch it thought quick, which blocked): it takes
+        // the role ahead of the runs just queued (`successor`), as after a
+        // release — not a run, which could block too and leave every later
+        // deadline to the next stall — and, holding the role, hands the
+        // runs on. Nothing stalled then.
         let deadlines = state.timer_next != NEVER || !state.inbox.is_empty();
         let mut wakes = Wakes::default();
         if (deadlines || queued) && state.wake_idle(&mut wakes) {
@@ -927,8 +927,7 @@ impl Pool {
     /// worker busy and no trigger on the stuck watch list
     /// (`watches_nothing`, called under the pool's lock: see
     /// [`unpark_monitor`](Self::unpark_monitor)), until a worker gets busy
-    /// again. Returns `false`
-    /// once the pool is closed.
+    /// again. Returns `false` once the pool is closed.
     pub(crate) fn monitor_sleep(
         &self,
         watch: &mut Watch,
