@@ -220,14 +220,20 @@ impl Iteration {
         let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
         self.observed |= door::observed();
         drop(running);
-        door::leave_thread(previous);
         let (result, outcome) = match polled {
-            Ok(Poll::Pending) => return Step::Pending,
+            Ok(Poll::Pending) => {
+                door::leave_thread(previous);
+                return Step::Pending;
+            }
             Ok(Poll::Ready(next)) if self.observed => (Ok(next), Outcome::Cancelled),
             Ok(Poll::Ready(next)) => (Ok(next), Outcome::Completed),
             Err(payload) => (Err(payload), Outcome::Panicked),
         };
-        if self.end(result, outcome, true) {
+        // Still entered: a re-run adopted here calls the task for its next
+        // future, which may ask `scheduler_time()` or `cancelled()`.
+        let adopted = self.end(result, outcome, true);
+        door::leave_thread(previous);
+        if adopted {
             Step::Adopted
         } else {
             Step::Ended
@@ -303,7 +309,12 @@ impl Future for DispatchJob {
             // waits for that as for any iteration in flight.
             core.shared.alive_started();
             let mut adopted = None;
-            if let Some(push) = core.dispatch_here(&mut adopted) {
+            // Entered, as a worker is: the task, called here for its
+            // future, may ask `scheduler_time()` or `cancelled()`.
+            let previous = door::enter_thread(&core.shared);
+            let push = core.dispatch_here(&mut adopted);
+            door::leave_thread(previous);
+            if let Some(push) = push {
                 push.deliver_now();
             }
             match adopted {

@@ -49,7 +49,12 @@ struct WaitState {
     /// The version the last `Waiters::age` was told of.
     aged_at: Option<u32>,
     /// Async waiters to wake on the next change.
-    wakers: Vec<Waker>,
+    /// Each pending async waiter's waker, under the waiter's id: a waiter
+    /// dropped unfinished (timed out, a `select!` branch not taken)
+    /// removes its own, so abandoned waiters leave nothing behind.
+    wakers: Vec<(u64, Waker)>,
+    /// The next async waiter's id.
+    next_id: u64,
 }
 
 /// Whether `recorded` is between a quarter and half the ring behind
@@ -103,7 +108,7 @@ impl Waiters {
             std::mem::take(&mut state.wakers)
         };
         self.changed.notify_all();
-        for waker in wakers {
+        for (_, waker) in wakers {
             waker.wake();
         }
     }
@@ -202,12 +207,29 @@ impl Waiters {
 pub(crate) struct WaitFuture {
     core: std::sync::Arc<crate::core::Core>,
     fired: u32,
+    /// Its id among the waiters' wakers, once it has registered one.
+    id: Option<u64>,
 }
 
 #[cfg(feature = "tokio")]
 impl WaitFuture {
     pub(crate) fn new(core: std::sync::Arc<crate::core::Core>, fired: u32) -> Self {
-        Self { core, fired }
+        Self {
+            core,
+            fired,
+            id: None,
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Drop for WaitFuture {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            let waiters = self.core.waiters();
+            let mut state = waiters.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.wakers.retain(|(waiter, _)| *waiter != id);
+        }
     }
 }
 
@@ -219,16 +241,26 @@ impl std::future::Future for WaitFuture {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        let waiters = self.core.waiters();
+        let this = self.get_mut();
+        let waiters = this.core.waiters();
         let mut state = waiters.state.lock().unwrap_or_else(PoisonError::into_inner);
         // Checked and registered under one lock: a change (or the shutdown
         // scan's notify, which comes after `closed` is set) either is seen
         // here or finds this waker.
-        if let Some(done) = state.check(self.fired, || self.core.shared.is_closed()) {
+        if let Some(done) = state.check(this.fired, || this.core.shared.is_closed()) {
+            // Its waker, if still listed, goes with it (see `Drop`).
             return std::task::Poll::Ready(done);
         }
-        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            state.wakers.push(cx.waker().clone());
+        let id = *this.id.get_or_insert_with(|| {
+            state.next_id += 1;
+            state.next_id
+        });
+        // Registered once per waiter: a change takes every waker, and a
+        // waiter polled again with a new waker replaces its own.
+        match state.wakers.iter_mut().find(|(waiter, _)| *waiter == id) {
+            Some((_, waker)) if waker.will_wake(cx.waker()) => {}
+            Some((_, waker)) => waker.clone_from(cx.waker()),
+            None => state.wakers.push((id, cx.waker().clone())),
         }
         std::task::Poll::Pending
     }

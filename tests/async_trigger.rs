@@ -769,3 +769,61 @@ fn a_run_is_never_recorded_as_starting_before_its_fire() {
         "B recorded as starting at {b_start:?}, before it was fired at {fired_at:?} (A ended at {a_end:?})"
     );
 }
+
+/// G9: an async waiter dropped unfinished (timed out, a `select!` branch
+/// not taken) leaves no waker behind, even while the run it waits for
+/// hangs: memory stays O(triggers), not O(waits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_async_waiters_leave_no_waker_behind() {
+    use common::{Counter, Gate};
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct NoopWake;
+    impl Wake for NoopWake {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    let scheduler = Scheduler::new();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let (g, s) = (gate.clone(), started.clone());
+    let trigger = Trigger::bind(&scheduler, move || {
+        s.bump();
+        g.wait(); // a hung refresh
+        None
+    });
+    trigger.fire().unwrap();
+    common::eventually("running", || started.get() == 1);
+    let wakers: Vec<Arc<NoopWake>> = (0..1_000).map(|_| Arc::new(NoopWake)).collect();
+    for w in &wakers {
+        let waker = Waker::from(w.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut wait = Box::pin(trigger.fire_and_wait_async(Duration::from_secs(60)));
+        assert!(matches!(wait.as_mut().poll(&mut cx), Poll::Pending));
+        drop(wait); // the caller gives up
+    }
+    let retained = wakers.iter().filter(|w| Arc::strong_count(w) > 1).count();
+    gate.open();
+    assert_eq!(
+        retained, 0,
+        "wakers of dropped waiters still held by the trigger"
+    );
+}
+
+/// `scheduler_time()` (and `cancelled()`) answer in an async task's
+/// closure also when a `fire` calls it on the runtime, not a worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_time_answers_in_an_async_task_closure_on_the_fire_path() {
+    let scheduler = Scheduler::new();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let trigger = Trigger::bind_async(&scheduler, move || {
+        s.lock().unwrap().push(scheduler_time().is_some());
+        async { None }
+    });
+    trigger
+        .fire_and_wait_async(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [true]);
+}
