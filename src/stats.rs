@@ -58,7 +58,7 @@ pub struct TriggerStats {
     pub state: TriggerState,
     /// The run in flight has been running longer than the trigger's
     /// [`stuck_after`](crate::TriggerBuilder::stuck_after) (and was
-    /// reported); cleared when the next run starts.
+    /// reported); false again once that run ends.
     pub stuck: bool,
 }
 

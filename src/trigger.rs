@@ -111,7 +111,16 @@ impl Trigger {
     /// (dropping the scheduler inside an async task waits for in-flight
     /// futures that may need that very thread): shut down with
     /// [`Scheduler::shutdown`] and drop it outside, or from a blocking
-    /// task.
+    /// task. Likewise [`Scheduler::await_termination`] inside an async
+    /// task counts that task's own iteration as in flight.
+    ///
+    /// On a [`VirtualScheduler`](crate::VirtualScheduler) the futures
+    /// still run on the Tokio runtime, in real time:
+    /// [`advance`](crate::VirtualScheduler::advance) starts the iterations
+    /// due (or a `fire` does) but does not wait for their futures, so
+    /// their ends, re-arms and statistics come whenever the runtime gets
+    /// to them, at whatever virtual time it is then. Test an async task's
+    /// timing on a real scheduler, or its logic with a sync task.
     ///
     /// # Panics
     ///
@@ -220,6 +229,10 @@ impl Trigger {
     /// left exactly as it was. [`FireError::Shutdown`] once the scheduler
     /// has shut down. Every other delay is accepted: `Duration::ZERO` is
     /// `fire()`, and a delay that is not a whole number of ticks rounds up.
+    ///
+    /// A delay over about 67 s (2^26 µs) is kept to within 2^-24 of itself
+    /// (about 5 ms a day), rounded up: such a run may start that much
+    /// late, never early.
     ///
     /// # Examples
     ///
@@ -375,7 +388,8 @@ impl Trigger {
     /// it was built, as [`VirtualScheduler::now`](crate::VirtualScheduler::now),
     /// [`scheduler_time`](crate::scheduler_time) and the statistics count it
     /// — or at once if it already has. Latest wins, never early, on the real
-    /// and the virtual scheduler alike.
+    /// and the virtual scheduler alike (a point over about 67 s ahead is
+    /// rounded up as [`fire_after`](Self::fire_after) says).
     ///
     /// # Errors
     ///

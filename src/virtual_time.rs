@@ -126,7 +126,10 @@ impl VirtualScheduler {
 
     /// The next time an iteration is due, if any is: now, if a run is
     /// queued (a `fire`, or a re-run due at once); else the earliest armed
-    /// deadline (never later than it).
+    /// deadline (never later than it). A deadline since superseded — its
+    /// trigger suspended, re-armed or dropped, or the scheduler shut down —
+    /// may still be named until it passes: advancing to it then runs
+    /// nothing.
     pub fn next_deadline(&self) -> Option<Duration> {
         let now_us = self.driver.time.now_us();
         self.driver.turn(&self.scheduler.shared, now_us);
@@ -171,7 +174,9 @@ impl VirtualScheduler {
         self.scheduler.is_shutdown()
     }
 
-    /// [`Scheduler::is_terminated`] (always `true`: there are no threads).
+    /// [`Scheduler::is_terminated`]: there are no threads, so `true` —
+    /// unless an async trigger's future is in flight on its runtime (see
+    /// `Trigger::bind_async`, with the `tokio` feature).
     pub fn is_terminated(&self) -> bool {
         self.scheduler.is_terminated()
     }

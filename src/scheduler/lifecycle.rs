@@ -50,7 +50,10 @@ pub enum Outcome {
     StillRunning,
 }
 
-/// A run that was armed when shutdown began, and was discarded.
+/// A run that was armed when shutdown began, and was discarded — or the
+/// next run an iteration in flight then asked for as it ended (the delay
+/// its task returned, a re-run its fires reserved), which shutdown
+/// discards too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiscardedRun {
     trigger: Option<String>,
@@ -89,8 +92,9 @@ impl InFlightRun {
 }
 
 /// Exactly what a shutdown discarded and what it let finish: every trigger
-/// that had an armed run (with its deadline), and every iteration in flight
-/// with its outcome. No false positives, no omissions: a fire racing the
+/// that had an armed run (with its deadline) or whose iteration in flight
+/// asked for one as it ended, and every iteration in flight with its
+/// outcome. No false positives, no omissions: a fire racing the
 /// shutdown is either refused to its caller or listed here.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShutdownReport {

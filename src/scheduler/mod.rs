@@ -230,7 +230,9 @@ impl Scheduler {
     /// Waits up to `timeout` for every thread to exit after a shutdown;
     /// returns whether they all did. Called from inside a task, it waits
     /// for the *other* threads (the calling worker exits when its task
-    /// returns).
+    /// returns) — but not from inside an async task's future, whose own
+    /// iteration is in flight until it completes: there it can only time
+    /// out.
     ///
     /// # Errors
     ///
