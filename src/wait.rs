@@ -53,7 +53,8 @@ struct WaitState {
     /// dropped unfinished (timed out, a `select!` branch not taken)
     /// removes its own, so abandoned waiters leave nothing behind.
     wakers: Vec<(u64, Waker)>,
-    /// The next async waiter's id.
+    /// The last async waiter's id.
+    #[cfg(feature = "tokio")]
     next_id: u64,
 }
 
