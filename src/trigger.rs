@@ -88,7 +88,8 @@ impl Trigger {
     /// in (or the one given with [`TriggerBuilder::runtime`]); the
     /// scheduler's own timing wheel decides when iterations start. The
     /// returned trigger is the same type as [`bind`](Self::bind)'s, and
-    /// every method and guarantee works unchanged, from sync or async code:
+    /// every method and guarantee works unchanged, from sync or async code
+    /// (on a real scheduler; virtual time is below):
     ///
     /// * the RUNNING bit is held from the moment the future is spawned until
     ///   it completes: two iterations are never in flight at once, and fires

@@ -213,8 +213,8 @@ impl Builder {
         self
     }
 
-    /// Called (on the thread that ran the task: a worker, or for an async
-    /// task a thread of its runtime) with every panic caught in a task, after the
+    /// Called with every panic caught in a task, on the thread that ran it
+    /// (a worker, or for an async task a thread of its runtime), after the
     /// panic is counted ([`Scheduler::panic_count`] and the trigger's
     /// statistics). The trigger then stops circulating until fired again,
     /// unless its [`PanicPolicy`](crate::PanicPolicy) retries.
