@@ -53,6 +53,20 @@ fn blocker(h: &Harness) -> (circulation_trigger::Trigger, Gate, Gate) {
     (trigger, started, release)
 }
 
+/// A trigger whose task does `first`, then shuts the scheduler down (so
+/// the model's worker threads exit and can be joined).
+fn closing_trigger(
+    h: &Arc<Harness>,
+    first: impl Fn() + Send + 'static,
+) -> circulation_trigger::Trigger {
+    let h2 = h.clone();
+    h.trigger(0, move || {
+        first();
+        h2.scheduler().shutdown();
+        None
+    })
+}
+
 fn workers(h: &Arc<Harness>, n: usize) -> Vec<thread::JoinHandle<()>> {
     (0..n)
         .map(|_| {
@@ -67,11 +81,9 @@ fn g13_a_fire_wakes_a_worker_which_runs_the_task_once() {
     run_model(|| {
         let h = Arc::new(Harness::with_pool(2, 2));
         let cell = Exclusive::default();
-        let (c, h2) = (cell.clone(), h.clone());
-        let trigger = h.trigger(0, move || {
+        let c = cell.clone();
+        let trigger = closing_trigger(&h, move || {
             c.touch();
-            h2.scheduler().shutdown();
-            None
         });
         let threads = workers(&h, 2);
         trigger.fire().unwrap();
@@ -88,12 +100,8 @@ fn g14_the_role_holder_hands_the_wheel_over_before_running_a_task() {
         let h = Arc::new(Harness::with_pool(2, 2));
         let gate = Gate::default();
         // B, due at 20 µs, opens the gate A's task waits on, then shuts down.
-        let (g, h2) = (gate.clone(), h.clone());
-        let b = h.trigger(0, move || {
-            g.open();
-            h2.scheduler().shutdown();
-            None
-        });
+        let g = gate.clone();
+        let b = closing_trigger(&h, move || g.open());
         // A, due at 10 µs, moves time past B's deadline and blocks until B
         // has run: only another worker holding the wheel can run B.
         let (g, h2, ran) = (gate.clone(), h.clone(), Count::default());
@@ -123,12 +131,8 @@ fn g14_a_known_quick_run_that_blocks_leaves_the_role_to_the_monitor() {
         let h = Arc::new(Harness::with_pool(2, 2));
         let (gate, blocked) = (Gate::default(), Gate::default());
         // B, due at 1,000 µs, opens the gate A's second run waits on.
-        let (g, h2) = (gate.clone(), h.clone());
-        let b = h.trigger(0, move || {
-            g.open();
-            h2.scheduler().shutdown();
-            None
-        });
+        let g = gate.clone();
+        let b = closing_trigger(&h, move || g.open());
         // A's first run ends at once, so its second looks quick: the worker
         // that wakes for it runs it without waking a successor for the
         // role (B is far off) — and this time it blocks until B has run.
@@ -172,11 +176,9 @@ fn g14_the_monitor_turns_a_role_due_for_a_stale_deadline_and_a_racing_fire_is_ke
         let (blocker, started, gate) = blocker(&h);
         let stale = h.trigger(0, || None);
         let runs = Count::default();
-        let (r, h2) = (runs.clone(), h.clone());
-        let racing = Arc::new(h.trigger(0, move || {
+        let r = runs.clone();
+        let racing = Arc::new(closing_trigger(&h, move || {
             r.bump();
-            h2.scheduler().shutdown();
-            None
         }));
         stale.fire_after(Duration::from_micros(10)).unwrap();
         let threads = workers(&h, 1);
@@ -258,11 +260,9 @@ fn g14_an_idle_extra_worker_retires_or_exits_at_shutdown_and_a_fire_still_runs()
     run_model(|| {
         let h = Arc::new(Harness::with_pool(1, 2));
         let cell = Exclusive::default();
-        let (c, h2) = (cell.clone(), h.clone());
-        let trigger = h.trigger(0, move || {
+        let c = cell.clone();
+        let trigger = closing_trigger(&h, move || {
             c.touch();
-            h2.scheduler().shutdown();
-            None
         });
         h.count_extra_worker(); // as the monitor does before starting it
         assert_eq!(h.workers(), 2);
@@ -318,12 +318,8 @@ fn g14_a_worker_woken_for_the_role_takes_it_ahead_of_a_queued_run() {
         // B, due at 1,000 µs (far enough that a holder finding A2 queued
         // could think it comes back in time), opens the gate both A's wait
         // on, then shuts down.
-        let (g, h2) = (gate.clone(), h.clone());
-        let b = h.trigger(0, move || {
-            g.open();
-            h2.scheduler().shutdown();
-            None
-        });
+        let g = gate.clone();
+        let b = closing_trigger(&h, move || g.open());
         // A1 and A2, first runs due together at 10 µs, block until B has
         // run: the holder runs one, and of the two workers left one must
         // take the role — the successor, ahead of the other A; and if it
