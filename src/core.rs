@@ -44,18 +44,20 @@
 //! | `touch_state`, `wake_waiters`, `cancel_slot`, `name`, `stats` | shutdown scan, stats | read-only looks |
 //! | `InboxPush::deliver_now` / `closed` | a worker, the virtual driver | deliver the timer hand-over a `dispatch` returned, or drop it at shutdown |
 
+use crate::async_task::{AsyncBody, AsyncTask, CancelSlot, TaskFuture};
 use crate::clock::{coalesce, deadline_us};
+use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
-use crate::iteration::{AsyncBody, AsyncTask, CancelSlot, DispatchJob, Iteration, TaskFuture};
+use crate::iteration::{DispatchJob, Iteration};
 use crate::jitter::RetryBackoff;
 use crate::policy::{PanicPolicy, Policies};
 use crate::request::{Kind, Request, Word};
-use crate::scheduler::door::{self, Outcome, Shared};
+use crate::scheduler::door::{self, Shared};
 use crate::state::{Enter, Exit, Reserve, Snapshot, State};
 use crate::stats::{Counters, TriggerStats};
 use crate::sync::{Arc, AtomicBool, Ordering, UnsafeCell};
 use crate::task::Task;
-use crate::wait::{self, Waiters};
+use crate::wait::Waiters;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
@@ -214,6 +216,9 @@ impl TaskCell {
     }
 }
 
+/// `Core::timer_key` when the trigger has no wheel entry.
+pub(crate) const NO_KEY: u32 = u32::MAX;
+
 /// Versions between two looks of `Core::advanced`, minus one: far below
 /// the 2^29 versions the wrapping comparison tells apart.
 const CATCH_UP_MASK: u32 = (1 << 16) - 1;
@@ -287,7 +292,7 @@ impl Core {
             state: State::new(version),
             request: Request::new(version),
             queued: AtomicBool::new(false),
-            timer_key: crate::sync::TimerOwned::new(door::NO_KEY),
+            timer_key: crate::sync::TimerOwned::new(NO_KEY),
             task: UnsafeCell::new(task),
             policies,
             waiters: std::sync::OnceLock::new(),
@@ -401,7 +406,7 @@ impl Core {
     /// A waiter's fire: refused from inside this trigger's own task;
     /// returns the version whose run the waiter waits for.
     pub(crate) fn fire_for_wait(self: &Arc<Self>) -> Result<u32, WaitError> {
-        if wait::is_running_here(self.address()) {
+        if context::is_running_here(self.address()) {
             return Err(WaitError::OwnTask);
         }
         // Created before the fire, so the run serving it reports to them.
@@ -808,19 +813,19 @@ impl Core {
         if let Some(waiters) = self.waiters.get() {
             waiters.started(version);
         }
-        door::reset_observed();
+        context::reset_observed();
         if let Some(policies) = &self.policies {
             policies.started(start_us);
         }
         let called = {
-            let _running = wait::running(self.address());
+            let _running = context::running(self.address());
             // SAFETY: see the invariant on `Core::task`.
             self.task.with_mut(|cell| unsafe { (*cell).call() })
         };
         match called {
             Called::Returned(result) => {
                 let outcome = match &result {
-                    Ok(_) if door::observed() => Outcome::Cancelled,
+                    Ok(_) if context::observed() => Outcome::Cancelled,
                     Ok(_) => Outcome::Completed,
                     Err(_) => Outcome::Panicked,
                 };

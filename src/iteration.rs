@@ -42,92 +42,15 @@
 //! [`await_termination`](crate::Scheduler::await_termination), so graceful
 //! shutdown and drop wait for it up to the grace period.
 
+use crate::async_task::TaskFuture;
+use crate::context::{self, Outcome};
 use crate::core::Core;
-use crate::scheduler::door::{self, Outcome};
-use crate::sync::{lock, Arc, Mutex};
+use crate::sync::Arc;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
-
-/// The future of one iteration, as the task returned it.
-pub(crate) type TaskFuture = Pin<Box<dyn Future<Output = Option<Duration>> + Send>>;
-
-/// An iteration ready to be polled by an executor.
-pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// Starts iterations on some executor.
-pub(crate) trait Spawn: Send + Sync {
-    /// Hands `job` to the executor. If the executor drops it unpolled (it
-    /// shut down), the iteration ends as cancelled.
-    fn spawn(&self, job: Job);
-}
-
-/// A task that returns a future per iteration.
-pub(crate) trait AsyncTask: Send + 'static {
-    fn start(&mut self) -> TaskFuture;
-}
-
-impl<F, Fut> AsyncTask for F
-where
-    F: FnMut() -> Fut + Send + 'static,
-    Fut: Future<Output = Option<Duration>> + Send + 'static,
-{
-    fn start(&mut self) -> TaskFuture {
-        Box::pin(self())
-    }
-}
-
-/// What the RUNNING holder of an async trigger touches: the task and its
-/// executor.
-pub(crate) struct AsyncBody<A> {
-    pub(crate) task: A,
-}
-
-/// What an async trigger shares beyond the RUNNING holder: its executor
-/// (firers spawn dispatches there), and the waker of its iteration in
-/// flight, for `shutdown_now` (see the module docs).
-pub(crate) struct CancelSlot {
-    waker: Mutex<Option<Waker>>,
-    pub(crate) spawner: Arc<dyn Spawn>,
-}
-
-impl CancelSlot {
-    pub(crate) fn new(spawner: Arc<dyn Spawn>) -> Self {
-        Self {
-            waker: Mutex::new(None),
-            spawner,
-        }
-    }
-}
-
-impl CancelSlot {
-    /// A poll leaves its waker; returns whether `shutdown_now` was called
-    /// (read under the lock: see the module docs).
-    fn register(&self, core: &Core, waker: &Waker) -> bool {
-        let mut slot = lock(&self.waker);
-        match slot.as_ref() {
-            Some(old) if old.will_wake(waker) => {}
-            _ => *slot = Some(waker.clone()),
-        }
-        core.shared.is_cancelled()
-    }
-
-    /// `shutdown_now` (after setting the flag): wake the iteration in
-    /// flight, if any, so it sees the flag.
-    pub(crate) fn wake(&self) {
-        let waker = lock(&self.waker).take();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-
-    /// The iteration ended: forget its waker.
-    fn clear(&self) {
-        lock(&self.waker).take();
-    }
-}
 
 /// One async iteration in flight: owns the task's future and, through
 /// `core`, the RUNNING bit of `version`.
@@ -206,7 +129,7 @@ impl Iteration {
         let cancelled = self
             .core
             .cancel_slot()
-            .is_some_and(|slot| slot.register(&self.core, cx.waker()));
+            .is_some_and(|slot| slot.register(cx.waker(), || self.core.shared.is_cancelled()));
         if cancelled {
             // Dropped at this `.await`, as `shutdown_now` promises.
             self.end(Ok(None), Outcome::Cancelled, true);
@@ -214,15 +137,15 @@ impl Iteration {
         }
         // While polling, `cancelled()`, `scheduler_time()` and the "own
         // task" check of `fire_and_wait` answer for this trigger.
-        let previous = door::enter_thread(&self.core.shared);
-        let running = crate::wait::running(self.core.address());
-        door::reset_observed();
+        let previous = self.core.shared.enter_context();
+        let running = crate::context::running(self.core.address());
+        context::reset_observed();
         let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
-        self.observed |= door::observed();
+        self.observed |= context::observed();
         drop(running);
         let (result, outcome) = match polled {
             Ok(Poll::Pending) => {
-                door::leave_thread(previous);
+                context::leave_thread(previous);
                 return Step::Pending;
             }
             Ok(Poll::Ready(next)) if self.observed => (Ok(next), Outcome::Cancelled),
@@ -232,7 +155,7 @@ impl Iteration {
         // Still entered: a re-run adopted here calls the task for its next
         // future, which may ask `scheduler_time()` or `cancelled()`.
         let adopted = self.end(result, outcome, true);
-        door::leave_thread(previous);
+        context::leave_thread(previous);
         if adopted {
             Step::Adopted
         } else {
@@ -311,9 +234,9 @@ impl Future for DispatchJob {
             let mut adopted = None;
             // Entered, as a worker is: the task, called here for its
             // future, may ask `scheduler_time()` or `cancelled()`.
-            let previous = door::enter_thread(&core.shared);
+            let previous = core.shared.enter_context();
             let push = core.dispatch_here(&mut adopted);
-            door::leave_thread(previous);
+            context::leave_thread(previous);
             if let Some(push) = push {
                 push.deliver_now();
             }
@@ -342,14 +265,5 @@ impl Drop for DispatchJob {
         if let Some(core) = self.core.take() {
             core.push_to_pool(crate::core::OnClosed::List, true);
         }
-    }
-}
-
-/// Tokio as the executor: iterations are spawned on a runtime's handle.
-#[cfg(feature = "tokio")]
-impl Spawn for tokio::runtime::Handle {
-    fn spawn(&self, job: Job) {
-        // The JoinHandle is not needed: the iteration reports its own end.
-        drop(tokio::runtime::Handle::spawn(self, job));
     }
 }

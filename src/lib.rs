@@ -162,7 +162,9 @@
 // which nightly no longer accepts.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod async_task;
 mod clock;
+mod context;
 mod core;
 mod error;
 mod iteration;
@@ -186,14 +188,13 @@ pub use scheduler::model;
 #[doc(hidden)]
 pub mod wheel;
 
+pub use context::{cancelled, scheduler_time, Outcome};
 pub use error::{BuildError, FireError, WaitError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use phase::PhaseKeeper;
 pub use policy::{PanicPolicy, StuckRun};
-pub use scheduler::{
-    cancelled, scheduler_time, DiscardedRun, InFlightRun, Outcome, ShutdownReport,
-};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
+pub use scheduler::{DiscardedRun, InFlightRun, ShutdownReport};
 // Test-only: the state word as `Trigger::snapshot` returns it, for tests
 // and models; hidden like that method.
 #[doc(hidden)]

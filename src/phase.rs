@@ -3,7 +3,7 @@
 //! not move its schedule — and a fleet that received one broadcast does not
 //! refresh in lockstep ever after.
 
-use crate::scheduler::scheduler_time;
+use crate::context::scheduler_time;
 use std::time::Duration;
 
 /// The delay to a periodic task's next slot on a fixed grid,

@@ -69,7 +69,7 @@ pub(crate) struct Policies {
     running_since_us: AtomicU64,
     /// For an async task: the waker of its iteration in flight, which
     /// `shutdown_now` wakes to cancel it (see `iteration.rs`).
-    pub(crate) cancel: Option<crate::iteration::CancelSlot>,
+    pub(crate) cancel: Option<crate::async_task::CancelSlot>,
 }
 
 impl fmt::Debug for Policies {
@@ -88,7 +88,7 @@ impl Policies {
         name: Option<Box<str>>,
         min_interval: Duration,
         stuck_after: Duration,
-        spawner: Option<std::sync::Arc<dyn crate::iteration::Spawn>>,
+        spawner: Option<std::sync::Arc<dyn crate::async_task::Spawn>>,
     ) -> Option<Box<Self>> {
         // Rounded up: a cooldown is never shorter than asked, and a stuck
         // report never comes before `stuck_after`.
@@ -105,7 +105,7 @@ impl Policies {
                 stuck_after_us,
                 stuck: AtomicBool::new(false),
                 running_since_us: AtomicU64::new(NOT_RUNNING),
-                cancel: spawner.map(crate::iteration::CancelSlot::new),
+                cancel: spawner.map(crate::async_task::CancelSlot::new),
             })
         })
     }
@@ -197,10 +197,10 @@ mod tests {
         );
         assert!(Policies::new(None, Duration::ZERO, Duration::ZERO, None).is_none());
         struct Never;
-        impl crate::iteration::Spawn for Never {
-            fn spawn(&self, _job: crate::iteration::Job) {}
+        impl crate::async_task::Spawn for Never {
+            fn spawn(&self, _job: crate::async_task::Job) {}
         }
-        let spawner: std::sync::Arc<dyn crate::iteration::Spawn> = std::sync::Arc::new(Never);
+        let spawner: std::sync::Arc<dyn crate::async_task::Spawn> = std::sync::Arc::new(Never);
         let async_only =
             Policies::new(None, Duration::ZERO, Duration::ZERO, Some(spawner)).unwrap();
         assert!(async_only.cancel.is_some());

@@ -285,11 +285,7 @@ pub struct SchedulerStats {
 }
 
 impl SchedulerStats {
-    pub(crate) fn new(
-        mut triggers: Vec<TriggerStats>,
-        panics: u64,
-        workers: crate::scheduler::WorkerCounts,
-    ) -> Self {
+    pub(crate) fn new(mut triggers: Vec<TriggerStats>, panics: u64, workers: WorkerCounts) -> Self {
         triggers.sort_by(|a, b| match (&a.name, &b.name) {
             (Some(a), Some(b)) => a.cmp(b),
             (Some(_), None) => std::cmp::Ordering::Less,
@@ -307,6 +303,14 @@ impl SchedulerStats {
             worker_limit_hits: workers.limit_hits,
         }
     }
+}
+
+/// Worker counts, for statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WorkerCounts {
+    pub(crate) current: usize,
+    pub(crate) peak: usize,
+    pub(crate) limit_hits: u64,
 }
 
 #[cfg(all(test, not(loom)))]

@@ -616,7 +616,7 @@ impl TriggerBuilder<'_> {
     fn bind_cell(
         self,
         task: TaskCell,
-        spawner: Option<Arc<dyn crate::iteration::Spawn>>,
+        spawner: Option<Arc<dyn crate::async_task::Spawn>>,
     ) -> Trigger {
         let policies = Policies::new(self.name, self.min_interval, self.stuck_after, spawner);
         let core = Core::new(
@@ -632,12 +632,12 @@ impl TriggerBuilder<'_> {
     #[cfg(any(feature = "tokio", loom))]
     pub(crate) fn bind_spawned(
         mut self,
-        spawner: Arc<dyn crate::iteration::Spawn>,
-        task: impl crate::iteration::AsyncTask,
+        spawner: Arc<dyn crate::async_task::Spawn>,
+        task: impl crate::async_task::AsyncTask,
     ) -> Trigger {
         // Moved, not cloned: see `bind`.
         let on_panic = std::mem::replace(&mut self.on_panic, PanicPolicy::Stop);
-        let body = crate::iteration::AsyncBody { task };
+        let body = crate::async_task::AsyncBody { task };
         self.bind_cell(TaskCell::new_async(body, on_panic), Some(spawner))
     }
 

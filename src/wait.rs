@@ -9,11 +9,10 @@
 //! until then the run path pays one null check. It is plain std locking
 //! outside the lock-free protocol (the loom models never create it).
 
+use crate::context::Outcome;
 use crate::error::WaitError;
 use crate::request::is_newer;
-use crate::scheduler::door::Outcome;
 use crate::state::VERSION_MASK;
-use std::cell::Cell;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -264,33 +263,6 @@ impl std::future::Future for WaitFuture {
             None => state.wakers.push((id, cx.waker().clone())),
         }
         std::task::Poll::Pending
-    }
-}
-
-thread_local! {
-    /// The trigger whose task runs on this thread (its core's address), so
-    /// `fire_and_wait` from inside its own task fails instead of waiting
-    /// for itself for ever.
-    static RUNNING: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Marks `core` as running its task on this thread until the guard drops.
-pub(crate) fn running(core: usize) -> RunningGuard {
-    RunningGuard(RUNNING.with(|cell| cell.replace(core)))
-}
-
-/// Whether `core`'s task is running on this thread.
-pub(crate) fn is_running_here(core: usize) -> bool {
-    RUNNING.with(Cell::get) == core
-}
-
-/// Restores the previous mark (a task may run another scheduler's virtual
-/// time, whose tasks then run nested on this thread).
-pub(crate) struct RunningGuard(usize);
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        RUNNING.with(|cell| cell.set(self.0));
     }
 }
 

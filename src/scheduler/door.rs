@@ -18,13 +18,12 @@
 //! | be listed by shutdown and stats            | [`Shared::register`] … [`Shared::finish_listed`] |
 //! | report a panic, count an async iteration   | [`Shared::report_panic`], [`Shared::alive_started`] |
 
-pub(crate) use super::lifecycle::{enter_thread, leave_thread, observed, reset_observed, Outcome};
 pub(crate) use super::pool::SHARE_US;
 pub(crate) use super::shared::Shared;
-pub(crate) use super::timer::NO_KEY;
 
 use super::shared::{panic_message, TaskPanic};
 use crate::clock::Clock;
+use crate::context::Outcome;
 use crate::core::Core;
 use crate::sync::{lock, Arc, Ordering, Weak};
 use std::any::Any;
@@ -164,6 +163,13 @@ impl Shared {
     /// it ends, so shutdown waits for it.
     pub(crate) fn alive_started(&self) {
         *lock(&self.alive) += 1;
+    }
+
+    /// Makes the task context (`cancelled`, `scheduler_time`) answer for
+    /// this scheduler on this thread; returns what it replaced, for
+    /// `context::leave_thread`.
+    pub(crate) fn enter_context(&self) -> Option<crate::context::Context> {
+        crate::context::enter_thread(&self.lifecycle.cancel, &self.clock)
     }
 
     /// An async iteration ended.

@@ -26,29 +26,12 @@
 //! The report lock serializes the scan of each trigger with these
 //! decisions, so a run is listed once: as discarded or as in flight.
 
-use super::Shared;
-use crate::clock::Clock;
+use crate::context::Outcome;
 use crate::core::Core;
 use crate::request::Kind;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
-use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::time::Duration;
-
-/// What became of an iteration that was running when shutdown began.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// It returned normally.
-    Completed,
-    /// It panicked (the panic was caught and reported).
-    Panicked,
-    /// It saw [`cancelled`](crate::cancelled) return `true` and returned.
-    Cancelled,
-    /// It had not returned when the report was taken (see
-    /// [`Builder::shutdown_grace`](crate::Builder::shutdown_grace)).
-    StillRunning,
-}
 
 /// A run that was armed when shutdown began, and was discarded — or the
 /// next run an iteration in flight then asked for as it ended (the delay
@@ -393,112 +376,4 @@ impl Draft {
             due_in: Duration::from_micros(due_in),
         });
     }
-}
-
-thread_local! {
-    /// The cancellation flag of the scheduler whose task runs on this thread.
-    /// The scheduler whose tasks run on this thread: its cancellation flag
-    /// and its clock.
-    static CONTEXT: RefCell<Option<Context>> = const { RefCell::new(None) };
-    /// Whether the running task has seen `cancelled()` return `true`.
-    static OBSERVED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether the scheduler running the current task was shut down with
-/// [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now): a long task
-/// should return soon. Cheap enough to poll in a loop; `false` outside
-/// tasks.
-///
-/// # Examples
-///
-/// ```
-/// use circulation_trigger::{cancelled, Scheduler, Trigger};
-///
-/// let scheduler = Scheduler::new();
-/// let trigger = Trigger::bind(&scheduler, || {
-///     for _chunk in 0..1_000 {
-///         if cancelled() {
-///             return None; // stop early; the report says "Cancelled"
-///         }
-///         // ... process a chunk ...
-///     }
-///     None
-/// });
-/// trigger.fire().unwrap();
-/// let report = scheduler.shutdown_now();
-/// println!("{report}");
-/// ```
-pub fn cancelled() -> bool {
-    let cancelled = CONTEXT.with(|cell| {
-        cell.borrow()
-            .as_ref()
-            // Relaxed: see `Scheduler::shutdown_now`.
-            .is_some_and(|context| context.cancel.load(Ordering::Relaxed))
-    });
-    if cancelled {
-        OBSERVED.with(|seen| seen.set(true));
-    }
-    cancelled
-}
-
-/// The time of the scheduler running the current task: since it was built,
-/// on its clock — real time on a [`Scheduler`](crate::Scheduler), virtual
-/// time on a [`VirtualScheduler`](crate::VirtualScheduler). `None` outside
-/// tasks. The times in [`TriggerStats`](crate::TriggerStats) are on the
-/// same clock.
-///
-/// # Examples
-///
-/// ```
-/// use circulation_trigger::{scheduler_time, Scheduler, Trigger};
-/// use std::time::Duration;
-///
-/// let sim = Scheduler::builder().build_virtual();
-/// let trigger = Trigger::bind(&sim, || {
-///     assert_eq!(scheduler_time(), Some(Duration::from_secs(5)));
-///     None
-/// });
-/// trigger.fire_after(Duration::from_secs(5))?;
-/// sim.advance(Duration::from_secs(10));
-/// assert_eq!(scheduler_time(), None); // not inside a task
-/// # Ok::<(), circulation_trigger::FireError>(())
-/// ```
-pub fn scheduler_time() -> Option<Duration> {
-    CONTEXT.with(|cell| {
-        cell.borrow()
-            .as_ref()
-            .map(|context| Duration::from_nanos(context.clock.now_ns()))
-    })
-}
-
-/// What a thread running a scheduler's tasks knows of it.
-pub(crate) struct Context {
-    cancel: Arc<AtomicBool>,
-    clock: Clock,
-}
-
-/// Makes [`cancelled`] and [`scheduler_time`] answer for `shared` on this
-/// thread (worker threads for their lifetime; the virtual driver for the
-/// length of a call).
-pub(crate) fn enter_thread(shared: &Shared) -> Option<Context> {
-    let context = Context {
-        cancel: Arc::clone(&shared.lifecycle.cancel),
-        clock: shared.clock.clone(),
-    };
-    CONTEXT.with(|cell| cell.replace(Some(context)))
-}
-
-/// Restores what [`enter_thread`] replaced.
-pub(crate) fn leave_thread(previous: Option<Context>) {
-    CONTEXT.with(|cell| *cell.borrow_mut() = previous);
-}
-
-/// Resets the "saw cancellation" mark before an iteration.
-pub(crate) fn reset_observed() {
-    OBSERVED.with(|seen| seen.set(false));
-}
-
-/// Whether the iteration just run saw cancellation.
-pub(crate) fn observed() -> bool {
-    OBSERVED.with(Cell::get)
 }

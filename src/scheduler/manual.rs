@@ -87,9 +87,9 @@ impl Driver {
     /// the clock from deadline to deadline; runs at one instant go in the
     /// order they became due. Returns the number of dispatches processed.
     pub(crate) fn advance_to(&self, shared: &Shared, target_us: u64) -> usize {
-        let previous = super::lifecycle::enter_thread(shared);
+        let previous = shared.enter_context();
         let dispatched = self.advance_inner(shared, target_us);
-        super::lifecycle::leave_thread(previous);
+        crate::context::leave_thread(previous);
         dispatched
     }
 

@@ -42,11 +42,8 @@ mod timer;
 mod worker;
 
 pub use builder::Builder;
-pub use lifecycle::{
-    cancelled, scheduler_time, DiscardedRun, InFlightRun, Outcome, ShutdownReport,
-};
+pub use lifecycle::{DiscardedRun, InFlightRun, ShutdownReport};
 pub(crate) use manual::Driver;
-pub(crate) use pool::WorkerCounts;
 pub use shared::TaskPanic;
 
 use crate::error::BuildError;
@@ -145,8 +142,7 @@ impl Scheduler {
         let started = (0..workers)
             .try_for_each(|_| {
                 shared.pool.add_core_worker();
-                shared
-                    .spawn_worker(false)
+                worker::spawn_worker(shared, false)
                     .inspect_err(|_| shared.pool.worker_not_started())
             })
             .and_then(|()| shared.spawn(format!("{}monitor", shared.prefix), worker::run_monitor));

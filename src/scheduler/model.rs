@@ -14,7 +14,7 @@ use super::pool::{Limits, Pool};
 use super::timer::Timer;
 use super::{Scheduler, Shared};
 use crate::clock::{Clock, ManualTime};
-use crate::iteration::{Job, Spawn};
+use crate::async_task::{Job, Spawn};
 use crate::sync::Arc;
 use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 use crate::{Snapshot, Task, Trigger};

@@ -42,9 +42,10 @@
 //! first one to finish, or for the monitor (see `worker.rs`) to wake or
 //! start one within the stall threshold.
 
-use super::timer::Timer;
+use super::timer::{Estimate, Timer, NEVER};
 use crate::clock::{Clock, COARSEST_GRID_US};
 use crate::core::{Core, InboxPush};
+use crate::stats::WorkerCounts;
 use crate::sync::Weak;
 use crate::sync::{lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
@@ -55,8 +56,6 @@ pub(crate) const AWAKE: u64 = 0;
 /// `sleep_until` while the timer role is free: above every deadline, so a
 /// firer re-arming a trigger in the inbox always takes the lock.
 const FREE: u64 = u64::MAX;
-/// "No deadline at all."
-pub(crate) const NEVER: u64 = u64::MAX;
 
 /// An idle worker's bed: it waits on its own condition variable, so the
 /// pool can wake the most recently parked worker first (warm cache).
@@ -107,17 +106,6 @@ pub(crate) const SHARE_US: u64 = 200;
 /// for the releasing thread to skip waking a successor.
 const BACK_MARGIN_US: u64 = 300;
 
-/// How long a turn's due runs took last time, in all: the role holder's
-/// guess of the batch (see [`Pool::after_turn`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Estimate {
-    /// The runs that have finished before (µs, saturating).
-    pub(crate) known_us: u64,
-    /// Some run in the batch has never finished one: it may take any time,
-    /// so the batch is never "quick".
-    pub(crate) unknown: bool,
-}
-
 /// How long before an exact deadline the role holder wakes first (µs).
 const PREWAKE_US: u64 = 30;
 
@@ -154,14 +142,6 @@ pub(crate) struct Limits {
     pub(crate) stall: Duration,
     /// An extra worker idle this long retires.
     pub(crate) keep_alive: Duration,
-}
-
-/// Worker counts, for statistics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct WorkerCounts {
-    pub(crate) current: usize,
-    pub(crate) peak: usize,
-    pub(crate) limit_hits: u64,
 }
 
 /// Threads to notify once the lock is released.

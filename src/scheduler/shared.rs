@@ -25,7 +25,6 @@
 
 use super::lifecycle::Lifecycle;
 use super::pool::{Limits, Pool};
-use super::worker;
 use crate::clock::Clock;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
@@ -169,19 +168,6 @@ impl Shared {
         }
     }
 
-    /// Starts a worker (`extra`: one that retires when idle).
-    pub(super) fn spawn_worker(self: &Arc<Self>, extra: bool) -> std::io::Result<()> {
-        // Relaxed: a name counter; it orders nothing.
-        let index = self.next_worker.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{}worker-{index}", self.prefix);
-        let body = if extra {
-            |shared: &Arc<Shared>| worker::run_worker(shared, true)
-        } else {
-            |shared: &Arc<Shared>| worker::run_worker(shared, false)
-        };
-        self.spawn(name, body)
-    }
-
     /// Begins shutdown: refuse fires, discard armed runs (listing them in
     /// the report), wake every thread.
     pub(super) fn begin_shutdown(&self) {
@@ -252,13 +238,3 @@ impl Drop for ExitGuard {
 
 /// Default grace period of [`Scheduler::shutdown_now`] and of drop.
 pub(super) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
-
-/// Starts a worker the monitor asked for (already counted in the pool); a
-/// failure to start one is uncounted and reported, never fatal.
-pub(super) fn start_extra_worker(shared: &Arc<Shared>) {
-    if let Err(_error) = shared.spawn_worker(true) {
-        shared.pool.worker_not_started();
-        #[cfg(feature = "tracing")]
-        tracing::error!(error = %_error, "could not start an extra worker");
-    }
-}

@@ -7,14 +7,24 @@
 //! task is freed without waiting for a stale deadline (docs/DESIGN.md,
 //! "Pitfalls").
 
-use super::pool::{Estimate, NEVER};
-use crate::core::Core;
+use crate::core::{Core, NO_KEY};
 use crate::request::Word;
 use crate::sync::{Arc, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 
-/// `Core::timer_key` when the trigger has no wheel entry.
-pub(crate) const NO_KEY: u32 = u32::MAX;
+/// "No deadline at all."
+pub(crate) const NEVER: u64 = u64::MAX;
+
+/// How long a turn's due runs took last time, in all: the role holder's
+/// guess of the batch (see [`Pool::after_turn`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Estimate {
+    /// The runs that have finished before (µs, saturating).
+    pub(crate) known_us: u64,
+    /// Some run in the batch has never finished one: it may take any time,
+    /// so the batch is never "quick".
+    pub(crate) unknown: bool,
+}
 
 /// What the wheel remembers of a trigger: who, and the exact request word
 /// it was armed for (so expiry can tell a superseded request apart).

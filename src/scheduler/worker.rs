@@ -29,14 +29,14 @@
 //! iteration occupies no worker).
 
 use super::pool::{Bed, Look, Step, Watch, Work};
-use super::{lifecycle, Shared};
-use crate::sync::{Arc, Condvar, Weak};
+use super::Shared;
+use crate::sync::{Arc, Condvar, Ordering, Weak};
 use std::time::Duration;
 
 /// A worker's life: take work until the pool closes (or, for an `extra`
 /// worker, until it has been idle for the keep-alive).
 pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
-    let _ = lifecycle::enter_thread(shared);
+    let _ = shared.enter_context();
     fine_timer_slack();
     let bed: Bed = Arc::new(Condvar::new());
     // A re-arm's inbox push, handed to the pool with the next lock.
@@ -152,7 +152,7 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
     loop {
         let now_us = shared.clock.now_us();
         if monitor_look(shared, &mut watch, now_us) {
-            super::shared::start_extra_worker(shared);
+            start_extra_worker(shared);
         }
         shared.lifecycle.check_stuck(now_us, |core, running_for| {
             shared.report_stuck(core, running_for)
@@ -161,5 +161,28 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
         if !shared.pool.monitor_sleep(&mut watch, tick, watches_nothing) {
             return;
         }
+    }
+}
+
+/// Starts a worker (`extra`: one that retires when idle).
+pub(super) fn spawn_worker(shared: &Arc<Shared>, extra: bool) -> std::io::Result<()> {
+    // Relaxed: a name counter; it orders nothing.
+    let index = shared.next_worker.fetch_add(1, Ordering::Relaxed);
+    let name = format!("{}worker-{index}", shared.prefix);
+    let body = if extra {
+        |shared: &Arc<Shared>| run_worker(shared, true)
+    } else {
+        |shared: &Arc<Shared>| run_worker(shared, false)
+    };
+    shared.spawn(name, body)
+}
+
+/// Starts a worker the monitor asked for (already counted in the pool); a
+/// failure to start one is uncounted and reported, never fatal.
+pub(super) fn start_extra_worker(shared: &Arc<Shared>) {
+    if let Err(_error) = spawn_worker(shared, true) {
+        shared.pool.worker_not_started();
+        #[cfg(feature = "tracing")]
+        tracing::error!(error = %_error, "could not start an extra worker");
     }
 }
