@@ -167,7 +167,6 @@ mod clock;
 mod context;
 mod core;
 mod error;
-mod iteration;
 mod jitter;
 mod phase;
 mod policy;

@@ -1,10 +1,10 @@
 //! The public trigger handle: bind a task to a scheduler, then `fire`,
 //! `fire_after` and `suspend` it from any thread.
 
-use crate::core::{Core, TaskCell};
+use crate::core::TaskCell;
 use crate::error::FireError;
 use crate::policy::{PanicPolicy, Policies};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Scheduler, TriggerCore};
 use crate::state::Snapshot;
 use crate::sync::{Arc, Weak};
 use crate::task::Task;
@@ -53,7 +53,7 @@ pub struct Trigger {
 
 /// Owns the core for the user's handles; dropping the last one suspends.
 struct Handle {
-    core: Arc<Core>,
+    core: Arc<TriggerCore>,
 }
 
 impl Drop for Handle {
@@ -184,14 +184,14 @@ impl Trigger {
         }
     }
 
-    pub(crate) fn from_core(core: Arc<Core>) -> Self {
+    pub(crate) fn from_core(core: Arc<TriggerCore>) -> Self {
         Self {
             handle: Arc::new(Handle { core }),
         }
     }
 
     #[cfg(loom)]
-    pub(crate) fn core(&self) -> &Arc<Core> {
+    pub(crate) fn core(&self) -> &Arc<TriggerCore> {
         &self.handle.core
     }
 
@@ -343,7 +343,7 @@ impl Trigger {
         let fired = self.handle.core.fire_for_wait();
         let core = Arc::clone(&self.handle.core);
         async move {
-            let wait = crate::wait::WaitFuture::new(core, fired?);
+            let wait = crate::core::wait_future::WaitFuture::new(core, fired?);
             match tokio::time::Instant::now().checked_add(timeout) {
                 Some(deadline) => tokio::time::timeout_at(deadline, wait)
                     .await
@@ -619,7 +619,7 @@ impl TriggerBuilder<'_> {
         spawner: Option<Arc<dyn crate::async_task::Spawn>>,
     ) -> Trigger {
         let policies = Policies::new(self.name, self.min_interval, self.stuck_after, spawner);
-        let core = Core::new(
+        let core = TriggerCore::new(
             Arc::clone(&self.scheduler.shared),
             task,
             policies,

@@ -201,68 +201,44 @@ impl Waiters {
     }
 }
 
-/// The async side of a waiter: resolves as [`Waiters::wait`] returns,
-/// without blocking (no deadline: the caller adds one).
 #[cfg(feature = "tokio")]
-pub(crate) struct WaitFuture {
-    core: std::sync::Arc<crate::core::Core>,
-    fired: u32,
-    /// Its id among the waiters' wakers, once it has registered one.
-    id: Option<u64>,
-}
-
-#[cfg(feature = "tokio")]
-impl WaitFuture {
-    pub(crate) fn new(core: std::sync::Arc<crate::core::Core>, fired: u32) -> Self {
-        Self {
-            core,
-            fired,
-            id: None,
-        }
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl Drop for WaitFuture {
-    fn drop(&mut self) {
-        if let Some(id) = self.id {
-            let waiters = self.core.waiters();
-            let mut state = waiters.state.lock().unwrap_or_else(PoisonError::into_inner);
-            state.wakers.retain(|(waiter, _)| *waiter != id);
-        }
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl std::future::Future for WaitFuture {
-    type Output = Result<Outcome, WaitError>;
-
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        let this = self.get_mut();
-        let waiters = this.core.waiters();
-        let mut state = waiters.state.lock().unwrap_or_else(PoisonError::into_inner);
+impl Waiters {
+    /// The async side of [`wait`](Self::wait): an async waiter for the fire
+    /// of version `fired` gets its result, or leaves `waker` (under `id`,
+    /// given on its first registration) to be woken on the next change.
+    pub(crate) fn poll_wait(
+        &self,
+        fired: u32,
+        id: &mut Option<u64>,
+        waker: &Waker,
+        closed: impl Fn() -> bool,
+    ) -> std::task::Poll<Result<Outcome, WaitError>> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         // Checked and registered under one lock: a change (or the shutdown
         // scan's notify, which comes after `closed` is set) either is seen
         // here or finds this waker.
-        if let Some(done) = state.check(this.fired, || this.core.shared.is_closed()) {
-            // Its waker, if still listed, goes with it (see `Drop`).
+        if let Some(done) = state.check(fired, closed) {
+            // Its waker, if still listed, goes with it (see `forget`).
             return std::task::Poll::Ready(done);
         }
-        let id = *this.id.get_or_insert_with(|| {
+        let id = *id.get_or_insert_with(|| {
             state.next_id += 1;
             state.next_id
         });
         // Registered once per waiter: a change takes every waker, and a
         // waiter polled again with a new waker replaces its own.
         match state.wakers.iter_mut().find(|(waiter, _)| *waiter == id) {
-            Some((_, waker)) if waker.will_wake(cx.waker()) => {}
-            Some((_, waker)) => waker.clone_from(cx.waker()),
-            None => state.wakers.push((id, cx.waker().clone())),
+            Some((_, listed)) if listed.will_wake(waker) => {}
+            Some((_, listed)) => listed.clone_from(waker),
+            None => state.wakers.push((id, waker.clone())),
         }
         std::task::Poll::Pending
+    }
+
+    /// An async waiter dropped unfinished: its waker goes.
+    pub(crate) fn forget(&self, id: u64) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.wakers.retain(|(waiter, _)| *waiter != id);
     }
 }
 

@@ -250,7 +250,7 @@ impl Builder {
     }
 
     /// The shared state both kinds of scheduler start from.
-    fn shared(self, clock: Clock, pool: Pool, limits: Limits) -> Shared {
+    fn shared(self, clock: Clock, pool: Pool<Shared>, limits: Limits) -> Shared {
         let tick_us = self.tick_us();
         let mut shared = Shared::new(clock, tick_us, self.panic_hook, pool, limits);
         shared.grace = self.grace;

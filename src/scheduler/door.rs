@@ -18,77 +18,73 @@
 //! | be listed by shutdown and stats            | [`Shared::register`] … [`Shared::finish_listed`] |
 //! | report a panic, count an async iteration   | [`Shared::report_panic`], [`Shared::alive_started`] |
 
-pub(crate) use super::pool::SHARE_US;
-pub(crate) use super::shared::Shared;
+use super::shared::Shared;
 
 use super::shared::{panic_message, TaskPanic};
 use crate::clock::Clock;
 use crate::context::Outcome;
-use crate::core::Core;
+
+use crate::core::{Core, Runtime};
 use crate::sync::{lock, Arc, Ordering, Weak};
 use std::any::Any;
 
-impl Shared {
+/// A trigger's core, on this runtime.
+pub(crate) type TriggerCore = Core<Shared>;
+
+impl Runtime for Shared {
     /// Whether shutdown has begun. Acquire: pairs with the Release in
     /// `begin_shutdown` (see there). A fire that passes this check may still
     /// race shutdown: it then re-checks after publishing (`Core::confirm`).
-    #[inline]
-    pub(crate) fn is_closed(&self) -> bool {
+    fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     /// The scheduler's clock (real or virtual).
-    #[inline]
-    pub(crate) fn clock(&self) -> &Clock {
+    fn clock(&self) -> &Clock {
         &self.clock
     }
 
     /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
-    #[inline]
-    pub(crate) fn tick_us(&self) -> u64 {
+    fn tick_us(&self) -> u64 {
         self.tick_us
     }
 
     /// Whether delays returned by tasks may share wake-ups (see
     /// [`Builder::coalesce_periodic`](super::Builder::coalesce_periodic)).
-    #[inline]
-    pub(crate) fn coalesces(&self) -> bool {
+    fn coalesces(&self) -> bool {
         self.coalesce
     }
 
     /// Queues a due run of `core` for a worker (`wake`: also wake an idle
     /// one); `false` if the scheduler is closed.
-    #[inline]
-    pub(crate) fn queue_run(&self, core: Weak<Core>, wake: bool) -> bool {
+    fn queue_run(&self, core: Weak<Core<Self>>, wake: bool) -> bool {
         self.pool.push(core, wake)
     }
 
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer
     /// (see `inbox.rs`); `false` if the scheduler is closed.
-    #[inline]
-    pub(crate) fn to_timer(&self, core: &Arc<Core>, now_us: u64) -> bool {
+    fn to_timer(&self, core: &Arc<Core<Self>>, now_us: u64) -> bool {
         self.pool.inbox_push(core, now_us)
     }
 
     /// A trigger already with the timer got an earlier `deadline`: wake the
     /// timer's holder if it sleeps past it.
-    #[inline]
-    pub(crate) fn poke_timer(&self, deadline: u64) {
+    fn poke_timer(&self, deadline: u64) {
         self.pool.poke(deadline);
     }
 
     /// Lists a new trigger for stats and the shutdown scan; returns its slot.
-    pub(crate) fn register(&self, core: Weak<Core>) -> u32 {
+    fn register(&self, core: Weak<Core<Self>>) -> u32 {
         self.lifecycle.register(core)
     }
 
     /// Frees the slot [`register`](Self::register) returned.
-    pub(crate) fn unregister(&self, slot: u32) {
+    fn unregister(&self, slot: u32) {
         self.lifecycle.unregister(slot);
     }
 
     /// Puts a trigger with a `stuck_after` on the monitor's watch list.
-    pub(crate) fn watch(&self, core: &Arc<Core>) {
+    fn watch(&self, core: &Arc<Core<Self>>) {
         self.lifecycle.watch(core);
         // After the push: a monitor that parked before it saw the list
         // empty (under the pool's lock) and is woken here. An async
@@ -99,37 +95,37 @@ impl Shared {
 
     /// A request met a closed scheduler: list what `core` has armed as
     /// discarded (see `lifecycle.rs`).
-    pub(crate) fn discard_listed(&self, core: &Core) {
+    fn discard_listed(&self, core: &Core<Self>) {
         self.lifecycle.discard_live(core);
     }
 
     /// An iteration entered after shutdown began: whether to run it (see
     /// `Lifecycle::admit_late`).
-    pub(crate) fn admit_late(&self, core: &Core, discard: impl FnOnce()) -> bool {
+    fn admit_late(&self, core: &Core<Self>, discard: impl FnOnce()) -> bool {
         self.lifecycle.admit_late(core, discard)
     }
 
     /// Records how an iteration listed in flight ended; whether the scan
     /// had run (see `Lifecycle::finish`).
-    pub(crate) fn finish_listed(&self, core: &Core, outcome: Outcome) -> bool {
+    fn finish_listed(&self, core: &Core<Self>, outcome: Outcome) -> bool {
         self.lifecycle.finish(core, outcome)
     }
 
     /// A due run gave RUNNING back without running (a cooldown): strike it
     /// from the report's iterations in flight if the scan listed it (see
     /// `Lifecycle::unlist`).
-    pub(crate) fn unlist_in_flight(&self, core: &Core) {
+    fn unlist_in_flight(&self, core: &Core<Self>) {
         self.lifecycle.unlist(core);
     }
 
     /// Whether `shutdown_now` asked iterations in flight to stop.
-    pub(crate) fn is_cancelled(&self) -> bool {
+    fn is_cancelled(&self) -> bool {
         self.lifecycle.is_cancelled()
     }
 
     /// A uniformly random number in `0..bound` (`bound` > 0): seeded on
     /// virtual time, a thread-local generator otherwise.
-    pub(crate) fn random_below(&self, bound: u64) -> u64 {
+    fn random_below(&self, bound: u64) -> u64 {
         match &self.rng {
             Some(rng) => lock(rng).u64(..bound),
             None => fastrand::u64(..bound),
@@ -137,7 +133,7 @@ impl Shared {
     }
 
     /// Counts a panic caught in a task and calls the panic hook.
-    pub(crate) fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
+    fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
         // Relaxed: a statistic; it orders nothing.
         self.panics.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "tracing")]
@@ -161,19 +157,19 @@ impl Shared {
 
     /// An async iteration was spawned: counted alive (like a thread) until
     /// it ends, so shutdown waits for it.
-    pub(crate) fn alive_started(&self) {
+    fn alive_started(&self) {
         *lock(&self.alive) += 1;
     }
 
     /// Makes the task context (`cancelled`, `scheduler_time`) answer for
     /// this scheduler on this thread; returns what it replaced, for
     /// `context::leave_thread`.
-    pub(crate) fn enter_context(&self) -> Option<crate::context::Context> {
+    fn enter_context(&self) -> Option<crate::context::Context> {
         crate::context::enter_thread(&self.lifecycle.cancel, &self.clock)
     }
 
     /// An async iteration ended.
-    pub(crate) fn alive_ended(&self) {
+    fn alive_ended(&self) {
         self.thread_exited();
     }
 }

@@ -34,14 +34,14 @@
 //! lock or by the request word.
 
 use super::pool::Pool;
-use crate::core::Core;
+use crate::core::{Core, Runtime};
 use crate::sync::{Arc, Ordering};
 
-impl Pool {
+impl<R: Runtime> Pool<R> {
     /// Adds `core` (whose IN_INBOX flag this caller set); wakes the role
     /// holder if the trigger's current deadline is earlier than its sleep
     /// target. Returns `false` if the pool is closed (shut down).
-    pub(crate) fn inbox_push(&self, core: &Arc<Core>, now_us: u64) -> bool {
+    pub(crate) fn inbox_push(&self, core: &Arc<Core<R>>, now_us: u64) -> bool {
         self.push_inbox(Arc::downgrade(core), || {
             core.request().touch().kind().deadline(now_us)
         })

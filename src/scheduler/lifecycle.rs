@@ -27,7 +27,7 @@
 //! decisions, so a run is listed once: as discarded or as in flight.
 
 use crate::context::Outcome;
-use crate::core::Core;
+use crate::core::{Core, Runtime};
 use crate::request::Kind;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
 use std::fmt;
@@ -155,29 +155,41 @@ struct Draft {
 }
 
 /// Registry, report and cancellation of one scheduler.
-#[derive(Default)]
-pub(crate) struct Lifecycle {
-    registry: Mutex<Registry>,
+pub(crate) struct Lifecycle<R: Runtime> {
+    registry: Mutex<Registry<R>>,
     /// Triggers with a `stuck_after`, for the monitor to check.
-    watched: Mutex<Vec<Weak<Core>>>,
+    watched: Mutex<Vec<Weak<Core<R>>>>,
     draft: Mutex<Option<Draft>>,
     /// Set by `shutdown_now`; polled by tasks through [`cancelled`].
     pub(crate) cancel: Arc<AtomicBool>,
 }
 
-#[derive(Default)]
-struct Registry {
-    slots: Vec<Weak<Core>>,
+struct Registry<R: Runtime> {
+    slots: Vec<Weak<Core<R>>>,
     free: Vec<u32>,
 }
 
-fn key(core: &Core) -> usize {
-    core as *const Core as usize
+fn key<R: Runtime>(core: &Core<R>) -> usize {
+    core.address()
 }
 
-impl Lifecycle {
+impl<R: Runtime> Default for Lifecycle<R> {
+    fn default() -> Self {
+        Self {
+            registry: Mutex::new(Registry {
+                slots: Vec::new(),
+                free: Vec::new(),
+            }),
+            watched: Mutex::new(Vec::new()),
+            draft: Mutex::new(None),
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl<R: Runtime> Lifecycle<R> {
     /// Registers a new trigger; returns its slot.
-    pub(crate) fn register(&self, core: Weak<Core>) -> u32 {
+    pub(crate) fn register(&self, core: Weak<Core<R>>) -> u32 {
         let mut registry = lock(&self.registry);
         match registry.free.pop() {
             Some(slot) => {
@@ -212,7 +224,7 @@ impl Lifecycle {
     }
 
     /// Adds a trigger with a `stuck_after` to the monitor's checks.
-    pub(crate) fn watch(&self, core: &Arc<Core>) {
+    pub(crate) fn watch(&self, core: &Arc<Core<R>>) {
         lock(&self.watched).push(Arc::downgrade(core));
     }
 
@@ -225,7 +237,7 @@ impl Lifecycle {
     /// Reports, once per run, every watched trigger whose run in flight
     /// started more than its `stuck_after` before `now_us` (the monitor,
     /// every tick); forgets dropped triggers.
-    pub(crate) fn check_stuck(&self, now_us: u64, report: impl Fn(&Core, u64)) {
+    pub(crate) fn check_stuck(&self, now_us: u64, report: impl Fn(&Core<R>, u64)) {
         let mut stuck = Vec::new();
         lock(&self.watched).retain(|core| {
             let Some(core) = core.upgrade() else {
@@ -251,7 +263,7 @@ impl Lifecycle {
     }
 
     /// Every live trigger (for statistics).
-    pub(crate) fn live(&self) -> Vec<Arc<Core>> {
+    pub(crate) fn live(&self) -> Vec<Arc<Core<R>>> {
         lock(&self.registry)
             .slots
             .iter()
@@ -290,7 +302,7 @@ impl Lifecycle {
 
     /// A request met a closed scheduler: claim whatever `core` has armed and
     /// list it as discarded (nothing if the scan or someone else did).
-    pub(crate) fn discard_live(&self, core: &Core) {
+    pub(crate) fn discard_live(&self, core: &Core<R>) {
         let mut draft = lock(&self.draft);
         // Before the scan has run, leave the request for the scan to list.
         if let Some(draft) = draft.as_mut() {
@@ -303,7 +315,7 @@ impl Lifecycle {
     /// A worker entered an iteration and then saw the scheduler closed:
     /// returns whether to run it (the scan listed it in flight). If not,
     /// `discard` is called under the report lock and the run is listed.
-    pub(crate) fn admit_late(&self, core: &Core, discard: impl FnOnce()) -> bool {
+    pub(crate) fn admit_late(&self, core: &Core<R>, discard: impl FnOnce()) -> bool {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
             return true; // closed, but the scan has not run yet: it will list it
@@ -318,7 +330,7 @@ impl Lifecycle {
 
     /// Records how an iteration listed in flight ended; returns whether
     /// the scan had run (if not, the caller looks again after its `exit`).
-    pub(crate) fn finish(&self, core: &Core, outcome: Outcome) -> bool {
+    pub(crate) fn finish(&self, core: &Core<R>, outcome: Outcome) -> bool {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
             return false;
@@ -338,7 +350,7 @@ impl Lifecycle {
     /// given it back without running: if the scan listed that as an
     /// iteration in flight, strike it (no run happened; the deferred
     /// request is listed as discarded instead).
-    pub(crate) fn unlist(&self, core: &Core) {
+    pub(crate) fn unlist(&self, core: &Core<R>) {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
             return;
@@ -367,7 +379,7 @@ impl Lifecycle {
 }
 
 impl Draft {
-    fn list_discarded(&mut self, core: &Core, kind: Kind) {
+    fn list_discarded<R: Runtime>(&mut self, core: &Core<R>, kind: Kind) {
         let due_in = kind
             .deadline(self.began_us)
             .map_or(0, |at| at.saturating_sub(self.began_us));

@@ -5,19 +5,20 @@
 //! paths (`Core`, the pool's queue and inbox, the timer) minus the
 //! sleeping. The driver holds the timer role for good (its pool has none).
 
+use super::door::TriggerCore;
 use super::shared::Shared;
 use super::timer::Timer;
 use crate::clock::ManualTime;
-use crate::core::Core;
+use crate::core::Runtime;
 use crate::sync::{lock, Arc, Mutex, Weak};
 
 /// The timer and the clock of a thread-less scheduler.
 pub(crate) struct Driver {
     pub(crate) time: Arc<ManualTime>,
-    timer: Mutex<Timer>,
+    timer: Mutex<Timer<Shared>>,
     /// Triggers a blocking wait took from the inbox, for the next turn.
     #[cfg_attr(not(loom), allow(dead_code))]
-    parked: Mutex<Vec<Weak<Core>>>,
+    parked: Mutex<Vec<Weak<TriggerCore>>>,
 }
 
 impl Driver {

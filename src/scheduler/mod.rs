@@ -42,10 +42,12 @@ mod timer;
 mod worker;
 
 pub use builder::Builder;
+pub(crate) use door::TriggerCore;
 pub use lifecycle::{DiscardedRun, InFlightRun, ShutdownReport};
 pub(crate) use manual::Driver;
 pub use shared::TaskPanic;
 
+use crate::core::Runtime;
 use crate::error::BuildError;
 use crate::sync::{lock, Arc, Ordering};
 use shared::Shared;

@@ -13,8 +13,8 @@ pub use super::pool::Watch;
 use super::pool::{Limits, Pool};
 use super::timer::Timer;
 use super::{Scheduler, Shared};
-use crate::clock::{Clock, ManualTime};
 use crate::async_task::{Job, Spawn};
+use crate::clock::{Clock, ManualTime};
 use crate::sync::Arc;
 use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 use crate::{Snapshot, Task, Trigger};
@@ -60,7 +60,7 @@ impl Harness {
         harness
     }
 
-    fn build(timer: Option<Box<Timer>>, core: usize, max: usize) -> Self {
+    fn build(timer: Option<Box<Timer<Shared>>>, core: usize, max: usize) -> Self {
         let time = Arc::new(ManualTime::default());
         let limits = Limits {
             core,

@@ -44,7 +44,8 @@
 
 use super::timer::{Estimate, Timer, NEVER};
 use crate::clock::{Clock, COARSEST_GRID_US};
-use crate::core::{Core, InboxPush};
+use crate::core::runtime::SHARE_US;
+use crate::core::{Core, InboxPush, Runtime};
 use crate::stats::WorkerCounts;
 use crate::sync::Weak;
 use crate::sync::{lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
@@ -62,17 +63,17 @@ const FREE: u64 = u64::MAX;
 pub(crate) type Bed = Arc<Condvar>;
 
 /// What a worker does next.
-pub(crate) enum Work {
+pub(crate) enum Work<R: Runtime> {
     /// Serve this trigger's due request.
-    Run(Weak<Core>),
+    Run(Weak<Core<R>>),
     /// Hold the timer role: turn the wheel with these inbox items first.
-    Timer(Box<Timer>, Vec<Weak<Core>>),
+    Timer(Box<Timer<R>>, Vec<Weak<Core<R>>>),
     /// The pool is closed, or this extra worker retires.
     Exit,
 }
 
 /// What the monitor's look at the pool found.
-pub(crate) enum Look {
+pub(crate) enum Look<R: Runtime> {
     /// Nothing to do.
     Fine,
     /// Start a worker (already counted).
@@ -80,27 +81,21 @@ pub(crate) enum Look {
     /// Only the free timer role was due, at two looks without progress:
     /// the monitor holds it now, to turn the wheel once with these inbox
     /// items and hand the result to [`Pool::monitor_turned`].
-    Turn(Box<Timer>, Vec<Weak<Core>>),
+    Turn(Box<Timer<R>>, Vec<Weak<Core<R>>>),
 }
 
 /// What the timer role holder does after a turn.
-pub(crate) enum Step {
+pub(crate) enum Step<R: Runtime> {
     /// Turn again (woken, or news in the inbox) with these items.
-    Turn(Box<Timer>, Vec<Weak<Core>>),
+    Turn(Box<Timer<R>>, Vec<Weak<Core<R>>>),
     /// The role is put back: go run the queued work.
     Released,
     /// The pool closed; these due runs were never queued (list them).
-    Closed(Vec<Weak<Core>>),
+    Closed(Vec<Weak<Core<R>>>),
     /// This extra worker handed the role over after its keep-alive and is
     /// uncounted: it exits.
     Retired,
 }
-
-/// Estimated work one helper is woken for (µs): below it, waking another
-/// thread costs more than running the batch here. Also how long an
-/// iteration must have run for its re-run to wake a standby
-/// (`Core::ran_long`).
-pub(crate) const SHARE_US: u64 = 200;
 
 /// Slack (µs) between a quick batch's estimated end and the next deadline
 /// for the releasing thread to skip waking a successor.
@@ -163,9 +158,9 @@ impl Wakes {
     }
 }
 
-struct State {
-    queue: VecDeque<Weak<Core>>,
-    inbox: Vec<Weak<Core>>,
+struct State<R: Runtime> {
+    queue: VecDeque<Weak<Core<R>>>,
+    inbox: Vec<Weak<Core<R>>>,
     /// The earliest deadline of the inbox's news (µs; `NEVER` if none or
     /// unknown to matter): a free role is due for it then, not before, so
     /// a worker delivering its own re-arm runs the rest of its batch first
@@ -173,7 +168,7 @@ struct State {
     inbox_next: u64,
     closed: bool,
     /// The timer role: `Some` while no thread holds it.
-    timer: Option<Box<Timer>>,
+    timer: Option<Box<Timer<R>>>,
     /// The wheel's next deadline when the role was last put back.
     timer_next: u64,
     holder_asleep: bool,
@@ -194,7 +189,7 @@ struct State {
     monitor_parked: bool,
 }
 
-impl State {
+impl<R: Runtime> State<R> {
     /// Pops the most recently parked worker, if any, to wake it.
     fn wake_idle(&mut self, wakes: &mut Wakes) -> bool {
         match self.idle.pop() {
@@ -234,7 +229,7 @@ impl State {
     }
 
     /// Takes the inbox's news for a turn.
-    fn take_inbox(&mut self) -> Vec<Weak<Core>> {
+    fn take_inbox(&mut self) -> Vec<Weak<Core<R>>> {
         self.inbox_next = NEVER;
         std::mem::take(&mut self.inbox)
     }
@@ -253,18 +248,18 @@ impl State {
 
 /// The pool: its state, the beds of the role holder and of the monitor,
 /// and the holder's sleep target.
-pub(crate) struct Pool {
-    state: Mutex<State>,
+pub(crate) struct Pool<R: Runtime> {
+    state: Mutex<State<R>>,
     timer_bed: Condvar,
     monitor_bed: Condvar,
     /// See the wake-up protocol in `inbox.rs`.
     pub(super) sleep_until: AtomicU64,
 }
 
-impl Pool {
+impl<R: Runtime> Pool<R> {
     /// A pool whose timer role starts free (`timer`) or is held for good by
     /// a thread-less driver (`None`).
-    pub(crate) fn new(timer: Option<Box<Timer>>) -> Self {
+    pub(crate) fn new(timer: Option<Box<Timer<R>>>) -> Self {
         let free = timer.is_some();
         Self {
             state: Mutex::new(State {
@@ -296,7 +291,7 @@ impl Pool {
     /// News that came in while the role was held may have had such re-arms
     /// judged by nobody (`sleep_until` was `AWAKE`): then the role is due
     /// at once, as before `inbox_next` existed.
-    fn put_back(&self, state: &mut State, timer: Box<Timer>) {
+    fn put_back(&self, state: &mut State<R>, timer: Box<Timer<R>>) {
         state.timer = Some(timer);
         if !state.inbox.is_empty() {
             state.inbox_next = 0;
@@ -305,7 +300,7 @@ impl Pool {
         self.sleep_until.store(FREE, Ordering::Relaxed);
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<R>> {
         lock(&self.state)
     }
 
@@ -329,7 +324,7 @@ impl Pool {
     /// re-queueing its own trigger does not (it loops back to the queue
     /// itself) unless that iteration ran long (`Core::ran_long`). Returns
     /// `false` if the pool is closed.
-    pub(crate) fn push(&self, core: Weak<Core>, wake: bool) -> bool {
+    pub(crate) fn push(&self, core: Weak<Core<R>>, wake: bool) -> bool {
         let mut state = self.lock();
         if state.closed {
             return false;
@@ -345,7 +340,7 @@ impl Pool {
     }
 
     /// Queues the due runs a thread-less driver found; `false` if closed.
-    pub(crate) fn push_batch(&self, due: &mut Vec<Weak<Core>>) -> bool {
+    pub(crate) fn push_batch(&self, due: &mut Vec<Weak<Core<R>>>) -> bool {
         let mut state = self.lock();
         if state.closed {
             return false;
@@ -355,7 +350,7 @@ impl Pool {
     }
 
     /// Takes the next queued trigger without waiting (thread-less drivers).
-    pub(crate) fn try_pop(&self) -> Option<Weak<Core>> {
+    pub(crate) fn try_pop(&self) -> Option<Weak<Core<R>>> {
         self.lock().queue.pop_front()
     }
 
@@ -365,7 +360,7 @@ impl Pool {
     }
 
     /// Takes the inbox (thread-less drivers).
-    pub(crate) fn take_inbox(&self) -> Vec<Weak<Core>> {
+    pub(crate) fn take_inbox(&self) -> Vec<Weak<Core<R>>> {
         self.lock().take_inbox()
     }
 
@@ -386,9 +381,9 @@ impl Pool {
         extra: bool,
         limits: &Limits,
         clock: &Clock,
-        push: &mut Option<InboxPush>,
+        push: &mut Option<InboxPush<R>>,
         now_hint: Option<u64>,
-    ) -> Work {
+    ) -> Work<R> {
         // The clock as the worker's last run ended (its re-arm read it) or
         // as its last timer turn began: good for the first look below,
         // saving a read per periodic run and per turn (the first read after
@@ -399,7 +394,7 @@ impl Pool {
         // before the guard, so it is dropped after it. If its last handle
         // went meanwhile, dropping it drops the task, whose captures may
         // run any code (fire another trigger, say) — never under the lock.
-        let mut delivered: Option<Arc<Core>> = None;
+        let mut delivered: Option<Arc<Core<R>>> = None;
         let mut state = self.lock();
         if !state.closed {
             if let Some(InboxPush { core, now_us }) = push.take() {
@@ -422,7 +417,7 @@ impl Pool {
             // Only the first look may use the hint: after a wait it is old.
             let hint = now_hint.take();
             let role_free = state.timer.is_some();
-            let due = |state: &State| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
+            let due = |state: &State<R>| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
             // Only the first look: after a wait this worker may itself be
             // the successor someone woke.
             let released = std::mem::take(&mut just_released);
@@ -480,13 +475,13 @@ impl Pool {
     /// may then retire (see [`hand_over_and_retire`](Self::hand_over_and_retire)).
     pub(crate) fn after_turn(
         &self,
-        timer: Box<Timer>,
-        due: &mut Vec<Weak<Core>>,
+        timer: Box<Timer<R>>,
+        due: &mut Vec<Weak<Core<R>>>,
         estimate: Estimate,
         turned_at_us: u64,
         clock: &Clock,
         retire: Option<&Limits>,
-    ) -> Step {
+    ) -> Step<R> {
         let mut state = self.lock();
         if state.closed {
             return Step::Closed(std::mem::take(due));
@@ -546,8 +541,8 @@ impl Pool {
     /// only thread free to watch the wheel.
     fn hand_over_and_retire(
         &self,
-        state: &mut State,
-        timer: &Timer,
+        state: &mut State<R>,
+        timer: &Timer<R>,
         limits: &Limits,
     ) -> Option<Wakes> {
         if state.idle.is_empty() || state.workers.current <= limits.core {
@@ -588,8 +583,8 @@ impl Pool {
     /// threshold (G14).
     fn release(
         &self,
-        state: &mut State,
-        timer: Box<Timer>,
+        state: &mut State<R>,
+        timer: Box<Timer<R>>,
         estimate: Estimate,
         now_us: u64,
     ) -> Wakes {
@@ -627,10 +622,10 @@ impl Pool {
     /// waker).
     fn sleep<'a>(
         &'a self,
-        mut state: MutexGuard<'a, State>,
+        mut state: MutexGuard<'a, State<R>>,
         until: u64,
         timeout: Option<Duration>,
-    ) -> (MutexGuard<'a, State>, bool) {
+    ) -> (MutexGuard<'a, State<R>>, bool) {
         // Relaxed: see the protocol in `inbox.rs` (the lock carries it).
         self.sleep_until.store(until, Ordering::Relaxed);
         state.holder_asleep = true;
@@ -655,7 +650,7 @@ impl Pool {
     /// timeout (loom models: a missed wake-up deadlocks the model); returns
     /// the inbox items to turn with.
     #[cfg(loom)]
-    pub(crate) fn wait_as_holder(&self, until_us: u64) -> Vec<Weak<Core>> {
+    pub(crate) fn wait_as_holder(&self, until_us: u64) -> Vec<Weak<Core<R>>> {
         let mut state = self.lock();
         if state.inbox.is_empty() && !state.notified && !state.closed {
             state = self.sleep(state, until_us, None).0;
@@ -687,7 +682,11 @@ impl Pool {
     /// Adds `core` to the inbox (its caller set IN_INBOX) and applies the
     /// wake-up protocol of `inbox.rs` through `judge`, which reads the
     /// trigger's deadline; `false` if closed.
-    pub(super) fn push_inbox(&self, core: Weak<Core>, judge: impl FnOnce() -> Option<u64>) -> bool {
+    pub(super) fn push_inbox(
+        &self,
+        core: Weak<Core<R>>,
+        judge: impl FnOnce() -> Option<u64>,
+    ) -> bool {
         let mut state = self.lock();
         if state.closed {
             return false;
@@ -702,8 +701,8 @@ impl Pool {
     /// Under the lock: the inbox push proper (see [`push_inbox`](Self::push_inbox)).
     fn add_to_inbox(
         &self,
-        state: &mut State,
-        core: Weak<Core>,
+        state: &mut State<R>,
+        core: Weak<Core<R>>,
         judge: impl FnOnce() -> Option<u64>,
         taker: bool,
         wakes: &mut Wakes,
@@ -743,7 +742,7 @@ impl Pool {
 
     /// Under the lock: whether `deadline` precedes the holder's target; if
     /// so marks it awake, so later firers skip the lock.
-    fn earlier(&self, state: &mut State, deadline: u64) -> bool {
+    fn earlier(&self, state: &mut State<R>, deadline: u64) -> bool {
         // Relaxed: the lock orders it (see `inbox.rs`).
         if deadline < self.sleep_until.load(Ordering::Relaxed) {
             self.sleep_until.store(AWAKE, Ordering::Relaxed);
@@ -793,7 +792,7 @@ impl Pool {
     /// Monitor side: one look at the pool at `now_us`: whether a worker
     /// must be started (it is already counted), or the role, to turn once
     /// (see [`Look::Turn`]).
-    pub(crate) fn monitor_check(&self, watch: &mut Watch, limits: &Limits, now_us: u64) -> Look {
+    pub(crate) fn monitor_check(&self, watch: &mut Watch, limits: &Limits, now_us: u64) -> Look<R> {
         let mut state = self.lock();
         if state.closed {
             return Look::Fine;
@@ -843,8 +842,8 @@ impl Pool {
     pub(crate) fn monitor_turned(
         &self,
         watch: &mut Watch,
-        timer: Box<Timer>,
-        due: &mut Vec<Weak<Core>>,
+        timer: Box<Timer<R>>,
+        due: &mut Vec<Weak<Core<R>>>,
         limits: &Limits,
     ) -> bool {
         let mut state = self.lock();
@@ -879,7 +878,7 @@ impl Pool {
     /// Work waits that no thread picks up: wakes a waiting thread if one
     /// was missed, else counts a worker to start (returns `true`), or a
     /// hit of the worker limit.
-    fn stalled(&self, mut state: MutexGuard<'_, State>, limits: &Limits) -> bool {
+    fn stalled(&self, mut state: MutexGuard<'_, State<R>>, limits: &Limits) -> bool {
         let mut wakes = Wakes::default();
         let start = if state.wake_idle(&mut wakes) || state.wake_holder(&mut wakes) {
             false // a waiting thread was missed: wake it (never expected)
@@ -956,10 +955,11 @@ pub struct Watch {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::core::tests::TestRuntime;
 
     #[test]
     fn an_extra_worker_past_its_keep_alive_takes_work_nobody_picked_up() {
-        let pool = Arc::new(Pool::new(None)); // the role is held for good
+        let pool = Arc::new(Pool::<TestRuntime>::new(None)); // the role is held for good
         pool.lock().workers.current = 1;
         let limits = Limits {
             core: 0,

@@ -81,14 +81,14 @@ pub(crate) struct Shared {
     /// Whether delays returned by tasks may share wake-ups (see
     /// [`Builder::coalesce_periodic`]).
     pub(super) coalesce: bool,
-    pub(super) pool: CachePadded<Pool>,
+    pub(super) pool: CachePadded<Pool<Shared>>,
     pub(super) limits: Limits,
     pub(super) closed: AtomicBool,
     /// Taken by `begin_shutdown` from the `closed` swap to the end of the
     /// scan, and by readers of the report after `closed` is set: nobody
     /// sees a shutdown half begun.
     pub(super) shutting: Mutex<()>,
-    pub(super) lifecycle: Lifecycle,
+    pub(super) lifecycle: Lifecycle<Shared>,
     /// How long `shutdown_now` and drop wait for iterations in flight.
     pub(super) grace: Duration,
     pub(super) panics: AtomicU64,
@@ -115,7 +115,7 @@ impl Shared {
         clock: Clock,
         tick_us: u64,
         panic_hook: Option<PanicHook>,
-        pool: Pool,
+        pool: Pool<Shared>,
         limits: Limits,
     ) -> Self {
         Self {
@@ -197,7 +197,7 @@ impl Shared {
 
     /// A run of `core` has been in flight for `running_for_us`, past its
     /// `stuck_after`: report it (the monitor, once per run).
-    pub(super) fn report_stuck(&self, core: &crate::core::Core, running_for_us: u64) {
+    pub(super) fn report_stuck(&self, core: &crate::core::Core<Self>, running_for_us: u64) {
         let report = crate::StuckRun {
             trigger: core.name().map(str::to_owned),
             running_for: Duration::from_micros(running_for_us),

@@ -7,7 +7,7 @@
 //! task is freed without waiting for a stale deadline (docs/DESIGN.md,
 //! "Pitfalls").
 
-use crate::core::{Core, NO_KEY};
+use crate::core::{Core, Runtime, NO_KEY};
 use crate::request::Word;
 use crate::sync::{Arc, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
@@ -28,17 +28,17 @@ pub(crate) struct Estimate {
 
 /// What the wheel remembers of a trigger: who, and the exact request word
 /// it was armed for (so expiry can tell a superseded request apart).
-struct Entry {
-    core: Weak<Core>,
+struct Entry<R: Runtime> {
+    core: Weak<Core<R>>,
     seen: Word,
 }
 
 /// The timer role's single-threaded state.
-pub(crate) struct Timer {
-    wheel: Wheel<Entry>,
+pub(crate) struct Timer<R: Runtime> {
+    wheel: Wheel<Entry<R>>,
 }
 
-impl Timer {
+impl<R: Runtime> Timer<R> {
     pub(crate) fn new(now_us: u64) -> Self {
         Self {
             wheel: Wheel::new(now_us),
@@ -53,8 +53,8 @@ impl Timer {
     pub(crate) fn turn(
         &mut self,
         now_us: u64,
-        items: Vec<Weak<Core>>,
-        due: &mut Vec<Weak<Core>>,
+        items: Vec<Weak<Core<R>>>,
+        due: &mut Vec<Weak<Core<R>>>,
     ) -> Estimate {
         for core in items.iter().filter_map(Weak::upgrade) {
             let seen = core.request().leave_inbox();
@@ -92,7 +92,7 @@ impl Timer {
     }
 
     /// Moves (or adds, or removes) `core`'s entry to match its request.
-    fn update(&mut self, core: &Arc<Core>, seen: Word, now_us: u64) {
+    fn update(&mut self, core: &Arc<Core<R>>, seen: Word, now_us: u64) {
         // Relaxed: `timer_key` is only touched by the role holder, and the
         // role passes between threads through the pool lock.
         let key = core.timer_key.load(Ordering::Relaxed);

@@ -28,8 +28,10 @@
 //! `stuck_after`, and never parks while such a trigger lives (an async
 //! iteration occupies no worker).
 
+use super::door::TriggerCore;
 use super::pool::{Bed, Look, Step, Watch, Work};
 use super::Shared;
+use crate::core::Runtime;
 use crate::sync::{Arc, Condvar, Ordering, Weak};
 use std::time::Duration;
 
@@ -91,8 +93,8 @@ fn fine_timer_slack() {
 /// reading in `now_hint`.
 fn hold_timer(
     shared: &Shared,
-    mut timer: Box<super::timer::Timer>,
-    mut items: Vec<Weak<crate::core::Core>>,
+    mut timer: Box<super::timer::Timer<Shared>>,
+    mut items: Vec<Weak<TriggerCore>>,
     extra: bool,
     now_hint: &mut Option<u64>,
 ) -> bool {

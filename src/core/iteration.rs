@@ -42,9 +42,9 @@
 //! [`await_termination`](crate::Scheduler::await_termination), so graceful
 //! shutdown and drop wait for it up to the grace period.
 
+use super::{Core, OnClosed, Runtime};
 use crate::async_task::TaskFuture;
 use crate::context::{self, Outcome};
-use crate::core::Core;
 use crate::sync::Arc;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -54,8 +54,8 @@ use std::time::Duration;
 
 /// One async iteration in flight: owns the task's future and, through
 /// `core`, the RUNNING bit of `version`.
-pub(crate) struct Iteration {
-    core: Arc<Core>,
+pub(crate) struct Iteration<R: Runtime> {
+    core: Arc<Core<R>>,
     version: u32,
     /// `None` once the iteration ended.
     future: Option<TaskFuture>,
@@ -63,16 +63,16 @@ pub(crate) struct Iteration {
     observed: bool,
 }
 
-impl Iteration {
+impl<R: Runtime> Iteration<R> {
     /// The iteration of `version`, about to be spawned (counted alive
     /// until it ends).
-    pub(crate) fn new(core: Arc<Core>, version: u32, future: TaskFuture) -> Self {
-        core.shared.alive_started();
+    pub(crate) fn new(core: Arc<Core<R>>, version: u32, future: TaskFuture) -> Self {
+        core.runtime.alive_started();
         Self::counted(core, version, future)
     }
 
     /// As [`new`](Self::new), for a caller that counted it alive already.
-    fn counted(core: Arc<Core>, version: u32, future: TaskFuture) -> Self {
+    fn counted(core: Arc<Core<R>>, version: u32, future: TaskFuture) -> Self {
         Self {
             core,
             version,
@@ -117,7 +117,7 @@ impl Iteration {
             self.observed = false;
             return true;
         }
-        self.core.shared.alive_ended();
+        self.core.runtime.alive_ended();
         false
     }
 
@@ -129,7 +129,7 @@ impl Iteration {
         let cancelled = self
             .core
             .cancel_slot()
-            .is_some_and(|slot| slot.register(cx.waker(), || self.core.shared.is_cancelled()));
+            .is_some_and(|slot| slot.register(cx.waker(), || self.core.runtime.is_cancelled()));
         if cancelled {
             // Dropped at this `.await`, as `shutdown_now` promises.
             self.end(Ok(None), Outcome::Cancelled, true);
@@ -137,7 +137,7 @@ impl Iteration {
         }
         // While polling, `cancelled()`, `scheduler_time()` and the "own
         // task" check of `fire_and_wait` answer for this trigger.
-        let previous = self.core.shared.enter_context();
+        let previous = self.core.runtime.enter_context();
         let running = crate::context::running(self.core.address());
         context::reset_observed();
         let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
@@ -176,7 +176,7 @@ enum Step {
 /// poll) before it yields to the executor's other tasks.
 const ADOPT_BUDGET: usize = 16;
 
-impl Future for Iteration {
+impl<R: Runtime> Future for Iteration<R> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -193,7 +193,7 @@ impl Future for Iteration {
     }
 }
 
-impl Drop for Iteration {
+impl<R: Runtime> Drop for Iteration<R> {
     /// Dropped unfinished by its executor: the iteration ends as cancelled,
     /// so RUNNING is handed on and nothing waits for it for ever.
     fn drop(&mut self) {
@@ -208,13 +208,13 @@ impl Drop for Iteration {
 /// A firer's dispatch of an async trigger, run on its executor: serves the
 /// due request, and if that starts an iteration, polls it in this same
 /// task.
-pub(crate) struct DispatchJob {
-    core: Option<Arc<Core>>,
-    iteration: Option<Iteration>,
+pub(crate) struct DispatchJob<R: Runtime> {
+    core: Option<Arc<Core<R>>>,
+    iteration: Option<Iteration<R>>,
 }
 
-impl DispatchJob {
-    pub(crate) fn new(core: Arc<Core>) -> Self {
+impl<R: Runtime> DispatchJob<R> {
+    pub(crate) fn new(core: Arc<Core<R>>) -> Self {
         Self {
             core: Some(core),
             iteration: None,
@@ -222,7 +222,7 @@ impl DispatchJob {
     }
 }
 
-impl Future for DispatchJob {
+impl<R: Runtime> Future for DispatchJob<R> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -230,11 +230,11 @@ impl Future for DispatchJob {
             // Counted alive from here, not from the future's spawn: the
             // task may take a while to build its future, and shutdown
             // waits for that as for any iteration in flight.
-            core.shared.alive_started();
+            core.runtime.alive_started();
             let mut adopted = None;
             // Entered, as a worker is: the task, called here for its
             // future, may ask `scheduler_time()` or `cancelled()`.
-            let previous = core.shared.enter_context();
+            let previous = core.runtime.enter_context();
             let push = core.dispatch_here(&mut adopted);
             context::leave_thread(previous);
             if let Some(push) = push {
@@ -245,7 +245,7 @@ impl Future for DispatchJob {
                     self.iteration = Some(Iteration::counted(core, version, future));
                 }
                 None => {
-                    core.shared.alive_ended();
+                    core.runtime.alive_ended();
                     return Poll::Ready(());
                 }
             }
@@ -257,13 +257,13 @@ impl Future for DispatchJob {
     }
 }
 
-impl Drop for DispatchJob {
+impl<R: Runtime> Drop for DispatchJob<R> {
     /// Dropped unpolled (its executor shut down): the dispatch goes to the
     /// worker pool instead, whose worker then meets the dead executor
     /// itself (and ends the iteration as cancelled).
     fn drop(&mut self) {
         if let Some(core) = self.core.take() {
-            core.push_to_pool(crate::core::OnClosed::List, true);
+            core.push_to_pool(OnClosed::List, true);
         }
     }
 }

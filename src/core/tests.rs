@@ -1,0 +1,199 @@
+//! The core driven by a runtime of the test's own: no scheduler, no
+//! threads. [`TestRuntime`] queues runs and inbox pushes in plain vectors
+//! and moves a manual clock, so a test plays the worker and the timer by
+//! hand and sees every hand-off the core makes.
+
+use super::{Core, Runtime, TaskCell};
+use crate::clock::{Clock, ManualTime};
+use crate::context::{Context, Outcome};
+use crate::policy::PanicPolicy;
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
+use std::any::Any;
+use std::time::Duration;
+
+/// A runtime that only records what the core hands it.
+pub(crate) struct TestRuntime {
+    time: Arc<ManualTime>,
+    clock: Clock,
+    closed: AtomicBool,
+    /// Runs handed to a worker, in order.
+    pub(crate) queued: Mutex<Vec<Weak<Core<TestRuntime>>>>,
+    /// Triggers handed to the timer, in order.
+    pub(crate) to_timer: Mutex<Vec<Weak<Core<TestRuntime>>>>,
+    /// Panics reported.
+    pub(crate) panics: Mutex<Vec<String>>,
+    registered: Mutex<u32>,
+}
+
+impl TestRuntime {
+    pub(crate) fn new() -> Arc<Self> {
+        let time = Arc::new(ManualTime::default());
+        Arc::new(Self {
+            clock: Clock::Manual(Arc::clone(&time)),
+            time,
+            closed: AtomicBool::new(false),
+            queued: Mutex::default(),
+            to_timer: Mutex::default(),
+            panics: Mutex::default(),
+            registered: Mutex::new(0),
+        })
+    }
+
+    /// A trigger on this runtime running `task`.
+    pub(crate) fn bind(
+        self: &Arc<Self>,
+        task: impl FnMut() -> Option<Duration> + Send + 'static,
+    ) -> Arc<Core<Self>> {
+        Core::new(
+            Arc::clone(self),
+            TaskCell::new(task, PanicPolicy::Stop),
+            None,
+            0,
+        )
+    }
+
+    /// Plays a worker: serves every queued run; returns how many it took.
+    pub(crate) fn run_queued(&self) -> usize {
+        let queued = std::mem::take(&mut *self.queued.lock().unwrap());
+        for core in queued.iter().filter_map(Weak::upgrade) {
+            assert!(core.dispatch().is_none(), "no re-arm in these tests");
+        }
+        queued.len()
+    }
+}
+
+impl Runtime for TestRuntime {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+    fn tick_us(&self) -> u64 {
+        1
+    }
+    fn coalesces(&self) -> bool {
+        false
+    }
+    fn queue_run(&self, core: Weak<Core<Self>>, _wake: bool) -> bool {
+        self.queued.lock().unwrap().push(core);
+        !self.is_closed()
+    }
+    fn to_timer(&self, core: &Arc<Core<Self>>, _now_us: u64) -> bool {
+        self.to_timer.lock().unwrap().push(Arc::downgrade(core));
+        !self.is_closed()
+    }
+    fn poke_timer(&self, _deadline: u64) {}
+    fn register(&self, _core: Weak<Core<Self>>) -> u32 {
+        let mut next = self.registered.lock().unwrap();
+        *next += 1;
+        *next
+    }
+    fn unregister(&self, _slot: u32) {}
+    fn watch(&self, _core: &Arc<Core<Self>>) {}
+    fn discard_listed(&self, _core: &Core<Self>) {}
+    fn admit_late(&self, _core: &Core<Self>, _discard: impl FnOnce()) -> bool {
+        true
+    }
+    fn finish_listed(&self, _core: &Core<Self>, _outcome: Outcome) -> bool {
+        true
+    }
+    fn unlist_in_flight(&self, _core: &Core<Self>) {}
+    fn is_cancelled(&self) -> bool {
+        false
+    }
+    fn random_below(&self, bound: u64) -> u64 {
+        bound / 2
+    }
+    fn report_panic(&self, trigger: Option<&str>, _payload: &(dyn Any + Send)) {
+        self.panics
+            .lock()
+            .unwrap()
+            .push(trigger.unwrap_or("<unnamed>").to_owned());
+    }
+    fn alive_started(&self) {}
+    fn alive_ended(&self) {}
+    fn enter_context(&self) -> Option<Context> {
+        None
+    }
+}
+
+#[test]
+fn a_core_stays_within_its_byte_budget() {
+    // 80 B of statistics, 72 B of state, task and pointers; the `Arc`
+    // adds 16. Growing it costs every idle trigger. The runtime is a type
+    // parameter: any runtime's core has the same size.
+    let size = std::mem::size_of::<Core<TestRuntime>>();
+    assert!(size <= 152, "{size}");
+}
+
+#[test]
+fn fires_coalesce_into_one_queued_run_without_a_scheduler() {
+    let runtime = TestRuntime::new();
+    let runs = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&runs);
+    let core = runtime.bind(move || {
+        *counted.lock().unwrap() += 1;
+        None
+    });
+    for _ in 0..3 {
+        core.fire().unwrap();
+    }
+    // One queue slot: the runtime was handed the trigger once (G9).
+    assert_eq!(runtime.queued.lock().unwrap().len(), 1);
+    assert_eq!(runtime.run_queued(), 1);
+    assert_eq!(*runs.lock().unwrap(), 1);
+    // Served: nothing left, the next fire queues again.
+    assert_eq!(runtime.run_queued(), 0);
+    core.fire().unwrap();
+    assert_eq!(runtime.run_queued(), 1);
+    assert_eq!(*runs.lock().unwrap(), 2);
+}
+
+#[test]
+fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
+    let runtime = TestRuntime::new();
+    let core = runtime.bind(|| None);
+    core.fire_after(Duration::from_millis(5)).unwrap();
+    core.fire_after(Duration::from_millis(3)).unwrap();
+    // IN_INBOX: the second re-arm finds the trigger with the timer already.
+    assert_eq!(runtime.to_timer.lock().unwrap().len(), 1);
+    assert!(runtime.queued.lock().unwrap().is_empty());
+    // Play the timer: the inbox item is read, and at its deadline expired.
+    let seen = core.request().leave_inbox();
+    assert_eq!(seen.kind().deadline(0), Some(3_000));
+    runtime.time.set_us(3_000);
+    assert!(core.expire(seen, 3_000), "the live deadline is due");
+    core.runtime.queue_run(Arc::downgrade(&core), false);
+    assert_eq!(runtime.run_queued(), 1);
+    assert_eq!(core.stats().iterations, 1);
+}
+
+#[test]
+fn a_suspended_deadline_does_not_expire() {
+    let runtime = TestRuntime::new();
+    let core = runtime.bind(|| None);
+    core.fire_after(Duration::from_millis(5)).unwrap();
+    let seen = core.request().leave_inbox();
+    core.suspend();
+    runtime.time.set_us(5_000);
+    assert!(!core.expire(seen, 5_000), "superseded by the suspend");
+}
+
+#[test]
+fn a_panic_is_reported_to_the_runtime() {
+    let runtime = TestRuntime::new();
+    let core = runtime.bind(|| panic!("a panic the runtime must hear of"));
+    core.fire().unwrap();
+    runtime.run_queued();
+    assert_eq!(*runtime.panics.lock().unwrap(), ["<unnamed>"]);
+}
+
+#[test]
+fn a_closed_runtime_refuses_fires() {
+    let runtime = TestRuntime::new();
+    let core = runtime.bind(|| None);
+    runtime.closed.store(true, Ordering::Release);
+    assert!(core.fire().is_err());
+    assert!(core.fire_after(Duration::from_secs(1)).is_err());
+}
