@@ -244,26 +244,6 @@ mod tests {
     }
 
     #[test]
-    fn every_accepted_deadline_stays_within_the_horizon_once_encoded() {
-        use crate::request::Kind;
-        for now in [
-            0,
-            1,
-            1 << 20,
-            1 << 40,
-            LAST_DEADLINE_US / 2,
-            LAST_DEADLINE_US,
-        ] {
-            for back in [0, 1, 1 << 10, (1 << 30) - 1, 1 << 30, 1 << 50] {
-                let deadline = LAST_DEADLINE_US.saturating_sub(back).max(now);
-                let decoded = Kind::at(deadline, now).deadline(now).unwrap();
-                assert!(decoded >= deadline, "never early");
-                assert!(decoded <= HORIZON_US, "{now} {deadline} -> {decoded}");
-            }
-        }
-    }
-
-    #[test]
     fn coalescing_rounds_up_within_a_thousandth() {
         let second = Duration::from_secs(1);
         assert_eq!(coalesce(1_000_001, second), 1_001_000);

@@ -462,4 +462,24 @@ mod tests {
         assert!(request.expire(seen));
         assert_eq!(request.take_due(), Some(2));
     }
+
+    #[test]
+    fn every_accepted_deadline_stays_within_the_horizon_once_encoded() {
+        use crate::clock::{HORIZON_US, LAST_DEADLINE_US};
+        for now in [
+            0,
+            1,
+            1 << 20,
+            1 << 40,
+            LAST_DEADLINE_US / 2,
+            LAST_DEADLINE_US,
+        ] {
+            for back in [0, 1, 1 << 10, (1 << 30) - 1, 1 << 30, 1 << 50] {
+                let deadline = LAST_DEADLINE_US.saturating_sub(back).max(now);
+                let decoded = Kind::at(deadline, now).deadline(now).unwrap();
+                assert!(decoded >= deadline, "never early");
+                assert!(decoded <= HORIZON_US, "{now} {deadline} -> {decoded}");
+            }
+        }
+    }
 }

@@ -2,12 +2,51 @@
 //! for deterministic tests of periodic logic without sleeping.
 
 use crate::clock::{ManualTime, HORIZON_US};
-use crate::scheduler::Driver;
-use crate::scheduler::Scheduler;
+use crate::scheduler::ShutdownReport;
+use crate::scheduler::{Builder, Driver, Scheduler};
+use crate::stats::SchedulerStats;
 use crate::sync::Arc;
-use crate::{SchedulerStats, ShutdownReport};
 use std::fmt;
 use std::time::Duration;
+
+impl Builder {
+    /// Builds a scheduler on **virtual time** instead: no threads, a clock
+    /// at zero that moves only in [`VirtualScheduler::advance`](crate::VirtualScheduler::advance), which runs
+    /// the due iterations on the calling thread. `workers` and
+    /// `thread_name_prefix` do not apply (so they are never refused here);
+    /// `tick`, `coalesce_periodic`, `shutdown_grace`, `seed` and
+    /// `panic_hook` do, exactly as in [`build`](Self::build).
+    ///
+    /// # Errors
+    ///
+    /// None: every setting that applies is accepted by both `build` and
+    /// `build_virtual` (the tick is clamped, not refused), so this returns
+    /// the scheduler itself rather than a `Result`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let runs = Arc::new(AtomicU32::new(0));
+    /// let r = runs.clone();
+    /// let trigger = Trigger::bind(&sim, move || {
+    ///     r.fetch_add(1, Ordering::Relaxed);
+    ///     Some(Duration::from_secs(30))
+    /// });
+    /// trigger.fire().unwrap();
+    /// sim.advance(Duration::from_secs(95)); // runs at 0, 30, 60, 90 s
+    /// assert_eq!(runs.load(Ordering::Relaxed), 4);
+    /// ```
+    pub fn build_virtual(self) -> VirtualScheduler {
+        let time = Arc::new(ManualTime::default());
+        VirtualScheduler::new(self.build_threadless(&time), time)
+    }
+}
 
 /// A scheduler on virtual time: no threads, and a clock that moves only in
 /// [`advance`](Self::advance) / [`advance_to`](Self::advance_to), which run

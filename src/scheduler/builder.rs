@@ -1,7 +1,8 @@
 //! [`Builder`]: the scheduler's settings, and starting its threads.
 
 use super::pool::{Limits, Pool};
-use super::shared::{PanicHook, Shared, StuckHook, DEFAULT_GRACE};
+use super::report::{PanicHook, StuckHook};
+use super::shared::{Shared, DEFAULT_GRACE};
 use super::timer::Timer;
 use super::Scheduler;
 use crate::clock::{Clock, ManualTime};
@@ -227,7 +228,10 @@ impl Builder {
     /// flight longer than its trigger's
     /// [`stuck_after`](crate::TriggerBuilder::stuck_after). The run goes on;
     /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) marks it.
-    pub fn stuck_hook(mut self, hook: impl Fn(&crate::StuckRun) + Send + Sync + 'static) -> Self {
+    pub fn stuck_hook(
+        mut self,
+        hook: impl Fn(&crate::policy::StuckRun) + Send + Sync + 'static,
+    ) -> Self {
         self.stuck_hook = Some(Box::new(hook));
         self
     }
@@ -260,47 +264,17 @@ impl Builder {
         shared
     }
 
-    /// Builds a scheduler on **virtual time** instead: no threads, a clock
-    /// at zero that moves only in [`VirtualScheduler::advance`](crate::VirtualScheduler::advance), which runs
-    /// the due iterations on the calling thread. `workers` and
-    /// `thread_name_prefix` do not apply (so they are never refused here);
-    /// `tick`, `coalesce_periodic`, `shutdown_grace`, `seed` and
-    /// `panic_hook` do, exactly as in [`build`](Self::build).
-    ///
-    /// # Errors
-    ///
-    /// None: every setting that applies is accepted by both `build` and
-    /// `build_virtual` (the tick is clamped, not refused), so this returns
-    /// the scheduler itself rather than a `Result`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use circulation_trigger::{Scheduler, Trigger};
-    /// use std::sync::atomic::{AtomicU32, Ordering};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    ///
-    /// let sim = Scheduler::builder().build_virtual();
-    /// let runs = Arc::new(AtomicU32::new(0));
-    /// let r = runs.clone();
-    /// let trigger = Trigger::bind(&sim, move || {
-    ///     r.fetch_add(1, Ordering::Relaxed);
-    ///     Some(Duration::from_secs(30))
-    /// });
-    /// trigger.fire().unwrap();
-    /// sim.advance(Duration::from_secs(95)); // runs at 0, 30, 60, 90 s
-    /// assert_eq!(runs.load(Ordering::Relaxed), 4);
-    /// ```
-    pub fn build_virtual(self) -> crate::VirtualScheduler {
-        let time = Arc::new(ManualTime::default());
-        let clock = Clock::Manual(Arc::clone(&time));
+    /// The thread-less scheduler under a
+    /// [`VirtualScheduler`](crate::VirtualScheduler), on the manual clock
+    /// `time` (the virtual driver holds its timer role for good).
+    pub(crate) fn build_threadless(self, time: &Arc<ManualTime>) -> Scheduler {
+        let clock = Clock::Manual(Arc::clone(time));
         let seed = self.seed;
         let limits = self.limits(0);
         // The driver holds the timer role for good: the pool has none.
         let mut shared = self.shared(clock, Pool::new(None), limits);
         shared.rng = Some(Mutex::new(fastrand::Rng::with_seed(seed)));
-        crate::VirtualScheduler::new(Scheduler::threadless(shared), time)
+        Scheduler::threadless(shared)
     }
 
     /// Starts the worker threads and the monitor.

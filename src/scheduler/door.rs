@@ -20,7 +20,7 @@
 
 use super::shared::Shared;
 
-use super::shared::{panic_message, TaskPanic};
+use super::report::{panic_message, TaskPanic};
 use crate::clock::Clock;
 use crate::context::Outcome;
 

@@ -26,122 +26,12 @@
 //! The report lock serializes the scan of each trigger with these
 //! decisions, so a run is listed once: as discarded or as in flight.
 
+use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
 use crate::context::Outcome;
 use crate::core::{Core, Runtime};
 use crate::request::Kind;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
-use std::fmt;
 use std::time::Duration;
-
-/// A run that was armed when shutdown began, and was discarded — or the
-/// next run an iteration in flight then asked for as it ended (the delay
-/// its task returned, a re-run its fires reserved), which shutdown
-/// discards too.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiscardedRun {
-    trigger: Option<String>,
-    due_in: Duration,
-}
-
-impl DiscardedRun {
-    /// The trigger's name, if it has one.
-    pub fn trigger(&self) -> Option<&str> {
-        self.trigger.as_deref()
-    }
-
-    /// How long after shutdown began the run was due (`ZERO`: due at once).
-    pub fn due_in(&self) -> Duration {
-        self.due_in
-    }
-}
-
-/// An iteration that was running when shutdown began.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InFlightRun {
-    trigger: Option<String>,
-    outcome: Outcome,
-}
-
-impl InFlightRun {
-    /// The trigger's name, if it has one.
-    pub fn trigger(&self) -> Option<&str> {
-        self.trigger.as_deref()
-    }
-
-    /// How the iteration ended (or that it had not yet).
-    pub fn outcome(&self) -> Outcome {
-        self.outcome
-    }
-}
-
-/// Exactly what a shutdown discarded and what it let finish: every trigger
-/// that had an armed run (with its deadline) or whose iteration in flight
-/// asked for one as it ended, and every iteration in flight with its
-/// outcome. No false positives, no omissions: a fire racing the
-/// shutdown is either refused to its caller or listed here.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShutdownReport {
-    discarded: Vec<DiscardedRun>,
-    in_flight: Vec<InFlightRun>,
-    detached_threads: usize,
-}
-
-impl ShutdownReport {
-    /// Armed runs that were discarded, in no particular order.
-    pub fn discarded(&self) -> &[DiscardedRun] {
-        &self.discarded
-    }
-
-    /// Iterations that were running when shutdown began.
-    pub fn in_flight(&self) -> &[InFlightRun] {
-        &self.in_flight
-    }
-
-    /// Threads left running (detached) when the scheduler was dropped
-    /// after its grace period: their tasks had not returned.
-    pub fn detached_threads(&self) -> usize {
-        self.detached_threads
-    }
-}
-
-fn name(trigger: Option<&str>) -> &str {
-    trigger.unwrap_or("<unnamed>")
-}
-
-impl fmt::Display for ShutdownReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "shutdown report: {} armed run(s) discarded, {} iteration(s) in flight",
-            self.discarded.len(),
-            self.in_flight.len()
-        )?;
-        for run in &self.discarded {
-            writeln!(
-                f,
-                "  discarded  {:<24} due in {:?}",
-                name(run.trigger()),
-                run.due_in
-            )?;
-        }
-        for run in &self.in_flight {
-            writeln!(
-                f,
-                "  in flight  {:<24} {:?}",
-                name(run.trigger()),
-                run.outcome
-            )?;
-        }
-        if self.detached_threads > 0 {
-            writeln!(
-                f,
-                "  {} thread(s) detached after the grace period",
-                self.detached_threads
-            )?;
-        }
-        Ok(())
-    }
-}
 
 /// The report while shutdown proceeds; in-flight entries are keyed by the
 /// trigger's address (stable while the scanning worker holds the `Arc`).

@@ -31,21 +31,21 @@
 
 mod builder;
 pub(crate) mod door;
-mod inbox;
 mod lifecycle;
 mod manual;
 #[cfg(loom)]
 pub mod model;
 mod pool;
+mod report;
 mod shared;
 mod timer;
 mod worker;
 
 pub use builder::Builder;
 pub(crate) use door::TriggerCore;
-pub use lifecycle::{DiscardedRun, InFlightRun, ShutdownReport};
 pub(crate) use manual::Driver;
-pub use shared::TaskPanic;
+pub use report::TaskPanic;
+pub use report::{DiscardedRun, InFlightRun, ShutdownReport};
 
 use crate::core::Runtime;
 use crate::error::BuildError;
@@ -266,7 +266,7 @@ impl Scheduler {
 
     /// Statistics of every live trigger (named ones first, by name) and
     /// their totals.
-    pub fn stats(&self) -> crate::SchedulerStats {
+    pub fn stats(&self) -> crate::stats::SchedulerStats {
         let triggers = self
             .shared
             .lifecycle
@@ -274,7 +274,7 @@ impl Scheduler {
             .iter()
             .map(|core| core.stats())
             .collect();
-        crate::SchedulerStats::new(triggers, self.panic_count(), self.shared.pool.counts())
+        crate::stats::SchedulerStats::new(triggers, self.panic_count(), self.shared.pool.counts())
     }
 
     /// Number of panics caught in tasks so far.

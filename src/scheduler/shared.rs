@@ -25,53 +25,12 @@
 
 use super::lifecycle::Lifecycle;
 use super::pool::{Limits, Pool};
+use super::report::{PanicHook, StuckHook};
 use crate::clock::Clock;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
-use std::any::Any;
-use std::fmt;
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::Duration;
-
-/// A panic caught in a task, as handed to the builder's panic hook.
-#[derive(Debug, Clone)]
-pub struct TaskPanic {
-    pub(super) trigger: Option<String>,
-    pub(super) message: String,
-}
-
-impl TaskPanic {
-    /// The name of the trigger whose task panicked, if it has one.
-    pub fn trigger(&self) -> Option<&str> {
-        self.trigger.as_deref()
-    }
-
-    /// The panic message (`"<non-string panic payload>"` if it had none).
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for TaskPanic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.trigger {
-            Some(name) => write!(f, "task of trigger `{name}` panicked: {}", self.message),
-            None => write!(f, "task panicked: {}", self.message),
-        }
-    }
-}
-
-pub(super) type PanicHook = Box<dyn Fn(&TaskPanic) + Send + Sync>;
-pub(super) type StuckHook = Box<dyn Fn(&crate::StuckRun) + Send + Sync>;
-
-/// The text of a panic payload.
-pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "<non-string panic payload>".to_owned())
-}
 
 /// State shared by the scheduler's threads and every trigger bound to it.
 pub(crate) struct Shared {
@@ -198,7 +157,7 @@ impl Shared {
     /// A run of `core` has been in flight for `running_for_us`, past its
     /// `stuck_after`: report it (the monitor, once per run).
     pub(super) fn report_stuck(&self, core: &crate::core::Core<Self>, running_for_us: u64) {
-        let report = crate::StuckRun {
+        let report = crate::policy::StuckRun {
             trigger: core.name().map(str::to_owned),
             running_for: Duration::from_micros(running_for_us),
         };

@@ -33,8 +33,9 @@
 //! Relaxed is enough on `sleep_until`: every edge above is carried by the
 //! lock or by the request word.
 
-use super::pool::Pool;
+use super::{Pool, State, Wakes, AWAKE, NEVER};
 use crate::core::{Core, Runtime};
+use crate::sync::Weak;
 use crate::sync::{Arc, Ordering};
 
 impl<R: Runtime> Pool<R> {
@@ -53,6 +54,80 @@ impl<R: Runtime> Pool<R> {
         // Relaxed: see the module docs.
         if deadline < self.sleep_until.load(Ordering::Relaxed) {
             self.poke_locked(deadline);
+        }
+    }
+
+    /// Adds `core` to the inbox (its caller set IN_INBOX) and applies the
+    /// wake-up protocol of `inbox.rs` through `judge`, which reads the
+    /// trigger's deadline; `false` if closed.
+    pub(super) fn push_inbox(
+        &self,
+        core: Weak<Core<R>>,
+        judge: impl FnOnce() -> Option<u64>,
+    ) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        let mut wakes = Wakes::default();
+        self.add_to_inbox(&mut state, core, judge, false, &mut wakes);
+        drop(state);
+        self.notify(wakes);
+        true
+    }
+
+    /// Under the lock: the inbox push proper (see [`push_inbox`](Self::push_inbox)).
+    pub(super) fn add_to_inbox(
+        &self,
+        state: &mut State<R>,
+        core: Weak<Core<R>>,
+        judge: impl FnOnce() -> Option<u64>,
+        taker: bool,
+        wakes: &mut Wakes,
+    ) {
+        state.inbox.push(core);
+        // A free role is due for the news at its deadline (a worker's look
+        // for work takes it then, ahead of queued runs); news with no
+        // deadline (a suspend) asks nothing by a time.
+        let deadline = judge();
+        state.inbox_next = state.inbox_next.min(deadline.unwrap_or(NEVER));
+        if state.timer.is_some() {
+            // The role is free: an idle worker takes it to read the news —
+            // unless the caller is a worker about to look for work, which
+            // takes it itself once its queue is done.
+            if !taker {
+                let _ = state.wake_idle(wakes);
+            }
+        } else if deadline.is_some_and(|deadline| self.earlier(state, deadline)) {
+            let _ = state.wake_holder(wakes);
+        }
+    }
+
+    /// The slow half of `poke` (see `inbox.rs`): under the lock, wakes the
+    /// holder if `deadline` precedes its target.
+    pub(super) fn poke_locked(&self, deadline: u64) {
+        let mut state = self.lock();
+        let mut wakes = Wakes::default();
+        if state.timer.is_some() {
+            // The role is free: it is due for this news by its deadline.
+            state.inbox_next = state.inbox_next.min(deadline);
+        } else if self.earlier(&mut state, deadline) {
+            let _ = state.wake_holder(&mut wakes);
+        }
+        drop(state);
+        self.notify(wakes);
+    }
+
+    /// Under the lock: whether `deadline` precedes the holder's target; if
+    /// so marks it awake, so later firers skip the lock.
+    pub(super) fn earlier(&self, state: &mut State<R>, deadline: u64) -> bool {
+        // Relaxed: the lock orders it (see `inbox.rs`).
+        if deadline < self.sleep_until.load(Ordering::Relaxed) {
+            self.sleep_until.store(AWAKE, Ordering::Relaxed);
+            state.notified = true;
+            true
+        } else {
+            false
         }
     }
 }

@@ -1,15 +1,17 @@
 //! The public trigger handle: bind a task to a scheduler, then `fire`,
 //! `fire_after` and `suspend` it from any thread.
 
-use crate::core::TaskCell;
 use crate::error::FireError;
-use crate::policy::{PanicPolicy, Policies};
 use crate::scheduler::{Scheduler, TriggerCore};
 use crate::state::Snapshot;
 use crate::sync::{Arc, Weak};
 use crate::task::Task;
 use std::fmt;
 use std::time::Duration;
+
+mod builder;
+
+pub use builder::TriggerBuilder;
 
 /// A task bound to a scheduler, re-triggerable from any thread.
 ///
@@ -172,16 +174,7 @@ impl Trigger {
     /// reports); `scheduler` as in [`bind`](Self::bind).
     #[must_use = "a builder does nothing until `bind` is called"]
     pub fn builder<S: AsRef<Scheduler> + ?Sized>(scheduler: &S) -> TriggerBuilder<'_> {
-        TriggerBuilder {
-            scheduler: scheduler.as_ref(),
-            name: None,
-            version: 0,
-            min_interval: Duration::ZERO,
-            stuck_after: Duration::ZERO,
-            on_panic: PanicPolicy::Stop,
-            #[cfg(feature = "tokio")]
-            runtime: None,
-        }
+        TriggerBuilder::new(scheduler.as_ref())
     }
 
     pub(crate) fn from_core(core: Arc<TriggerCore>) -> Self {
@@ -550,239 +543,5 @@ impl WeakTrigger {
 impl fmt::Debug for WeakTrigger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("(WeakTrigger)")
-    }
-}
-
-/// Builds a [`Trigger`] with options; see [`Trigger::builder`].
-///
-/// # Examples
-///
-/// ```
-/// use circulation_trigger::{Scheduler, Trigger};
-///
-/// let scheduler = Scheduler::new();
-/// let trigger = Trigger::builder(&scheduler)
-///     .name("config-refresh")
-///     .bind(|| None);
-/// assert_eq!(trigger.name(), Some("config-refresh"));
-/// ```
-#[derive(Debug)]
-#[must_use = "a builder does nothing until `bind` is called"]
-pub struct TriggerBuilder<'a> {
-    scheduler: &'a Scheduler,
-    name: Option<Box<str>>,
-    version: u32,
-    min_interval: Duration,
-    stuck_after: Duration,
-    on_panic: PanicPolicy,
-    #[cfg(feature = "tokio")]
-    runtime: Option<tokio::runtime::Handle>,
-}
-
-impl TriggerBuilder<'_> {
-    /// Names the trigger (shown in `Debug`, statistics, shutdown and panic
-    /// reports).
-    ///
-    /// # Errors
-    ///
-    /// None: any string is a name, the empty one and very long ones
-    /// included; it is stored as given.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into().into_boxed_str());
-        self
-    }
-
-    /// Starts the 30-bit version counter at `version` (masked to 30 bits)
-    /// instead of 0. Behaviour does not depend on it; it exists to test the
-    /// wrap-around (G12).
-    // Test-only knob (the tests of G12 start near the wrap); public for
-    // them, kept out of the docs.
-    #[doc(hidden)]
-    pub fn start_version(mut self, version: u32) -> Self {
-        self.version = version;
-        self
-    }
-
-    /// Binds `task` and returns the (idle) trigger; see [`Trigger::bind`]
-    /// — dropping the last handle suspends the trigger.
-    #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
-    pub fn bind(mut self, task: impl Task) -> Trigger {
-        // Moved, not cloned: a clone of a `RetryBackoff` draws a fresh
-        // generator, which would lose a seed the user gave it.
-        let on_panic = std::mem::replace(&mut self.on_panic, PanicPolicy::Stop);
-        self.bind_cell(TaskCell::new(task, on_panic), None)
-    }
-
-    fn bind_cell(
-        self,
-        task: TaskCell,
-        spawner: Option<Arc<dyn crate::async_task::Spawn>>,
-    ) -> Trigger {
-        let policies = Policies::new(self.name, self.min_interval, self.stuck_after, spawner);
-        let core = TriggerCore::new(
-            Arc::clone(&self.scheduler.shared),
-            task,
-            policies,
-            self.version,
-        );
-        Trigger::from_core(core)
-    }
-
-    /// Binds an async task whose iterations `spawner` polls.
-    #[cfg(any(feature = "tokio", loom))]
-    pub(crate) fn bind_spawned(
-        mut self,
-        spawner: Arc<dyn crate::async_task::Spawn>,
-        task: impl crate::async_task::AsyncTask,
-    ) -> Trigger {
-        // Moved, not cloned: see `bind`.
-        let on_panic = std::mem::replace(&mut self.on_panic, PanicPolicy::Stop);
-        let body = crate::async_task::AsyncBody { task };
-        self.bind_cell(TaskCell::new_async(body, on_panic), Some(spawner))
-    }
-
-    /// The Tokio runtime whose threads poll the iterations of a trigger
-    /// bound with [`bind_async`](Self::bind_async); by default, the runtime
-    /// `bind_async` is called in.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use circulation_trigger::{Scheduler, Trigger};
-    /// use std::time::Duration;
-    ///
-    /// let runtime = tokio::runtime::Runtime::new()?;
-    /// let scheduler = Scheduler::new();
-    /// // Outside any runtime: name the one to use.
-    /// let trigger = Trigger::builder(&scheduler)
-    ///     .runtime(runtime.handle().clone())
-    ///     .bind_async(|| async { None });
-    /// let outcome = trigger.fire_and_wait(Duration::from_secs(10))?;
-    /// assert_eq!(outcome, circulation_trigger::Outcome::Completed);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub fn runtime(mut self, handle: tokio::runtime::Handle) -> Self {
-        self.runtime = Some(handle);
-        self
-    }
-
-    /// Binds an async `task`: each iteration is the future it returns,
-    /// polled on a Tokio runtime (see [`runtime`](Self::runtime)) while the
-    /// scheduler decides when iterations start. See
-    /// [`Trigger::bind_async`].
-    ///
-    /// # Panics
-    ///
-    /// Like [`tokio::spawn`]: if no runtime was given with
-    /// [`runtime`](Self::runtime) and this is called outside the context of
-    /// a Tokio runtime.
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
-    pub fn bind_async<F, Fut>(mut self, task: F) -> Trigger
-    where
-        F: FnMut() -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Option<Duration>> + Send + 'static,
-    {
-        let runtime = match self.runtime.take() {
-            Some(handle) => handle,
-            None => tokio::runtime::Handle::try_current().unwrap_or_else(|_| {
-                panic!(
-                    "`bind_async` must be called from the context of a Tokio runtime, \
-                     or given one with `TriggerBuilder::runtime`"
-                )
-            }),
-        };
-        self.bind_spawned(Arc::new(runtime), task)
-    }
-
-    /// A cooldown: no iteration starts sooner than `interval` after the
-    /// previous one started. A run due earlier — a fire, a re-run after a
-    /// reservation, a shorter delay the task returned — waits for the
-    /// cooldown's end, and all that come meanwhile coalesce into that one
-    /// run; a `fire_after` beyond the cooldown is served at its deadline as
-    /// usual (latest wins). A storm of "refresh now" messages then costs at
-    /// most one run per `interval`. `Duration::ZERO` (the default): none.
-    ///
-    /// ```text
-    /// run ──┐ fire fire fire            fire_after(30 s) ─┐
-    ///       │  │    │    │                                 │
-    ///       ●──┴────┴────┴──── ● (at +10 s: one run)       └─ ● (+30 s)
-    ///       └─ min_interval(10 s) ─┘
-    /// ```
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use circulation_trigger::{Scheduler, Trigger};
-    /// use std::time::Duration;
-    ///
-    /// let sim = Scheduler::builder().build_virtual();
-    /// let trigger = Trigger::builder(&sim)
-    ///     .min_interval(Duration::from_secs(10))
-    ///     .bind(|| None);
-    /// trigger.fire()?; // runs at 0 s
-    /// sim.advance(Duration::from_secs(1));
-    /// for _ in 0..100 {
-    ///     trigger.fire()?; // a storm at 1 s: one run, at 10 s
-    /// }
-    /// sim.advance(Duration::from_secs(20));
-    /// assert_eq!(trigger.stats().iterations, 2);
-    /// assert_eq!(trigger.stats().last_start, Some(Duration::from_secs(10)));
-    /// # Ok::<(), circulation_trigger::FireError>(())
-    /// ```
-    pub fn min_interval(mut self, interval: Duration) -> Self {
-        self.min_interval = interval;
-        self
-    }
-
-    /// Reports a run still in flight `after` it started, once per run: to
-    /// the scheduler's [`stuck_hook`](crate::Builder::stuck_hook), as a
-    /// `tracing` warning (feature `tracing`), and as
-    /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) until the next
-    /// run starts. The run is not interrupted (a sync task cannot be).
-    /// The scheduler's monitor checks every half
-    /// [stall threshold](crate::Builder::stall_threshold), so a report
-    /// comes within about that much after `after`. On a
-    /// [`VirtualScheduler`](crate::VirtualScheduler) time does not move
-    /// during a run, so no run becomes stuck. `Duration::ZERO` (the
-    /// default): never reported.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use circulation_trigger::{Scheduler, Trigger};
-    /// use std::sync::mpsc;
-    /// use std::time::Duration;
-    ///
-    /// let (tx, rx) = mpsc::channel();
-    /// let scheduler = Scheduler::builder()
-    ///     .stuck_hook(move |stuck| tx.send(stuck.trigger().map(str::to_owned)).unwrap())
-    ///     .build()?;
-    /// let trigger = Trigger::builder(&scheduler)
-    ///     .name("config-refresh")
-    ///     .stuck_after(Duration::from_millis(20))
-    ///     .bind(|| {
-    ///         std::thread::sleep(Duration::from_millis(200)); // an RPC that hangs
-    ///         None
-    ///     });
-    /// trigger.fire().unwrap();
-    /// let stuck = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    /// assert_eq!(stuck.as_deref(), Some("config-refresh"));
-    /// # Ok::<(), circulation_trigger::BuildError>(())
-    /// ```
-    pub fn stuck_after(mut self, after: Duration) -> Self {
-        self.stuck_after = after;
-        self
-    }
-
-    /// What a panic in the task does: stop circulating (the default, G8)
-    /// or retry after a back-off ([`PanicPolicy`]). The panic is caught,
-    /// counted and reported either way.
-    pub fn on_panic(mut self, policy: PanicPolicy) -> Self {
-        self.on_panic = policy;
-        self
     }
 }

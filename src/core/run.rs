@@ -1,0 +1,307 @@
+//! The runner side of a trigger: a worker (or an async trigger's executor)
+//! serves the live request — takes it, enters RUNNING, runs the task —
+//! then ends the iteration and hands on the re-run or re-arm.
+//!
+//! # Ground rules
+//!
+//! Between `State::enter` returning `Entered` and `State::exit`, the
+//! runner holds RUNNING and is the only code that touches the task cell
+//! (`Core::task`, see the invariant there). Everything an observer of an
+//! iteration's end may read — statistics, the shutdown report, the
+//! waiters — is written before it is told (`end`). A re-run never loops on
+//! the same thread: it goes back through the run queue (G10), except for
+//! an async iteration ending in a poll, which adopts it ([`Adopt`]).
+
+use super::cell::Called;
+use super::iteration::Iteration;
+use super::{Core, InboxPush, OnClosed, Runtime};
+use crate::async_task::TaskFuture;
+use crate::clock::{coalesce, deadline_us};
+use crate::context::{self, Outcome};
+use crate::request::Kind;
+use crate::state::{Enter, Exit};
+use crate::sync::{Arc, Ordering};
+use std::time::Duration;
+
+/// Where a re-run due at once when an iteration ends goes: `None`, through
+/// the run queue; `Some(slot)`, for an async iteration ending in a poll,
+/// served on the spot, its future put in `slot` for the ending iteration to
+/// poll next in the same executor task (no worker wake-up, no new spawn).
+pub(crate) type Adopt<'a> = Option<&'a mut Option<(u32, TaskFuture)>>;
+
+impl<R: Runtime> Core<R> {
+    /// Worker side: serves whatever request is live and due.
+    /// Returns the re-armed trigger's inbox push, if its task asked for a
+    /// next run: the caller delivers it ([`InboxPush::deliver`], or the
+    /// pool's next lock).
+    pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush<R>> {
+        // Acquire: see `# Orderings` (queued); clear before reading.
+        self.queued.swap(false, Ordering::Acquire);
+        self.serve_due(None)
+    }
+
+    /// A dispatch on the executor: as [`dispatch`](Self::dispatch), an
+    /// async run due at once put in `adopt` for the caller to poll.
+    pub(crate) fn dispatch_here(
+        self: &Arc<Self>,
+        adopt: &mut Option<(u32, TaskFuture)>,
+    ) -> Option<InboxPush<R>> {
+        // Acquire: see `# Orderings` (queued); clear before reading.
+        self.queued.swap(false, Ordering::Acquire);
+        self.serve_due(Some(adopt))
+    }
+
+    /// Takes the due request, if any, and runs it: the body of
+    /// [`dispatch`](Self::dispatch), also used where an async iteration
+    /// re-runs in place.
+    pub(super) fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
+        let version = self.request.take_due()?;
+        match self.state.enter(version) {
+            Enter::Entered => {
+                // Entered after the shutdown scan? Then the run is discarded
+                // (and listed), like any armed run: only iterations already
+                // running when shutdown began finish.
+                let discard = || {
+                    let _ = self.state.exit(version);
+                };
+                if self.runtime.is_closed() && !self.runtime.admit_late(self, discard) {
+                    return None;
+                }
+                match self.cooldown_end() {
+                    Some((end_us, now_us)) => self.defer(version, end_us, now_us),
+                    None => self.run(version, adopt),
+                }
+            }
+            Enter::Reserved | Enter::Stale => None,
+        }
+    }
+
+    /// The end of the minimum interval after the last start, and now, if
+    /// that end is still ahead. Read while holding RUNNING: the Acquire in
+    /// `enter` makes the previous run's start visible.
+    pub(super) fn cooldown_end(&self) -> Option<(u64, u64)> {
+        let min_us = self.policies.as_ref()?.min_interval_us;
+        if min_us == 0 {
+            return None;
+        }
+        // The real clock's start was rounded down to the microsecond: the
+        // run began somewhere in [start, start + 1), so the interval surely
+        // has passed only from start + 1 + min on. Virtual time is exact.
+        let rounding = u64::from(!self.runtime.clock().is_manual());
+        let end_us = self
+            .stats
+            .last_start_us()?
+            .saturating_add(min_us)
+            .saturating_add(rounding);
+        let now_us = self.runtime.clock().now_us();
+        (end_us > now_us).then_some((end_us, now_us))
+    }
+
+    /// A due run came too soon after the previous start: give RUNNING back
+    /// without running, and arm the live request for the cooldown's end
+    /// (fires during the cooldown coalesce there; latest wins as always).
+    pub(super) fn defer(
+        self: &Arc<Self>,
+        version: u32,
+        end_us: u64,
+        now_us: u64,
+    ) -> Option<InboxPush<R>> {
+        let exit = self.state.exit(version);
+        // No run happened. If the shutdown scan read RUNNING before this
+        // `exit`, the AcqRel `exit` read its AcqRel `touch`: `closed` is
+        // seen here, and the scan (which holds the report's lock throughout)
+        // has listed this trigger in flight — strike it. Otherwise the scan
+        // reads it idle and lists nothing in flight.
+        if self.runtime.is_closed() {
+            self.runtime.unlist_in_flight(self);
+        }
+        let live = match exit {
+            Exit::Rerun { version } => version,
+            Exit::Done { live: true } => version,
+            Exit::Done { live: false } => return None, // a newer request rules
+        };
+        self.publish_at_later(live, end_us, now_us, OnClosed::List)
+            .2
+    }
+
+    /// Runs one iteration (this worker holds RUNNING), then exits; or, for
+    /// an async task, spawns the iteration's future, which exits when it
+    /// completes (see `iteration.rs`).
+    pub(super) fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
+        #[cfg(feature = "tracing")]
+        let _span = tracing::trace_span!(
+            "iteration",
+            trigger = self.name().unwrap_or("<unnamed>"),
+            version
+        )
+        .entered();
+        let start_us = self.runtime.clock().now_us();
+        self.stats.started(version, start_us);
+        if let Some(waiters) = self.waiters.get() {
+            waiters.started(version);
+        }
+        context::reset_observed();
+        if let Some(policies) = &self.policies {
+            policies.started(start_us);
+        }
+        let called = {
+            let _running = context::running(self.address());
+            // SAFETY: see the invariant on `Core::task`.
+            self.task.with_mut(|cell| unsafe { (*cell).call() })
+        };
+        match called {
+            Called::Returned(result) => {
+                let outcome = match &result {
+                    Ok(_) if context::observed() => Outcome::Cancelled,
+                    Ok(_) => Outcome::Completed,
+                    Err(_) => Outcome::Panicked,
+                };
+                self.end(version, result, outcome, None)
+            }
+            Called::Started(future) if adopt.is_some() => {
+                if let Some(slot) = adopt {
+                    *slot = Some((version, future));
+                }
+                None
+            }
+            Called::Started(future) => {
+                // An async task is always bound with its executor.
+                let Some(slot) = self.cancel_slot() else {
+                    return self.end(version, Ok(None), Outcome::Cancelled, None);
+                };
+                // Spawned outside the cell's borrow: an executor that drops
+                // the job at once (it shut down) ends the iteration right
+                // here, and the next holder may then touch the cell.
+                slot.spawner
+                    .spawn(Box::pin(Iteration::new(Arc::clone(self), version, future)));
+                None
+            }
+        }
+    }
+
+    /// An async iteration of `version` ended (on whichever thread polled
+    /// it): as [`end`](Self::end), delivering a re-arm at once.
+    /// `adopt`: see [`Adopt`]; `None` when the executor dropped the
+    /// iteration unpolled (serving on the spot there could recurse through
+    /// an executor that drops every job).
+    pub(crate) fn end_async(
+        self: &Arc<Self>,
+        version: u32,
+        result: std::thread::Result<Option<Duration>>,
+        outcome: Outcome,
+        adopt: Adopt<'_>,
+    ) {
+        if let Some(push) = self.end(version, result, outcome, adopt) {
+            push.deliver_now();
+        }
+    }
+
+    /// Ends the iteration of `version`, which this thread holds RUNNING
+    /// for: a panic is reported, statistics, waiters and the shutdown
+    /// report learn the outcome, then `exit`, and the re-run or re-arm.
+    pub(super) fn end(
+        self: &Arc<Self>,
+        version: u32,
+        result: std::thread::Result<Option<Duration>>,
+        outcome: Outcome,
+        adopt: Adopt<'_>,
+    ) -> Option<InboxPush<R>> {
+        // SAFETY: see the invariant on `Core::task`.
+        let retry = self
+            .task
+            .with_mut(|cell| unsafe { (*cell).settle(&result) });
+        // Everything an observer of this end may read is written before it
+        // is told: the statistics before the panic hook runs, and the
+        // statistics, the shutdown report and `exit` before the waiters
+        // wake (their lock orders the Relaxed counters).
+        let panicked = outcome == Outcome::Panicked;
+        // One clock read serves the statistics and the re-arm deadline.
+        let end_ns = self.runtime.clock().now_ns();
+        self.stats.ended(end_ns / 1_000, panicked);
+        if let Some(policies) = &self.policies {
+            policies.ended();
+        }
+        let next = match result {
+            Ok(next) => next,
+            Err(payload) => {
+                self.runtime.report_panic(self.name(), payload.as_ref());
+                crate::sync::drop_payload(payload);
+                retry
+            }
+        };
+        // The outcome goes to the shutdown report if the scan listed this
+        // run: looked up before `exit`, or after it if the scan had not run
+        // yet — it may read RUNNING between the first look and `exit`; the
+        // AcqRel `exit` then reads the scan's AcqRel `touch`, so the second
+        // look sees `closed` and the scan's report (`loom_shutdown` checks
+        // every side).
+        let recorded = self.runtime.is_closed() && self.runtime.finish_listed(self, outcome);
+        let exit = self.state.exit(version);
+        if !recorded && self.runtime.is_closed() {
+            self.runtime.finish_listed(self, outcome);
+        }
+        // After `exit`, so a newer run may already have started (or even
+        // ended) on another thread: the waiters' record only moves forward,
+        // and a newer run serves this run's waiters too.
+        if let Some(waiters) = self.waiters.get() {
+            waiters.finished(version, outcome);
+        }
+        match exit {
+            // The follow-up goes back through the pool rather than looping
+            // here, so a fire storm cannot pin this worker (G10).
+            Exit::Rerun { version } => self.rerun(version, adopt),
+            Exit::Done { live: true } => self.rearm(version, next?, end_ns, adopt),
+            // A newer request rules. Ending in a poll, serve it here if it is
+            // due and its firer has not reserved it yet (under a storm, the
+            // moment between a fire's `advance` and its `reserve`): the
+            // claim is atomic, so the firer then finds nothing to hand the
+            // pool, or hands it and the dispatch finds nothing.
+            Exit::Done { live: false } if adopt.is_some() => self.serve_due(adopt),
+            Exit::Done { live: false } => None,
+        }
+    }
+
+    /// `version` is due again at once: through the run queue, or served on
+    /// the spot for an async iteration ending in a poll (see [`Adopt`]).
+    /// The pool's fairness (G10) is not at stake there: serving only calls
+    /// the task for its next future, which the executor task polls among
+    /// the executor's others.
+    pub(super) fn rerun(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
+        if adopt.is_none() {
+            self.requeue(version);
+            return None;
+        }
+        self.request.publish(version, Kind::Due, false)?;
+        self.serve_due(adopt)
+    }
+
+    /// Scheduler side: `version` is due again at once (a re-run after a
+    /// reservation, or a zero re-arm delay).
+    pub(super) fn requeue(self: &Arc<Self>, version: u32) {
+        if self.request.publish(version, Kind::Due, false).is_some() {
+            self.schedule_run(OnClosed::List);
+        }
+    }
+
+    /// The iteration of the live `version`, which returned at `now_ns`,
+    /// asked for its next run `delay` later.
+    pub(super) fn rearm(
+        self: &Arc<Self>,
+        version: u32,
+        delay: Duration,
+        now_ns: u64,
+        adopt: Adopt<'_>,
+    ) -> Option<InboxPush<R>> {
+        if delay.is_zero() {
+            return self.rerun(version, adopt);
+        }
+        // A delay beyond the clock's range can never come due: stop, as
+        // with `None`.
+        let mut deadline = deadline_us(now_ns, delay, self.runtime.tick_us())?;
+        if self.runtime.coalesces() {
+            deadline = coalesce(deadline, delay);
+        }
+        self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)
+            .2
+    }
+}

@@ -1,0 +1,339 @@
+//! The worker pool's shared state: the run queue, the timer's inbox, the
+//! timer role, the idle workers' beds and the elastic worker count — all
+//! under one lock, so every decision about who wakes is made on one
+//! consistent picture.
+//!
+//! # Ground rules
+//!
+//! | field | who may touch it |
+//! |---|---|
+//! | `queue`, `inbox`, `idle`, counts | anyone, under the lock |
+//! | `timer` (`Some`: the role is free) | taken under the lock by one worker, which then owns the wheel outside the lock until it puts it back |
+//! | `holder_asleep`, `notified` | the role holder sets `holder_asleep` before it waits; a waker clears it (and sets `notified`) when it wakes the holder |
+//! | `sleep_until` | stored by the holder under the lock (see `inbox.rs`); read lock-free by firers |
+//!
+//! Invariants:
+//!
+//! * A worker parks idle only while the role is held (`timer` is `None`),
+//!   or while the thread that put it back after a quick batch (see
+//!   [`Pool::release`]) is on its way back for it: whoever finds the role
+//!   free takes it rather than park, so an idle pool always has one thread
+//!   sleeping toward the next deadline. A worker woken to take the role
+//!   over (`successor`) takes it ahead of queued runs, so the runs of a
+//!   batch that block never leave the role free while another worker
+//!   sleeps. If that batch blocks instead, the
+//!   monitor wakes a parked worker for the role within the stall threshold,
+//!   and an extra worker whose keep-alive runs out meanwhile takes the role
+//!   rather than retire.
+//! * A thread that wakes another pops its bed from `idle` (or clears
+//!   `holder_asleep`) under the lock: a woken worker is never counted
+//!   idle, and a wake is never sent to a thread that is not waiting.
+//!
+//! # Files, by job
+//!
+//! | file | job |
+//! |------|-----|
+//! | `mod.rs` | the state under the lock, its ground rules, the run queue |
+//! | `role.rs` | the timer role: who holds it, who it is handed to, where a worker looks for work |
+//! | `inbox.rs` | the timer's inbox and its wake-up protocol |
+//! | `monitor.rs` | the monitor's looks: stalls, worker starts, parking |
+
+use super::timer::{Timer, NEVER};
+use crate::core::{Core, Runtime};
+use crate::stats::WorkerCounts;
+use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Weak};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+mod inbox;
+mod monitor;
+mod role;
+
+pub(crate) use monitor::Look;
+pub use monitor::Watch;
+pub(crate) use role::{Step, Work};
+
+/// `sleep_until` while no thread sleeps toward a deadline.
+pub(crate) const AWAKE: u64 = 0;
+/// `sleep_until` while the timer role is free: above every deadline, so a
+/// firer re-arming a trigger in the inbox always takes the lock.
+const FREE: u64 = u64::MAX;
+
+/// An idle worker's bed: it waits on its own condition variable, so the
+/// pool can wake the most recently parked worker first (warm cache).
+pub(crate) type Bed = Arc<Condvar>;
+
+/// Elastic sizing (see [`Builder`](crate::Builder)).
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    /// Workers started with the pool; they never retire.
+    pub(crate) core: usize,
+    /// The most workers that may exist at once.
+    pub(crate) max: usize,
+    /// Work pending this long with no progress starts a worker.
+    pub(crate) stall: Duration,
+    /// An extra worker idle this long retires.
+    pub(crate) keep_alive: Duration,
+}
+
+/// Threads to notify once the lock is released.
+#[derive(Default)]
+#[must_use]
+pub(crate) struct Wakes {
+    first: Option<Bed>,
+    rest: Vec<Bed>,
+    timer: bool,
+    monitor: bool,
+}
+
+impl Wakes {
+    fn bed(&mut self, bed: Bed) {
+        match self.first {
+            None => self.first = Some(bed),
+            Some(_) => self.rest.push(bed),
+        }
+    }
+}
+
+pub(super) struct State<R: Runtime> {
+    queue: VecDeque<Weak<Core<R>>>,
+    inbox: Vec<Weak<Core<R>>>,
+    /// The earliest deadline of the inbox's news (µs; `NEVER` if none or
+    /// unknown to matter): a free role is due for it then, not before, so
+    /// a worker delivering its own re-arm runs the rest of its batch first
+    /// instead of turning the wheel once per run.
+    inbox_next: u64,
+    closed: bool,
+    /// The timer role: `Some` while no thread holds it.
+    timer: Option<Box<Timer<R>>>,
+    /// The wheel's next deadline when the role was last put back.
+    timer_next: u64,
+    holder_asleep: bool,
+    /// Set by whoever wakes the holder; cleared when it wakes.
+    notified: bool,
+    /// Parked workers, most recent last.
+    idle: Vec<Bed>,
+    workers: WorkerCounts,
+    /// Set while the worker limit stops a needed start (one hit per episode).
+    at_limit: bool,
+    /// `release` woke an idle worker to take the free role: the first
+    /// worker to look takes it, ahead of queued runs (all but the thread
+    /// that just put it back, which runs the batch's first run). Cleared
+    /// when someone takes the role.
+    successor: bool,
+    /// Bumped whenever a worker picks up work: the monitor's stall test.
+    progress: u64,
+    monitor_parked: bool,
+}
+
+impl<R: Runtime> State<R> {
+    /// Pops the most recently parked worker, if any, to wake it.
+    fn wake_idle(&mut self, wakes: &mut Wakes) -> bool {
+        match self.idle.pop() {
+            Some(bed) => {
+                wakes.bed(bed);
+                self.note_activity(wakes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Wakes the role holder if it sleeps.
+    fn wake_holder(&mut self, wakes: &mut Wakes) -> bool {
+        if !self.holder_asleep {
+            return false;
+        }
+        self.holder_asleep = false;
+        self.notified = true;
+        wakes.timer = true;
+        self.note_activity(wakes);
+        true
+    }
+
+    /// A thread goes from waiting to working: a parked monitor must watch.
+    fn note_activity(&mut self, wakes: &mut Wakes) {
+        if self.monitor_parked {
+            self.monitor_parked = false;
+            wakes.monitor = true;
+        }
+    }
+
+    /// Whether work waits that no thread has picked up: queued runs, or a
+    /// free timer role with a deadline passed (the wheel's or its news').
+    fn pending(&self, now_us: u64) -> bool {
+        !self.queue.is_empty() || (self.timer.is_some() && self.timer_due(now_us))
+    }
+
+    /// Takes the inbox's news for a turn.
+    fn take_inbox(&mut self) -> Vec<Weak<Core<R>>> {
+        self.inbox_next = NEVER;
+        std::mem::take(&mut self.inbox)
+    }
+
+    fn timer_due(&self, now_us: u64) -> bool {
+        self.timer_next.min(self.inbox_next) <= now_us
+    }
+
+    /// Workers neither parked nor asleep on the timer.
+    fn busy(&self) -> usize {
+        self.workers
+            .current
+            .saturating_sub(self.idle.len() + usize::from(self.holder_asleep))
+    }
+}
+
+/// The pool: its state, the beds of the role holder and of the monitor,
+/// and the holder's sleep target.
+pub(crate) struct Pool<R: Runtime> {
+    state: Mutex<State<R>>,
+    timer_bed: Condvar,
+    monitor_bed: Condvar,
+    /// See the wake-up protocol in `inbox.rs`.
+    pub(super) sleep_until: AtomicU64,
+}
+
+impl<R: Runtime> Pool<R> {
+    /// A pool whose timer role starts free (`timer`) or is held for good by
+    /// a thread-less driver (`None`).
+    pub(crate) fn new(timer: Option<Box<Timer<R>>>) -> Self {
+        let free = timer.is_some();
+        Self {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                inbox: Vec::new(),
+                inbox_next: NEVER,
+                closed: false,
+                timer_next: timer.as_ref().map_or(NEVER, |t| t.next_wake()),
+                timer,
+                holder_asleep: false,
+                notified: false,
+                idle: Vec::new(),
+                workers: WorkerCounts::default(),
+                at_limit: false,
+                successor: false,
+                progress: 0,
+                monitor_parked: false,
+            }),
+            timer_bed: Condvar::new(),
+            monitor_bed: Condvar::new(),
+            // A pool made with the role free (see `put_back`).
+            sleep_until: AtomicU64::new(if free { FREE } else { AWAKE }),
+        }
+    }
+
+    /// Puts the timer role back, free. `sleep_until` becomes [`FREE`], so
+    /// a firer re-arming a trigger already in the inbox takes the lock and
+    /// lowers the free role's due time (`inbox_next`, see `poke_locked`).
+    /// News that came in while the role was held may have had such re-arms
+    /// judged by nobody (`sleep_until` was `AWAKE`): then the role is due
+    /// at once, as before `inbox_next` existed.
+    fn put_back(&self, state: &mut State<R>, timer: Box<Timer<R>>) {
+        state.timer = Some(timer);
+        if !state.inbox.is_empty() {
+            state.inbox_next = 0;
+        }
+        // Relaxed: see the protocol in `inbox.rs` (the lock carries it).
+        self.sleep_until.store(FREE, Ordering::Relaxed);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<R>> {
+        lock(&self.state)
+    }
+
+    fn notify(&self, wakes: Wakes) {
+        if let Some(bed) = wakes.first {
+            bed.notify_one();
+        }
+        for bed in wakes.rest {
+            bed.notify_one();
+        }
+        if wakes.timer {
+            self.timer_bed.notify_one();
+        }
+        if wakes.monitor {
+            self.monitor_bed.notify_one();
+        }
+    }
+
+    /// Queues a due trigger. `wake`: a caller outside the pool (a firer)
+    /// wakes an idle worker, else the sleeping role holder; a worker
+    /// re-queueing its own trigger does not (it loops back to the queue
+    /// itself) unless that iteration ran long (`Core::ran_long`). Returns
+    /// `false` if the pool is closed.
+    pub(crate) fn push(&self, core: Weak<Core<R>>, wake: bool) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        state.queue.push_back(core);
+        let mut wakes = Wakes::default();
+        if wake && !state.wake_idle(&mut wakes) {
+            let _ = state.wake_holder(&mut wakes);
+        }
+        drop(state);
+        self.notify(wakes);
+        true
+    }
+
+    /// Queues the due runs a thread-less driver found; `false` if closed.
+    pub(crate) fn push_batch(&self, due: &mut Vec<Weak<Core<R>>>) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        state.queue.extend(due.drain(..));
+        true
+    }
+
+    /// Takes the next queued trigger without waiting (thread-less drivers).
+    pub(crate) fn try_pop(&self) -> Option<Weak<Core<R>>> {
+        self.lock().queue.pop_front()
+    }
+
+    /// Number of queued dispatches.
+    pub(crate) fn queued(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Takes the inbox (thread-less drivers).
+    pub(crate) fn take_inbox(&self) -> Vec<Weak<Core<R>>> {
+        self.lock().take_inbox()
+    }
+
+    /// Closes the pool: drops queued work (the shutdown scan lists it) and
+    /// wakes every thread so it exits.
+    pub(crate) fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.queue.clear();
+        let _ = state.take_inbox();
+        let beds = std::mem::take(&mut state.idle);
+        state.holder_asleep = false;
+        drop(state);
+        for bed in beds {
+            bed.notify_one();
+        }
+        self.timer_bed.notify_all();
+        self.monitor_bed.notify_all();
+    }
+
+    /// Counts a worker the builder starts.
+    pub(crate) fn add_core_worker(&self) {
+        let mut state = self.lock();
+        state.workers.current += 1;
+        state.workers.peak = state.workers.peak.max(state.workers.current);
+    }
+
+    /// A worker start the monitor decided on failed (or a core worker
+    /// could not be spawned): uncount it.
+    pub(crate) fn worker_not_started(&self) {
+        let mut state = self.lock();
+        state.workers.current = state.workers.current.saturating_sub(1);
+    }
+
+    /// Worker counts for statistics.
+    pub(crate) fn counts(&self) -> WorkerCounts {
+        self.lock().workers
+    }
+}

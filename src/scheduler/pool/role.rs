@@ -1,0 +1,446 @@
+//! The timer role: a worker looking for work takes it when it is free and
+//! due (`next_work`), turns the wheel, then either sleeps toward the next
+//! deadline or puts the role back to run the due batch, waking helpers and
+//! a successor (`after_turn`, `release`).
+//!
+//! # Why leader/follower
+//!
+//! A separate timer thread costs two wake-ups per due run (timer, then a
+//! worker). Here the thread that wakes for a deadline runs the first due
+//! run itself (tokio's workers parking on the time driver, Go's per-P
+//! timers and the leader/follower pattern all do this). Before it runs
+//! user code it puts the timer role back and, from how long the due runs
+//! took last time, decides who else wakes: idle workers to share a long
+//! batch (a batch of quick runs stays on this thread), else one idle worker
+//! to take the role over. When every worker is busy the role waits for the
+//! first one to finish, or for the monitor (see `worker.rs`) to wake or
+//! start one within the stall threshold.
+
+use super::{Bed, Limits, Pool, State, Wakes, AWAKE};
+use crate::clock::{Clock, COARSEST_GRID_US};
+use crate::core::runtime::SHARE_US;
+use crate::core::{Core, InboxPush, Runtime};
+use crate::scheduler::timer::{Estimate, Timer, NEVER};
+use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering, Weak};
+use std::time::Duration;
+
+/// What a worker does next.
+pub(crate) enum Work<R: Runtime> {
+    /// Serve this trigger's due request.
+    Run(Weak<Core<R>>),
+    /// Hold the timer role: turn the wheel with these inbox items first.
+    Timer(Box<Timer<R>>, Vec<Weak<Core<R>>>),
+    /// The pool is closed, or this extra worker retires.
+    Exit,
+}
+
+/// What the timer role holder does after a turn.
+pub(crate) enum Step<R: Runtime> {
+    /// Turn again (woken, or news in the inbox) with these items.
+    Turn(Box<Timer<R>>, Vec<Weak<Core<R>>>),
+    /// The role is put back: go run the queued work.
+    Released,
+    /// The pool closed; these due runs were never queued (list them).
+    Closed(Vec<Weak<Core<R>>>),
+    /// This extra worker handed the role over after its keep-alive and is
+    /// uncounted: it exits.
+    Retired,
+}
+
+/// Slack (µs) between a quick batch's estimated end and the next deadline
+/// for the releasing thread to skip waking a successor.
+const BACK_MARGIN_US: u64 = 300;
+
+/// How long before an exact deadline the role holder wakes first (µs).
+const PREWAKE_US: u64 = 30;
+
+/// When the role holder wakes for the wheel's next deadline `next` (µs),
+/// seen at `now_us`: an exact deadline is slept toward in two steps — to
+/// [`PREWAKE_US`] before it, then the rest — and one on the 1 ms grid
+/// (coalesced periodic re-arms, a 1 ms tick) in one.
+///
+/// Measured on a 2-vCPU VM (bench scenario 3, p50 lateness over three
+/// runs each): waking exactly at the deadline 34–44 µs; 30 µs early, then
+/// the rest, 23–26 µs (the first wake pays the idle vCPU's exit latency
+/// early, and the short second sleep returns fast); 100 µs early, 39–42 µs.
+/// A deadline on the 1 ms grid is served within its grid anyway (G15), so
+/// it gets one wake-up: 100,000 periodic triggers then cost one per
+/// millisecond, not two. Waking early is never a risk: the turn finds
+/// nothing due and the holder sleeps the rest.
+fn wake_target(next: u64, now_us: u64) -> u64 {
+    let on_grid = next % COARSEST_GRID_US == 0;
+    if next == NEVER || on_grid || next.saturating_sub(now_us) <= 2 * PREWAKE_US {
+        next
+    } else {
+        next - PREWAKE_US
+    }
+}
+
+impl<R: Runtime> Pool<R> {
+    /// Worker side: the next thing to do, waiting for it if need be. The
+    /// timer role comes first when it is free and due, so a queue that
+    /// never empties cannot starve deadlines (G10).
+    ///
+    /// `push`: the inbox push the worker's last run left (a re-arm),
+    /// delivered under this lock instead of one of its own; left in place if
+    /// the pool is closed (the caller lists it). `now_hint`: the clock as
+    /// the caller's last timer turn began, given only right after that
+    /// turn put the role back ([`after_turn`](Self::after_turn)'s
+    /// `Released`): the caller then runs a queued run, leaving the role to
+    /// the successor it may have woken.
+    pub(crate) fn next_work(
+        &self,
+        bed: &Bed,
+        extra: bool,
+        limits: &Limits,
+        clock: &Clock,
+        push: &mut Option<InboxPush<R>>,
+        now_hint: Option<u64>,
+    ) -> Work<R> {
+        // The clock as the worker's last run ended (its re-arm read it) or
+        // as its last timer turn began: good for the first look below,
+        // saving a read per periodic run and per turn (the first read after
+        // a wake-up is the costly one).
+        let mut just_released = now_hint.is_some();
+        let mut now_hint = now_hint.or(push.as_ref().map(|push| push.now_us));
+        // The re-arm's trigger, held until the lock is released: declared
+        // before the guard, so it is dropped after it. If its last handle
+        // went meanwhile, dropping it drops the task, whose captures may
+        // run any code (fire another trigger, say) — never under the lock.
+        let mut delivered: Option<Arc<Core<R>>> = None;
+        let mut state = self.lock();
+        if !state.closed {
+            if let Some(InboxPush { core, now_us }) = push.take() {
+                let mut wakes = Wakes::default();
+                let judge = || core.request().touch().kind().deadline(now_us);
+                self.add_to_inbox(&mut state, Arc::downgrade(&core), judge, true, &mut wakes);
+                // Under the lock, before this worker may park: rare (an
+                // earlier deadline than the holder's, or a free role).
+                self.notify(wakes);
+                delivered = Some(core);
+            }
+        }
+        loop {
+            if state.closed {
+                // This thread is on its way out (`SchedulerStats::workers`
+                // counts the threads now).
+                state.workers.current = state.workers.current.saturating_sub(1);
+                return Work::Exit;
+            }
+            // Only the first look may use the hint: after a wait it is old.
+            let hint = now_hint.take();
+            let role_free = state.timer.is_some();
+            let due = |state: &State<R>| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
+            // Only the first look: after a wait this worker may itself be
+            // the successor someone woke.
+            let released = std::mem::take(&mut just_released);
+            let successor = state.successor && !released;
+            if role_free && (state.queue.is_empty() || successor || due(&state)) {
+                state.successor = false;
+                state.progress += 1;
+                let items = state.take_inbox();
+                let timer = state.timer.take().expect("the role is free");
+                // Relaxed: see the protocol in `inbox.rs`.
+                self.sleep_until.store(AWAKE, Ordering::Relaxed);
+                return Work::Timer(timer, items);
+            }
+            if let Some(core) = state.queue.pop_front() {
+                state.progress += 1;
+                return Work::Run(core);
+            }
+            if delivered.is_some() {
+                // About to park: let the trigger go first, outside the lock.
+                drop(state);
+                drop(delivered.take());
+                state = self.lock();
+                continue;
+            }
+            state.idle.push(Arc::clone(bed));
+            state = if extra {
+                wait_timeout(bed, &self.state, state, limits.keep_alive)
+            } else {
+                wait(bed, state)
+            };
+            // Still listed: nobody woke us (the keep-alive ran out, or a
+            // spurious wake-up).
+            // An extra worker then retires — unless work waits that nobody
+            // picked up (a free role left behind a quick batch that
+            // blocked, say): it takes that instead.
+            if let Some(index) = state.idle.iter().position(|b| Arc::ptr_eq(b, bed)) {
+                state.idle.remove(index);
+                let surplus = state.workers.current > limits.core;
+                // Not while the role is free either: this worker takes it
+                // (the top of the loop), so no deadline goes unwatched.
+                let role_free = state.timer.is_some();
+                if extra && !state.closed && surplus && !role_free && !state.pending(clock.now_us())
+                {
+                    state.workers.current -= 1;
+                    return Work::Exit;
+                }
+            }
+        }
+    }
+
+    /// Role holder side, after a turn at `turned_at_us` that found `due` runs: queue them
+    /// and go run them (putting the role back), or sleep toward the
+    /// wheel's next deadline until then or until woken. `retire`: the
+    /// holder is an extra worker, which sleeps at most its keep-alive and
+    /// may then retire (see [`hand_over_and_retire`](Self::hand_over_and_retire)).
+    pub(crate) fn after_turn(
+        &self,
+        timer: Box<Timer<R>>,
+        due: &mut Vec<Weak<Core<R>>>,
+        estimate: Estimate,
+        turned_at_us: u64,
+        clock: &Clock,
+        retire: Option<&Limits>,
+    ) -> Step<R> {
+        let mut state = self.lock();
+        if state.closed {
+            return Step::Closed(std::mem::take(due));
+        }
+        let from_turn = due.len();
+        if !due.is_empty() {
+            state.progress += 1;
+            state.queue.extend(due.drain(..));
+        }
+        if !state.queue.is_empty() {
+            // Runs queued before this turn (fires, or a batch an earlier
+            // holder left) are not in the estimate: their length is
+            // unknown, so this thread does not count on coming back.
+            let estimate = Estimate {
+                unknown: estimate.unknown || state.queue.len() > from_turn,
+                ..estimate
+            };
+            let wakes = self.release(&mut state, timer, estimate, turned_at_us);
+            drop(state);
+            self.notify(wakes);
+            return Step::Released;
+        }
+        if state.inbox.is_empty() && !state.notified {
+            let next = timer.next_wake();
+            let until = if clock.is_manual() {
+                next
+            } else {
+                wake_target(next, turned_at_us)
+            };
+            let mut timeout = (until != NEVER && !clock.is_manual()).then(|| clock.until(until));
+            if let Some(keep_alive) = retire.map(|limits| limits.keep_alive) {
+                timeout = Some(timeout.map_or(keep_alive, |t| t.min(keep_alive)));
+            }
+            let by_itself;
+            (state, by_itself) = self.sleep(state, until, timeout);
+            if state.closed {
+                return Step::Closed(Vec::new());
+            }
+            let quiet = by_itself && state.inbox.is_empty() && state.queue.is_empty();
+            if let Some(limits) = retire.filter(|_| quiet && clock.now_us() < until) {
+                if let Some(wakes) = self.hand_over_and_retire(&mut state, &timer, limits) {
+                    self.put_back(&mut state, timer);
+                    drop(state);
+                    self.notify(wakes);
+                    return Step::Retired;
+                }
+            }
+        }
+        state.notified = false;
+        Step::Turn(timer, state.take_inbox())
+    }
+
+    /// An extra worker's keep-alive ran out while it held the role with
+    /// nothing due: if another worker is idle to take the role over and the
+    /// pool is above its core size, wake that worker (the caller puts the
+    /// role back) and uncount this one. Else it keeps the role: it is the
+    /// only thread free to watch the wheel.
+    fn hand_over_and_retire(
+        &self,
+        state: &mut State<R>,
+        timer: &Timer<R>,
+        limits: &Limits,
+    ) -> Option<Wakes> {
+        if state.idle.is_empty() || state.workers.current <= limits.core {
+            return None;
+        }
+        let mut wakes = Wakes::default();
+        state.timer_next = timer.next_wake();
+        let _ = state.wake_idle(&mut wakes);
+        // The woken worker takes the role even if a run is queued first.
+        state.successor = true;
+        state.workers.current -= 1;
+        Some(wakes)
+    }
+
+    /// Puts the timer role back before running user code, and picks who
+    /// wakes, from how long the due runs took last time (`estimate_us`):
+    ///
+    /// * helpers: one idle worker per [`SHARE_US`] of estimated work beyond
+    ///   the first share (a batch of quick runs is cheaper on one thread
+    ///   than spread with wake-ups);
+    /// * a successor for the role: one idle worker, if the wheel has
+    ///   deadlines, which takes the role ahead of queued runs (so helpers
+    ///   and runs that block never leave it free while a worker sleeps) —
+    ///   unless the batch is known to be quick
+    ///   (every run in it has finished before, and twice their last
+    ///   durations plus [`BACK_MARGIN_US`] end before the next deadline):
+    ///   then this thread runs the batch and takes the role back itself,
+    ///   one wake-up per turn instead of two (100,000 periodic triggers:
+    ///   half the context switches). A first run, whose duration nobody
+    ///   knows, always gets a successor; a known-quick run that blocks
+    ///   this time leaves the role to the monitor, within the stall
+    ///   threshold. Measured: taking the role back unconditionally, even
+    ///   with the next deadline close, tripled the p99 lateness on a
+    ///   2-vCPU VM.
+    ///
+    /// When every worker is busy the role stays free until the first
+    /// one finishes, or the monitor wakes or starts one within the stall
+    /// threshold (G14).
+    fn release(
+        &self,
+        state: &mut State<R>,
+        timer: Box<Timer<R>>,
+        estimate: Estimate,
+        now_us: u64,
+    ) -> Wakes {
+        let mut wakes = Wakes::default();
+        state.timer_next = timer.next_wake();
+        self.put_back(state, timer);
+        state.successor = false;
+        let others = state.queue.len().saturating_sub(1) as u64;
+        for _ in 0..(estimate.known_us / SHARE_US).min(others) {
+            if !state.wake_idle(&mut wakes) {
+                break;
+            }
+        }
+        let deadlines = state.timer_next != NEVER || !state.inbox.is_empty();
+        let back_in_time = !estimate.unknown
+            && state.inbox.is_empty()
+            && state.timer_next.saturating_sub(now_us)
+                > estimate
+                    .known_us
+                    .saturating_mul(2)
+                    .saturating_add(BACK_MARGIN_US);
+        // The role gets a thread of its own, unless this one comes back
+        // for it after a quick batch: the woken worker takes it ahead of
+        // queued runs (`successor`), so runs that block — whoever runs
+        // them — never leave it free while a worker sleeps.
+        if deadlines && !back_in_time && state.wake_idle(&mut wakes) {
+            state.successor = true;
+        }
+        wakes
+    }
+
+    /// The role holder sleeps toward `until` (see the protocol in
+    /// `inbox.rs`); `timeout` bounds the wait on the real clock.
+    /// Returns the guard and whether it woke by itself (a timeout, not a
+    /// waker).
+    fn sleep<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State<R>>,
+        until: u64,
+        timeout: Option<Duration>,
+    ) -> (MutexGuard<'a, State<R>>, bool) {
+        // Relaxed: see the protocol in `inbox.rs` (the lock carries it).
+        self.sleep_until.store(until, Ordering::Relaxed);
+        state.holder_asleep = true;
+        state = match timeout {
+            Some(timeout) => wait_timeout(&self.timer_bed, &self.state, state, timeout),
+            None => wait(&self.timer_bed, state),
+        };
+        self.sleep_until.store(AWAKE, Ordering::Relaxed);
+        let by_itself = std::mem::replace(&mut state.holder_asleep, false);
+        if by_itself {
+            // Woke by itself (its deadline): it is about to work.
+            let mut wakes = Wakes::default();
+            state.note_activity(&mut wakes);
+            if wakes.monitor {
+                self.monitor_bed.notify_one();
+            }
+        }
+        (state, by_itself)
+    }
+
+    /// Plays the role holder going to sleep toward `until_us` without a
+    /// timeout (loom models: a missed wake-up deadlocks the model); returns
+    /// the inbox items to turn with.
+    #[cfg(loom)]
+    pub(crate) fn wait_as_holder(&self, until_us: u64) -> Vec<Weak<Core<R>>> {
+        let mut state = self.lock();
+        if state.inbox.is_empty() && !state.notified && !state.closed {
+            state = self.sleep(state, until_us, None).0;
+        }
+        state.notified = false;
+        state.take_inbox()
+    }
+
+    /// Whether the role holder is awake or has been woken (loom models).
+    #[cfg(loom)]
+    pub(crate) fn holder_awake(&self) -> bool {
+        let state = self.lock();
+        state.notified || self.sleep_until.load(Ordering::Relaxed) == AWAKE
+    }
+
+    /// Wakes the role holder without news (loom models' stand-in for its
+    /// timeout).
+    #[cfg(loom)]
+    pub(crate) fn nudge(&self) {
+        let mut state = self.lock();
+        state.notified = true;
+        let mut wakes = Wakes::default();
+        let _ = state.wake_holder(&mut wakes);
+        drop(state);
+        self.timer_bed.notify_one();
+        self.notify(wakes);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::core::tests::TestRuntime;
+    use crate::sync::Condvar;
+
+    #[test]
+    fn an_extra_worker_past_its_keep_alive_takes_work_nobody_picked_up() {
+        let pool = Arc::new(Pool::<TestRuntime>::new(None)); // the role is held for good
+        pool.lock().workers.current = 1;
+        let limits = Limits {
+            core: 0,
+            max: 1,
+            stall: Duration::from_millis(10),
+            keep_alive: Duration::from_millis(50),
+        };
+        let worker = {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || {
+                let bed = Arc::new(Condvar::new());
+                let work = pool.next_work(&bed, true, &limits, &Clock::real(), &mut None, None);
+                matches!(work, Work::Run(_))
+            })
+        };
+        for _ in 0..5_000 {
+            if !pool.lock().idle.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Work arrives without a wake-up, as behind a quick batch that
+        // blocked: past its keep-alive the worker takes it, not retires.
+        pool.lock().queue.push_back(Weak::new());
+        assert!(worker.join().unwrap(), "the extra worker took the run");
+        assert_eq!(pool.counts().current, 1);
+    }
+
+    #[test]
+    fn exact_deadlines_are_slept_toward_in_two_steps() {
+        // Exact and far: wake early, then (near) sleep the rest.
+        assert_eq!(wake_target(10_537, 5_000), 10_537 - PREWAKE_US);
+        assert_eq!(wake_target(10_537, 10_537 - PREWAKE_US), 10_537);
+        // On the 1 ms grid, or never: one step.
+        assert_eq!(wake_target(10_000, 5_000), 10_000);
+        assert_eq!(wake_target(NEVER, 5_000), NEVER);
+        // Never after the deadline, whatever the clock says.
+        for (next, now) in [(1, 0), (0, 7), (999, 1_000), (u64::MAX - 1, 0)] {
+            assert!(wake_target(next, now) <= next);
+        }
+    }
+}

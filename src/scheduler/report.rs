@@ -1,0 +1,158 @@
+//! What the scheduler reports to its user: the exact [`ShutdownReport`]
+//! (every run a shutdown discarded, every iteration it let finish) and
+//! the [`TaskPanic`] handed to the panic hook. Plain public data.
+
+use crate::context::Outcome;
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+/// A run that was armed when shutdown began, and was discarded — or the
+/// next run an iteration in flight then asked for as it ended (the delay
+/// its task returned, a re-run its fires reserved), which shutdown
+/// discards too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscardedRun {
+    pub(super) trigger: Option<String>,
+    pub(super) due_in: Duration,
+}
+
+impl DiscardedRun {
+    /// The trigger's name, if it has one.
+    pub fn trigger(&self) -> Option<&str> {
+        self.trigger.as_deref()
+    }
+
+    /// How long after shutdown began the run was due (`ZERO`: due at once).
+    pub fn due_in(&self) -> Duration {
+        self.due_in
+    }
+}
+
+/// An iteration that was running when shutdown began.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlightRun {
+    pub(super) trigger: Option<String>,
+    pub(super) outcome: Outcome,
+}
+
+impl InFlightRun {
+    /// The trigger's name, if it has one.
+    pub fn trigger(&self) -> Option<&str> {
+        self.trigger.as_deref()
+    }
+
+    /// How the iteration ended (or that it had not yet).
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+/// Exactly what a shutdown discarded and what it let finish: every trigger
+/// that had an armed run (with its deadline) or whose iteration in flight
+/// asked for one as it ended, and every iteration in flight with its
+/// outcome. No false positives, no omissions: a fire racing the
+/// shutdown is either refused to its caller or listed here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    pub(super) discarded: Vec<DiscardedRun>,
+    pub(super) in_flight: Vec<InFlightRun>,
+    pub(super) detached_threads: usize,
+}
+
+impl ShutdownReport {
+    /// Armed runs that were discarded, in no particular order.
+    pub fn discarded(&self) -> &[DiscardedRun] {
+        &self.discarded
+    }
+
+    /// Iterations that were running when shutdown began.
+    pub fn in_flight(&self) -> &[InFlightRun] {
+        &self.in_flight
+    }
+
+    /// Threads left running (detached) when the scheduler was dropped
+    /// after its grace period: their tasks had not returned.
+    pub fn detached_threads(&self) -> usize {
+        self.detached_threads
+    }
+}
+
+fn name(trigger: Option<&str>) -> &str {
+    trigger.unwrap_or("<unnamed>")
+}
+
+impl fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "shutdown report: {} armed run(s) discarded, {} iteration(s) in flight",
+            self.discarded.len(),
+            self.in_flight.len()
+        )?;
+        for run in &self.discarded {
+            writeln!(
+                f,
+                "  discarded  {:<24} due in {:?}",
+                name(run.trigger()),
+                run.due_in
+            )?;
+        }
+        for run in &self.in_flight {
+            writeln!(
+                f,
+                "  in flight  {:<24} {:?}",
+                name(run.trigger()),
+                run.outcome
+            )?;
+        }
+        if self.detached_threads > 0 {
+            writeln!(
+                f,
+                "  {} thread(s) detached after the grace period",
+                self.detached_threads
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A panic caught in a task, as handed to the builder's panic hook.
+#[derive(Debug, Clone)]
+pub struct TaskPanic {
+    pub(super) trigger: Option<String>,
+    pub(super) message: String,
+}
+
+impl TaskPanic {
+    /// The name of the trigger whose task panicked, if it has one.
+    pub fn trigger(&self) -> Option<&str> {
+        self.trigger.as_deref()
+    }
+
+    /// The panic message (`"<non-string panic payload>"` if it had none).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for TaskPanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.trigger {
+            Some(name) => write!(f, "task of trigger `{name}` panicked: {}", self.message),
+            None => write!(f, "task panicked: {}", self.message),
+        }
+    }
+}
+
+pub(crate) type PanicHook = Box<dyn Fn(&TaskPanic) + Send + Sync>;
+pub(crate) type StuckHook = Box<dyn Fn(&crate::policy::StuckRun) + Send + Sync>;
+
+/// The text of a panic payload.
+pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "<non-string panic payload>".to_owned())
+}
