@@ -139,16 +139,34 @@
 //!
 //! # Implementation
 //!
+//! The crate is layered; a file imports only from lower layers (or lower
+//! files of its own), so each layer can be read, and tested, without the
+//! ones above it:
+//!
+//! ```text
+//! front     lib.rs, trigger/, virtual_time.rs, phase.rs       the public handles
+//! runtime   scheduler/                                         workers, timer role, shutdown
+//!              │ implements core::Runtime (scheduler/door.rs)
+//! core      core/                                              Core<R: Runtime>: fire side, run side, async iterations
+//! parts     stats, wait, policy, async_task, context           plain pieces the core is made of
+//! words     state.rs, request.rs, word.rs                      the two atomic words, one CAS loop
+//! leaves    sync, error, task, jitter, clock, wheel/            no crate imports above them
+//! ```
+//!
 //! * `state.rs` — the state word (reservation, running, 30-bit version) and
 //!   its three transitions: advance, enter, exit.
 //! * `request.rs` — a second word pairing the live version with what it
 //!   asks for (nothing / now / at T), so a queued dispatch serves the live
 //!   request instead of a stale version, and the timer holds one entry per
 //!   trigger.
+//! * `core/` — a trigger's shared heart, generic over the runtime that
+//!   runs it: it names what it needs as a `Runtime` trait (as tokio's task
+//!   layer names its scheduler with `Schedule`) and never imports the
+//!   scheduler.
 //! * `wheel/` — the hierarchical timing wheel (µs resolution).
 //! * `scheduler/` — the elastic worker pool that takes turns holding the
-//!   timer role (the wheel), the run queue and inbox, lifecycle; the trigger
-//!   core reaches it only through `scheduler/door.rs`.
+//!   timer role (the wheel), the run queue and inbox, lifecycle; it
+//!   implements `Runtime` in `scheduler/door.rs`.
 //!
 //! The design notes — the guarantees in detail, the state-word procedures,
 //! the memory orderings with the audit that checked each one against the
@@ -179,6 +197,7 @@ mod task;
 mod trigger;
 mod virtual_time;
 mod wait;
+mod word;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use scheduler::model;

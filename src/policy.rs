@@ -68,7 +68,7 @@ pub(crate) struct Policies {
     /// compares it with its clock, and a report orders nothing.
     running_since_us: AtomicU64,
     /// For an async task: the waker of its iteration in flight, which
-    /// `shutdown_now` wakes to cancel it (see `iteration.rs`).
+    /// `shutdown_now` wakes to cancel it (see `core/iteration.rs`).
     pub(crate) cancel: Option<crate::async_task::CancelSlot>,
 }
 

@@ -41,7 +41,8 @@
 //!   pusher (see `scheduler/inbox.rs`).
 
 use crate::state::VERSION_MASK;
-use crate::sync::{AtomicU64, Backoff, Ordering};
+use crate::sync::{AtomicU64, Ordering};
+use crate::word;
 use std::fmt;
 
 const VERSION_SHIFT: u32 = 34;
@@ -214,30 +215,13 @@ impl Request {
         Word(self.word.load(Ordering::Relaxed))
     }
 
-    /// The single compare-exchange loop every conditional transition of
-    /// this word goes through (as `State::update`): `step` maps the word
-    /// read to a [`Step`] — write a new word with the ordering that
-    /// transition needs, or leave it — and the outcome to return.
+    /// Every conditional transition goes through the one compare-exchange
+    /// loop of `word.rs` (as `State::update`): `step` maps the word read to
+    /// a [`Step`] — write a new raw word with the ordering that transition
+    /// needs, or leave it — and the outcome to return.
     #[inline]
     fn update<T>(&self, mut step: impl FnMut(Word) -> Step<T>) -> T {
-        let backoff = Backoff::new();
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
-            let (new, success, outcome) = match step(Word(current)) {
-                Step::Keep(outcome) => return outcome,
-                Step::Store(new, success, outcome) => (new, success, outcome),
-            };
-            match self
-                .word
-                .compare_exchange_weak(current, new, success, Ordering::Relaxed)
-            {
-                Ok(_) => return outcome,
-                Err(actual) => {
-                    current = actual;
-                    backoff.spin();
-                }
-            }
-        }
+        word::update(&self.word, |raw| step(Word(raw)))
     }
 
     /// Installs `kind` for `version` unless a newer version is already
@@ -355,15 +339,9 @@ impl Request {
     }
 }
 
-/// What one attempt of a transition does with the word it read (see
-/// `Request::update`).
-enum Step<T> {
-    /// Leave the word as it is and return the outcome.
-    Keep(T),
-    /// Write this raw word with this success ordering, then return the
-    /// outcome.
-    Store(u64, Ordering, T),
-}
+/// What one attempt of a transition does with the request word (a raw
+/// word to store).
+type Step<T> = word::Step<u64, T>;
 
 #[cfg(all(test, not(loom)))]
 mod tests {

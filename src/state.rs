@@ -56,7 +56,8 @@
 //!   `an_iteration_ending_as_shutdown_begins…` fails with either arm
 //!   Release).
 
-use crate::sync::{AtomicU32, Backoff, Ordering};
+use crate::sync::{AtomicU32, Ordering};
+use crate::word;
 use std::fmt;
 
 /// Set while a due run found the trigger running: run once more at exit.
@@ -181,32 +182,13 @@ impl State {
         Snapshot(self.word.fetch_or(0, Ordering::AcqRel))
     }
 
-    /// The single compare-exchange loop every transition goes through:
-    /// `step` maps the word it read to a [`Step`] — write a new word (with
-    /// the ordering that transition's arm needs, see `# Orderings`) or
-    /// leave it — and the outcome to return. A failed attempt (another
-    /// thread changed the word) backs off and runs `step` again on the
-    /// value it found; failure is Relaxed, as it only feeds the next try.
+    /// Every transition goes through the one compare-exchange loop of
+    /// `word.rs`: `step` maps the word it read to a [`Step`] — write a new
+    /// word (with the ordering that transition's arm needs, see
+    /// `# Orderings`) or leave it — and the outcome to return.
     #[inline]
-    fn update<T>(&self, mut step: impl FnMut(u32) -> Step<T>) -> T {
-        let backoff = Backoff::new();
-        let mut current = self.word.load(Ordering::Relaxed);
-        loop {
-            let (new, success, outcome) = match step(current) {
-                Step::Keep(outcome) => return outcome,
-                Step::Store(new, success, outcome) => (new, success, outcome),
-            };
-            match self
-                .word
-                .compare_exchange_weak(current, new, success, Ordering::Relaxed)
-            {
-                Ok(_) => return outcome,
-                Err(actual) => {
-                    current = actual;
-                    backoff.spin();
-                }
-            }
-        }
+    fn update<T>(&self, step: impl FnMut(u32) -> Step<T>) -> T {
+        word::update(&self.word, step)
     }
 
     /// **advance**: clears RESERVED, bumps the version, keeps RUNNING;
@@ -305,14 +287,8 @@ impl State {
     }
 }
 
-/// What one attempt of a transition does with the word it read (see
-/// `State::update`).
-enum Step<T> {
-    /// Leave the word as it is and return the outcome.
-    Keep(T),
-    /// Write this word with this success ordering, then return the outcome.
-    Store(u32, Ordering, T),
-}
+/// What one attempt of a transition does with the state word.
+type Step<T> = word::Step<u32, T>;
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -35,10 +35,8 @@
 //! |------|-----|
 //! | `mod.rs` | [`Core`]: the fields, who may touch them, accessors |
 //! | `runtime.rs` | [`Runtime`]: everything the core asks of the runtime |
-//! | `cell.rs` | [`TaskCell`]: the task, touched only by the RUNNING holder |
-//! | `fire.rs` | the firer side: `fire`, `fire_after`, `suspend`, `fire_and_wait` |
-//! | `handoff.rs` | into the run queue, into the timer's inbox, into the shutdown report |
-//! | `run.rs` | the runner side: `dispatch`, `run`, `end`, re-run and re-arm |
+//! | `fire.rs` | the firer side (`fire`, `fire_after`, `suspend`, `fire_and_wait`) and the hand-offs to the runtime: into the run queue, the timer's inbox, the shutdown report |
+//! | `run.rs` | the runner side: the task cell ([`TaskCell`], touched only by the RUNNING holder), `dispatch`, `run`, `end`, re-run and re-arm |
 //! | `iteration.rs` | an async iteration, polled by its executor |
 //! | `wait_future.rs` | `fire_and_wait_async`'s future |
 //!
@@ -76,13 +74,11 @@ use crate::stats::{Counters, TriggerStats};
 use crate::sync::{Arc, AtomicBool, UnsafeCell};
 use crate::wait::Waiters;
 
-pub(crate) use cell::TaskCell;
-pub(crate) use handoff::{InboxPush, OnClosed};
+pub(crate) use fire::{InboxPush, OnClosed};
+pub(crate) use run::TaskCell;
 pub(crate) use runtime::Runtime;
 
-mod cell;
 mod fire;
-mod handoff;
 pub(crate) mod iteration;
 mod run;
 pub(crate) mod runtime;

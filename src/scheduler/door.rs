@@ -1,22 +1,14 @@
-//! The one door from the trigger core into the runtime: everything
-//! `core.rs`, `iteration.rs` and `wait.rs` may ask of the scheduler.
+//! The one door from the trigger core into the runtime: `impl Runtime for
+//! Shared`, everything `core/` may ask of the scheduler (the trait, with
+//! what each method is for, is `core/runtime.rs`).
 //!
-//! The fields of [`Shared`] are private to `scheduler/`, so this list is
-//! checked by the compiler: a new need of the core shows up here, as one
-//! more method with its reason, not as a reach into the pool or the
-//! lifecycle. The other direction is as narrow: the runtime drives a
-//! trigger through `Core::dispatch` (run a due request), `Core::expire`
-//! (the timer's look at a deadline) and a few read-only accessors, listed
-//! in `core.rs` under "Doors".
-//!
-//! | the core needs to…                         | door                                            |
-//! |--------------------------------------------|-------------------------------------------------|
-//! | refuse work after shutdown                 | [`Shared::is_closed`]                           |
-//! | read the time, round deadlines             | [`Shared::clock`], [`Shared::tick_us`], [`Shared::coalesces`] |
-//! | hand a run to a worker                     | [`Shared::queue_run`]                           |
-//! | hand a deadline to the timer               | [`Shared::to_timer`], [`Shared::poke_timer`]    |
-//! | be listed by shutdown and stats            | [`Shared::register`] … [`Shared::finish_listed`] |
-//! | report a panic, count an async iteration   | [`Shared::report_panic`], [`Shared::alive_started`] |
+//! The fields of `Shared` are private to `scheduler/`, and the core names
+//! only the trait, so what the core may ask is one short list checked by
+//! the compiler: a new need shows up in the trait, as one more method with
+//! its reason, never as a reach into the pool or the lifecycle. The other
+//! direction is as narrow: the runtime drives a trigger through
+//! `Core::dispatch` (run a due request), `Core::expire` (the timer's look
+//! at a deadline) and a few read-only accessors, listed in `core/mod.rs`.
 
 use super::shared::Shared;
 

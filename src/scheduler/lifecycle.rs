@@ -94,7 +94,7 @@ impl<R: Runtime> Lifecycle<R> {
     }
 
     /// Whether `shutdown_now` was called, for an async iteration (read
-    /// under its cancel slot's lock; see `iteration.rs`). Relaxed: the
+    /// under its cancel slot's lock; see `core/iteration.rs`). Relaxed: the
     /// iteration that sees it only ends, and its end records the outcome in
     /// the report through the state word (`Core::end` looks again after
     /// its AcqRel `exit`), not through this flag. (It was Release/Acquire

@@ -8,26 +8,43 @@
 //!  fire ──────────────────────────────────────────────▶ run queue ──▶ [most recently idle worker]
 //! ```
 //!
+//! This is the runtime layer: it implements the trigger core's
+//! [`Runtime`](crate::core::Runtime) trait (`door.rs`) and drives cores
+//! through their `dispatch` and `expire`; no lower layer imports it.
+//!
 //! Files, by job:
 //!
 //! | file | job |
 //! |------|-----|
 //! | `mod.rs` | [`Scheduler`], the public handle: shutdown, termination, stats |
 //! | `builder.rs` | [`Builder`]: settings, start |
+//! | `report.rs` | the public reports: [`ShutdownReport`], [`TaskPanic`] |
 //! | `shared.rs` | `Shared`, the state every thread and trigger shares (ground rules there) |
-//! | `door.rs` | the one door from the trigger core into the runtime |
-//! | `pool.rs` | the one lock: queue, inbox, timer role, idle beds, worker counts |
-//! | `inbox.rs` | the timer's wake-up protocol |
-//! | `timer.rs` | the wheel's use |
-//! | `worker.rs` | worker and monitor loops |
-//! | `lifecycle.rs` | registry, shutdown scan and report |
+//! | `door.rs` | `impl Runtime for Shared`: everything the core asks of the runtime |
+//! | `pool/` | the one lock: run queue, inbox, timer role, idle beds, worker counts (`mod.rs`); the timer role (`role.rs`); the inbox wake-up protocol (`inbox.rs`); the monitor's looks (`monitor.rs`) |
+//! | `timer.rs` | the wheel's use: inbox items in, due runs out |
+//! | `worker.rs` | worker and monitor loops, thread starts |
+//! | `lifecycle.rs` | registry, shutdown scan, the report being drafted |
 //! | `manual.rs` | the thread-less driver of virtual time and the loom models |
 //! | `model.rs` | the loom harness on that driver (`--cfg loom` only) |
 //!
-//! A fire reaches its run through four files: `trigger.rs` (the handle)
-//! → `core.rs` (the state and request words' transitions, then
-//! `Shared::queue_run` in `door.rs`) → `pool.rs` (the queue and the wake-up) →
-//! `worker.rs` (the loop, which calls `Core::dispatch` back in `core.rs`).
+//! A fire reaches its run through six files, each step downward or through
+//! `Runtime`:
+//!
+//! ```text
+//! trigger/mod.rs    Trigger::fire
+//!  └▶ core/fire.rs      advance_fire, publish DUE, claim `queued` ─ Runtime::queue_run
+//!      └▶ scheduler/door.rs     impl Runtime for Shared
+//!          └▶ scheduler/pool/mod.rs   push, wake an idle worker ─ (that worker) next_work pops it
+//!              └▶ scheduler/worker.rs     the worker loop ─ Core::dispatch
+//!                  └▶ core/run.rs             take_due, enter, the task, end, exit
+//! ```
+//!
+//! A delayed fire goes through the timer first: `core/fire.rs`
+//! (`publish_at`, `Runtime::to_timer`) → `door.rs` → `pool/inbox.rs` (the
+//! inbox push and wake-up) → the role holder in `worker.rs` turns
+//! `timer.rs` (`Core::expire`, back in `core/fire.rs`) → `pool/role.rs`
+//! (`after_turn`: queue the due batch) → `worker.rs` → `core/run.rs`.
 
 mod builder;
 pub(crate) mod door;
@@ -198,7 +215,7 @@ impl Scheduler {
         self.shared.begin_shutdown();
         // Relaxed: `cancelled()` only answers "was shutdown_now called?",
         // and an async iteration reads it under its cancel slot's lock,
-        // which `wake_async` takes after this store (see `iteration.rs`);
+        // which `wake_async` takes after this store (see `core/iteration.rs`);
         // no data is handed over through it.
         self.shared.lifecycle.cancel.store(true, Ordering::Relaxed);
         self.shared.lifecycle.wake_async();

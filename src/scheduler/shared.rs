@@ -5,13 +5,13 @@
 //! # Ground rules
 //!
 //! * **Fields are the runtime's.** Every field is visible to `scheduler/`
-//!   only. The trigger core (`core.rs`, `iteration.rs`, `wait.rs`) reaches
-//!   the runtime through the methods in `door.rs` and nothing else, so what
+//!   only. The trigger core (`core/`) reaches the runtime through the
+//!   `Runtime` trait, implemented in `door.rs`, and nothing else, so what
 //!   the core may ask of the runtime is one short list, checked by the
 //!   compiler.
 //! * **One lock for scheduling.** The queue, the inbox, the timer role,
 //!   the idle beds and the worker counts sit behind the pool's one mutex
-//!   (`pool.rs`, which has ground rules of its own); nothing else here is
+//!   (`pool/`, which has ground rules of its own); nothing else here is
 //!   taken on a run's path.
 //! * **`alive` counts what shutdown waits for**: every thread started
 //!   (until its `ExitGuard` drops, even by unwinding) and every async

@@ -1,6 +1,6 @@
 //! The timer role's state: the timing wheel, which turns AT requests into
 //! wheel entries (one per trigger) and due entries into runs to queue.
-//! Whichever worker holds the role owns it (see `pool.rs`); it never runs
+//! Whichever worker holds the role owns it (see `pool/`); it never runs
 //! user code while holding it.
 //!
 //! Wheel entries hold `Weak` references: a superseded or dropped trigger's

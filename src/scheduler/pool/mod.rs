@@ -33,15 +33,18 @@
 //!
 //! | file | job |
 //! |------|-----|
-//! | `mod.rs` | the state under the lock, its ground rules, the run queue |
-//! | `role.rs` | the timer role: who holds it, who it is handed to, where a worker looks for work |
+//! | `mod.rs` | the state under the lock, its ground rules, the run queue, where a worker looks for work (`next_work`) |
+//! | `role.rs` | the timer role after a turn: sleep toward the next deadline, or put it back and pick who wakes |
 //! | `inbox.rs` | the timer's inbox and its wake-up protocol |
 //! | `monitor.rs` | the monitor's looks: stalls, worker starts, parking |
 
 use super::timer::{Timer, NEVER};
-use crate::core::{Core, Runtime};
+use crate::clock::Clock;
+use crate::core::{Core, InboxPush, Runtime};
 use crate::stats::WorkerCounts;
-use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Weak};
+use crate::sync::{
+    lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Weak,
+};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -51,13 +54,23 @@ mod role;
 
 pub(crate) use monitor::Look;
 pub use monitor::Watch;
-pub(crate) use role::{Step, Work};
+pub(crate) use role::Step;
 
 /// `sleep_until` while no thread sleeps toward a deadline.
 pub(crate) const AWAKE: u64 = 0;
 /// `sleep_until` while the timer role is free: above every deadline, so a
 /// firer re-arming a trigger in the inbox always takes the lock.
 const FREE: u64 = u64::MAX;
+
+/// What a worker does next.
+pub(crate) enum Work<R: Runtime> {
+    /// Serve this trigger's due request.
+    Run(Weak<Core<R>>),
+    /// Hold the timer role: turn the wheel with these inbox items first.
+    Timer(Box<Timer<R>>, Vec<Weak<Core<R>>>),
+    /// The pool is closed, or this extra worker retires.
+    Exit,
+}
 
 /// An idle worker's bed: it waits on its own condition variable, so the
 /// pool can wake the most recently parked worker first (warm cache).
@@ -276,6 +289,110 @@ impl<R: Runtime> Pool<R> {
         true
     }
 
+    /// Worker side: the next thing to do, waiting for it if need be. The
+    /// timer role comes first when it is free and due, so a queue that
+    /// never empties cannot starve deadlines (G10).
+    ///
+    /// `push`: the inbox push the worker's last run left (a re-arm),
+    /// delivered under this lock instead of one of its own; left in place if
+    /// the pool is closed (the caller lists it). `now_hint`: the clock as
+    /// the caller's last timer turn began, given only right after that
+    /// turn put the role back ([`after_turn`](Self::after_turn)'s
+    /// `Released`): the caller then runs a queued run, leaving the role to
+    /// the successor it may have woken.
+    pub(crate) fn next_work(
+        &self,
+        bed: &Bed,
+        extra: bool,
+        limits: &Limits,
+        clock: &Clock,
+        push: &mut Option<InboxPush<R>>,
+        now_hint: Option<u64>,
+    ) -> Work<R> {
+        // The clock as the worker's last run ended (its re-arm read it) or
+        // as its last timer turn began: good for the first look below,
+        // saving a read per periodic run and per turn (the first read after
+        // a wake-up is the costly one).
+        let mut just_released = now_hint.is_some();
+        let mut now_hint = now_hint.or(push.as_ref().map(|push| push.now_us));
+        // The re-arm's trigger, held until the lock is released: declared
+        // before the guard, so it is dropped after it. If its last handle
+        // went meanwhile, dropping it drops the task, whose captures may
+        // run any code (fire another trigger, say) — never under the lock.
+        let mut delivered: Option<Arc<Core<R>>> = None;
+        let mut state = self.lock();
+        if !state.closed {
+            if let Some(InboxPush { core, now_us }) = push.take() {
+                let mut wakes = Wakes::default();
+                let judge = || core.request().touch().kind().deadline(now_us);
+                self.add_to_inbox(&mut state, Arc::downgrade(&core), judge, true, &mut wakes);
+                // Under the lock, before this worker may park: rare (an
+                // earlier deadline than the holder's, or a free role).
+                self.notify(wakes);
+                delivered = Some(core);
+            }
+        }
+        loop {
+            if state.closed {
+                // This thread is on its way out (`SchedulerStats::workers`
+                // counts the threads now).
+                state.workers.current = state.workers.current.saturating_sub(1);
+                return Work::Exit;
+            }
+            // Only the first look may use the hint: after a wait it is old.
+            let hint = now_hint.take();
+            let role_free = state.timer.is_some();
+            let due = |state: &State<R>| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
+            // Only the first look: after a wait this worker may itself be
+            // the successor someone woke.
+            let released = std::mem::take(&mut just_released);
+            let successor = state.successor && !released;
+            if role_free && (state.queue.is_empty() || successor || due(&state)) {
+                state.successor = false;
+                state.progress += 1;
+                let items = state.take_inbox();
+                let timer = state.timer.take().expect("the role is free");
+                // Relaxed: see the protocol in `inbox.rs`.
+                self.sleep_until.store(AWAKE, Ordering::Relaxed);
+                return Work::Timer(timer, items);
+            }
+            if let Some(core) = state.queue.pop_front() {
+                state.progress += 1;
+                return Work::Run(core);
+            }
+            if delivered.is_some() {
+                // About to park: let the trigger go first, outside the lock.
+                drop(state);
+                drop(delivered.take());
+                state = self.lock();
+                continue;
+            }
+            state.idle.push(Arc::clone(bed));
+            state = if extra {
+                wait_timeout(bed, &self.state, state, limits.keep_alive)
+            } else {
+                wait(bed, state)
+            };
+            // Still listed: nobody woke us (the keep-alive ran out, or a
+            // spurious wake-up).
+            // An extra worker then retires — unless work waits that nobody
+            // picked up (a free role left behind a quick batch that
+            // blocked, say): it takes that instead.
+            if let Some(index) = state.idle.iter().position(|b| Arc::ptr_eq(b, bed)) {
+                state.idle.remove(index);
+                let surplus = state.workers.current > limits.core;
+                // Not while the role is free either: this worker takes it
+                // (the top of the loop), so no deadline goes unwatched.
+                let role_free = state.timer.is_some();
+                if extra && !state.closed && surplus && !role_free && !state.pending(clock.now_us())
+                {
+                    state.workers.current -= 1;
+                    return Work::Exit;
+                }
+            }
+        }
+    }
+
     /// Queues the due runs a thread-less driver found; `false` if closed.
     pub(crate) fn push_batch(&self, due: &mut Vec<Weak<Core<R>>>) -> bool {
         let mut state = self.lock();
@@ -335,5 +452,42 @@ impl<R: Runtime> Pool<R> {
     /// Worker counts for statistics.
     pub(crate) fn counts(&self) -> WorkerCounts {
         self.lock().workers
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::core::tests::TestRuntime;
+
+    #[test]
+    fn an_extra_worker_past_its_keep_alive_takes_work_nobody_picked_up() {
+        let pool = Arc::new(Pool::<TestRuntime>::new(None)); // the role is held for good
+        pool.lock().workers.current = 1;
+        let limits = Limits {
+            core: 0,
+            max: 1,
+            stall: Duration::from_millis(10),
+            keep_alive: Duration::from_millis(50),
+        };
+        let worker = {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || {
+                let bed = Arc::new(Condvar::new());
+                let work = pool.next_work(&bed, true, &limits, &Clock::real(), &mut None, None);
+                matches!(work, Work::Run(_))
+            })
+        };
+        for _ in 0..5_000 {
+            if !pool.lock().idle.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Work arrives without a wake-up, as behind a quick batch that
+        // blocked: past its keep-alive the worker takes it, not retires.
+        pool.lock().queue.push_back(Weak::new());
+        assert!(worker.join().unwrap(), "the extra worker took the run");
+        assert_eq!(pool.counts().current, 1);
     }
 }

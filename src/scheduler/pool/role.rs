@@ -1,5 +1,5 @@
-//! The timer role: a worker looking for work takes it when it is free and
-//! due (`next_work`), turns the wheel, then either sleeps toward the next
+//! The timer role: a worker that took it (`Pool::next_work`, when it is
+//! free and due) turns the wheel, then either sleeps toward the next
 //! deadline or puts the role back to run the due batch, waking helpers and
 //! a successor (`after_turn`, `release`).
 //!
@@ -16,23 +16,13 @@
 //! first one to finish, or for the monitor (see `worker.rs`) to wake or
 //! start one within the stall threshold.
 
-use super::{Bed, Limits, Pool, State, Wakes, AWAKE};
+use super::{Limits, Pool, State, Wakes, AWAKE};
 use crate::clock::{Clock, COARSEST_GRID_US};
 use crate::core::runtime::SHARE_US;
-use crate::core::{Core, InboxPush, Runtime};
+use crate::core::{Core, Runtime};
 use crate::scheduler::timer::{Estimate, Timer, NEVER};
-use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering, Weak};
+use crate::sync::{wait, wait_timeout, MutexGuard, Ordering, Weak};
 use std::time::Duration;
-
-/// What a worker does next.
-pub(crate) enum Work<R: Runtime> {
-    /// Serve this trigger's due request.
-    Run(Weak<Core<R>>),
-    /// Hold the timer role: turn the wheel with these inbox items first.
-    Timer(Box<Timer<R>>, Vec<Weak<Core<R>>>),
-    /// The pool is closed, or this extra worker retires.
-    Exit,
-}
 
 /// What the timer role holder does after a turn.
 pub(crate) enum Step<R: Runtime> {
@@ -77,110 +67,6 @@ fn wake_target(next: u64, now_us: u64) -> u64 {
 }
 
 impl<R: Runtime> Pool<R> {
-    /// Worker side: the next thing to do, waiting for it if need be. The
-    /// timer role comes first when it is free and due, so a queue that
-    /// never empties cannot starve deadlines (G10).
-    ///
-    /// `push`: the inbox push the worker's last run left (a re-arm),
-    /// delivered under this lock instead of one of its own; left in place if
-    /// the pool is closed (the caller lists it). `now_hint`: the clock as
-    /// the caller's last timer turn began, given only right after that
-    /// turn put the role back ([`after_turn`](Self::after_turn)'s
-    /// `Released`): the caller then runs a queued run, leaving the role to
-    /// the successor it may have woken.
-    pub(crate) fn next_work(
-        &self,
-        bed: &Bed,
-        extra: bool,
-        limits: &Limits,
-        clock: &Clock,
-        push: &mut Option<InboxPush<R>>,
-        now_hint: Option<u64>,
-    ) -> Work<R> {
-        // The clock as the worker's last run ended (its re-arm read it) or
-        // as its last timer turn began: good for the first look below,
-        // saving a read per periodic run and per turn (the first read after
-        // a wake-up is the costly one).
-        let mut just_released = now_hint.is_some();
-        let mut now_hint = now_hint.or(push.as_ref().map(|push| push.now_us));
-        // The re-arm's trigger, held until the lock is released: declared
-        // before the guard, so it is dropped after it. If its last handle
-        // went meanwhile, dropping it drops the task, whose captures may
-        // run any code (fire another trigger, say) — never under the lock.
-        let mut delivered: Option<Arc<Core<R>>> = None;
-        let mut state = self.lock();
-        if !state.closed {
-            if let Some(InboxPush { core, now_us }) = push.take() {
-                let mut wakes = Wakes::default();
-                let judge = || core.request().touch().kind().deadline(now_us);
-                self.add_to_inbox(&mut state, Arc::downgrade(&core), judge, true, &mut wakes);
-                // Under the lock, before this worker may park: rare (an
-                // earlier deadline than the holder's, or a free role).
-                self.notify(wakes);
-                delivered = Some(core);
-            }
-        }
-        loop {
-            if state.closed {
-                // This thread is on its way out (`SchedulerStats::workers`
-                // counts the threads now).
-                state.workers.current = state.workers.current.saturating_sub(1);
-                return Work::Exit;
-            }
-            // Only the first look may use the hint: after a wait it is old.
-            let hint = now_hint.take();
-            let role_free = state.timer.is_some();
-            let due = |state: &State<R>| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
-            // Only the first look: after a wait this worker may itself be
-            // the successor someone woke.
-            let released = std::mem::take(&mut just_released);
-            let successor = state.successor && !released;
-            if role_free && (state.queue.is_empty() || successor || due(&state)) {
-                state.successor = false;
-                state.progress += 1;
-                let items = state.take_inbox();
-                let timer = state.timer.take().expect("the role is free");
-                // Relaxed: see the protocol in `inbox.rs`.
-                self.sleep_until.store(AWAKE, Ordering::Relaxed);
-                return Work::Timer(timer, items);
-            }
-            if let Some(core) = state.queue.pop_front() {
-                state.progress += 1;
-                return Work::Run(core);
-            }
-            if delivered.is_some() {
-                // About to park: let the trigger go first, outside the lock.
-                drop(state);
-                drop(delivered.take());
-                state = self.lock();
-                continue;
-            }
-            state.idle.push(Arc::clone(bed));
-            state = if extra {
-                wait_timeout(bed, &self.state, state, limits.keep_alive)
-            } else {
-                wait(bed, state)
-            };
-            // Still listed: nobody woke us (the keep-alive ran out, or a
-            // spurious wake-up).
-            // An extra worker then retires — unless work waits that nobody
-            // picked up (a free role left behind a quick batch that
-            // blocked, say): it takes that instead.
-            if let Some(index) = state.idle.iter().position(|b| Arc::ptr_eq(b, bed)) {
-                state.idle.remove(index);
-                let surplus = state.workers.current > limits.core;
-                // Not while the role is free either: this worker takes it
-                // (the top of the loop), so no deadline goes unwatched.
-                let role_free = state.timer.is_some();
-                if extra && !state.closed && surplus && !role_free && !state.pending(clock.now_us())
-                {
-                    state.workers.current -= 1;
-                    return Work::Exit;
-                }
-            }
-        }
-    }
-
     /// Role holder side, after a turn at `turned_at_us` that found `due` runs: queue them
     /// and go run them (putting the role back), or sleep toward the
     /// wheel's next deadline until then or until woken. `retire`: the
@@ -396,39 +282,6 @@ impl<R: Runtime> Pool<R> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::core::tests::TestRuntime;
-    use crate::sync::Condvar;
-
-    #[test]
-    fn an_extra_worker_past_its_keep_alive_takes_work_nobody_picked_up() {
-        let pool = Arc::new(Pool::<TestRuntime>::new(None)); // the role is held for good
-        pool.lock().workers.current = 1;
-        let limits = Limits {
-            core: 0,
-            max: 1,
-            stall: Duration::from_millis(10),
-            keep_alive: Duration::from_millis(50),
-        };
-        let worker = {
-            let pool = Arc::clone(&pool);
-            std::thread::spawn(move || {
-                let bed = Arc::new(Condvar::new());
-                let work = pool.next_work(&bed, true, &limits, &Clock::real(), &mut None, None);
-                matches!(work, Work::Run(_))
-            })
-        };
-        for _ in 0..5_000 {
-            if !pool.lock().idle.is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // Work arrives without a wake-up, as behind a quick batch that
-        // blocked: past its keep-alive the worker takes it, not retires.
-        pool.lock().queue.push_back(Weak::new());
-        assert!(worker.join().unwrap(), "the extra worker took the run");
-        assert_eq!(pool.counts().current, 1);
-    }
 
     #[test]
     fn exact_deadlines_are_slept_toward_in_two_steps() {
