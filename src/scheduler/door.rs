@@ -27,40 +27,47 @@ impl Runtime for Shared {
     /// Whether shutdown has begun. Acquire: pairs with the Release in
     /// `begin_shutdown` (see there). A fire that passes this check may still
     /// race shutdown: it then re-checks after publishing (`Core::confirm`).
+    #[inline]
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     /// The scheduler's clock (real or virtual).
+    #[inline]
     fn clock(&self) -> &Clock {
         &self.clock
     }
 
     /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
+    #[inline]
     fn tick_us(&self) -> u64 {
         self.tick_us
     }
 
     /// Whether delays returned by tasks may share wake-ups (see
     /// [`Builder::coalesce_periodic`](super::Builder::coalesce_periodic)).
+    #[inline]
     fn coalesces(&self) -> bool {
         self.coalesce
     }
 
     /// Queues a due run of `core` for a worker (`wake`: also wake an idle
     /// one); `false` if the scheduler is closed.
+    #[inline]
     fn queue_run(&self, core: Weak<Core<Self>>, wake: bool) -> bool {
         self.pool.push(core, wake)
     }
 
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer
     /// (see `inbox.rs`); `false` if the scheduler is closed.
+    #[inline]
     fn to_timer(&self, core: &Arc<Core<Self>>, now_us: u64) -> bool {
         self.pool.inbox_push(core, now_us)
     }
 
     /// A trigger already with the timer got an earlier `deadline`: wake the
     /// timer's holder if it sleeps past it.
+    #[inline]
     fn poke_timer(&self, deadline: u64) {
         self.pool.poke(deadline);
     }
