@@ -3,7 +3,8 @@
 //!
 //! * a periodic refresh (every 500 ms, later retuned to 200 ms at run time);
 //! * bursts of "refresh now" messages from three message-bus threads;
-//! * a feature switch that turns the job off at 4 s and on again at 6 s.
+//! * a feature switch that pauses the job at 4 s (the bus's messages are
+//!   then refused) and resumes it at 6 s.
 //!
 //! The refresh task owns its state (`ConfigCenter` with a call counter, a
 //! rate limiter, the last version seen) as plain `FnMut` state: the trigger
@@ -12,8 +13,8 @@
 //!
 //! Run: `cargo run --release --example config_refresh`
 
-use circulation_trigger::{Scheduler, Trigger};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use circulation_trigger::{FireError, Scheduler, Trigger};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -62,6 +63,8 @@ struct Stats {
     urgent_refreshes: AtomicU64,
     rejected: AtomicU64,
     fires: AtomicU64,
+    /// "Refresh now" messages refused while the switch was off.
+    refused: AtomicU64,
     overlaps: AtomicU64,
 }
 
@@ -73,7 +76,6 @@ fn main() {
     let stats = Arc::new(Stats::default());
     let period_ms = Arc::new(AtomicU64::new(500));
     let urgent = Arc::new(AtomicBool::new(false));
-    let enabled = Arc::new(AtomicBool::new(true)); // the feature switch
     let inside = Arc::new(AtomicBool::new(false));
 
     let refresh = {
@@ -111,17 +113,12 @@ fn main() {
     let start = Instant::now();
     let bus: Vec<_> = (0..3u64)
         .map(|i| {
-            let (refresh, stats, urgent, enabled) = (
-                refresh.clone(),
-                stats.clone(),
-                urgent.clone(),
-                enabled.clone(),
-            );
+            let (refresh, stats, urgent) = (refresh.clone(), stats.clone(), urgent.clone());
             thread::spawn(move || {
                 thread::sleep(Duration::from_millis(100 * i));
                 while start.elapsed() < RUN_FOR {
                     for _ in 0..25 {
-                        on_refresh_now(&refresh, &enabled, &urgent, &stats);
+                        on_refresh_now(&refresh, &urgent, &stats);
                     }
                     thread::sleep(Duration::from_millis(300));
                 }
@@ -131,19 +128,27 @@ fn main() {
 
     println!("circulation-trigger demo: periodic config refresh + bursts of refresh-now messages (counts are cumulative)");
     let mut switch_on = true;
+    // Refreshes counted when the switch went off, and while it was off
+    // (at most the one in flight at the pause may still end then).
+    let (mut at_pause, mut while_off) = (0, 0);
     for second in 1..=RUN_FOR.as_secs() {
         thread::sleep(
             (start + Duration::from_secs(second)).saturating_duration_since(Instant::now()),
         );
         match second {
             4 => {
-                enabled.store(false, SeqCst); // feature switch off...
-                refresh.suspend(); // ...and stop the chain
+                // Feature switch off: a mode, not a cancel — the bus's
+                // "refresh now" messages are refused until `resume`.
+                refresh.pause();
+                at_pause = stats.refreshes.load(Relaxed);
                 switch_on = false;
             }
             6 => {
-                enabled.store(true, SeqCst); // feature switch on...
-                refresh.fire().expect("running"); // ...and restart the chain
+                while_off = stats.refreshes.load(Relaxed) - at_pause;
+                // Feature switch on: refresh at once, then on the period.
+                refresh
+                    .resume_after(Duration::ZERO)
+                    .expect("scheduler is running");
                 switch_on = true;
             }
             7 => {
@@ -166,34 +171,34 @@ fn main() {
     let overlaps = stats.overlaps.load(Relaxed);
     println!("---");
     println!(
-        "summary: {} refreshes ({} served refresh-now bursts), {} fires ({} of them coalesced), {} rejected by the QPS cap, {} overlaps, clean shutdown: {}",
+        "summary: {} refreshes ({} served refresh-now bursts), {} fires ({} of them coalesced), {} rejected by the QPS cap, {} overlaps, {} refreshes ended while switched off (at most the one in flight), clean shutdown: {}",
         stats.refreshes.load(Relaxed),
         urgent_refreshes,
         fires,
         fires.saturating_sub(urgent_refreshes),
         stats.rejected.load(Relaxed),
         overlaps,
+        while_off,
         terminated,
     );
-    if overlaps != 0 || !terminated {
+    if overlaps != 0 || while_off > 1 || !terminated {
         std::process::exit(1);
     }
 }
 
-/// The bus's message handler. While the switch is off, messages are
-/// ignored. Fire first, then re-check the switch: if it was turned off
-/// meanwhile, this handler's `suspend` is the latest call and wins, so a
-/// message racing the switch cannot restart the job (the latest call wins).
-fn on_refresh_now(refresh: &Trigger, enabled: &AtomicBool, urgent: &AtomicBool, stats: &Stats) {
-    if !enabled.load(SeqCst) {
-        return;
-    }
-    urgent.store(true, Relaxed);
-    if refresh.fire().is_ok() {
-        stats.fires.fetch_add(1, Relaxed);
-    }
-    if !enabled.load(SeqCst) {
-        refresh.suspend();
+/// The bus's message handler: just `fire`. While the switch is off the
+/// trigger is paused and refuses the fire (`FireError::Paused`): no gate to
+/// write, and a message racing the switch cannot restart the job.
+fn on_refresh_now(refresh: &Trigger, urgent: &AtomicBool, stats: &Stats) {
+    match refresh.fire() {
+        Ok(()) => {
+            urgent.store(true, Relaxed);
+            stats.fires.fetch_add(1, Relaxed);
+        }
+        Err(FireError::Paused) => {
+            stats.refused.fetch_add(1, Relaxed); // the switch is off
+        }
+        Err(error) => eprintln!("refresh now refused: {error}"),
     }
 }
 
@@ -201,10 +206,11 @@ fn print_line(second: u64, stats: &Stats, on: bool, period_ms: u64) {
     let fires = stats.fires.load(Relaxed);
     let urgent = stats.urgent_refreshes.load(Relaxed);
     println!(
-        "t={second:>2}s  refreshes={:>4}  fires={:>5}  coalesced={:>5}  rejected={:>3}  overlaps={}  switch={}  period={}ms",
+        "t={second:>2}s  refreshes={:>4}  fires={:>5}  coalesced={:>5}  refused={:>4}  rejected={:>3}  overlaps={}  switch={}  period={}ms",
         stats.refreshes.load(Relaxed),
         fires,
         fires.saturating_sub(urgent),
+        stats.refused.load(Relaxed),
         stats.rejected.load(Relaxed),
         stats.overlaps.load(Relaxed),
         if on { "on " } else { "off" },

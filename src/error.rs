@@ -14,6 +14,9 @@ pub enum FireError {
     /// scheduler started (e.g. `Duration::MAX`). The trigger was left
     /// untouched: a running chain keeps running.
     DelayTooLong(Duration),
+    /// The trigger is paused ([`Trigger::pause`](crate::Trigger::pause)):
+    /// nothing was requested; [`resume`](crate::Trigger::resume) it first.
+    Paused,
 }
 
 impl fmt::Display for FireError {
@@ -26,6 +29,7 @@ impl fmt::Display for FireError {
                     "a delay of {delay:?} puts the deadline beyond the clock's range"
                 )
             }
+            FireError::Paused => f.write_str("the trigger is paused: resume it first"),
         }
     }
 }
@@ -40,7 +44,8 @@ pub enum WaitError {
     /// No iteration serving the fire finished within the timeout (it may
     /// still run later: the fire stands).
     Timeout,
-    /// A `suspend` superseded the fire before an iteration served it.
+    /// A `suspend` (or a `pause`) superseded the fire before an iteration
+    /// served it.
     Suspended,
     /// The scheduler shut down before an iteration served the fire (or
     /// before the fire: it was refused).
@@ -48,6 +53,8 @@ pub enum WaitError {
     /// Called from inside the trigger's own task, which would wait for
     /// itself for ever.
     OwnTask,
+    /// The trigger is paused: the fire was refused.
+    Paused,
 }
 
 impl fmt::Display for WaitError {
@@ -57,6 +64,7 @@ impl fmt::Display for WaitError {
             WaitError::Suspended => "the trigger was suspended before an iteration served the fire",
             WaitError::Shutdown => "the scheduler shut down before an iteration served the fire",
             WaitError::OwnTask => "fire_and_wait was called from inside the trigger's own task",
+            WaitError::Paused => "the trigger is paused: the fire was refused",
         })
     }
 }

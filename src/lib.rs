@@ -69,6 +69,12 @@
 //!   argument value (`Duration::MAX`, NaN, zero, huge counts, any name):
 //!   it returns a clear error that changes nothing, or saturates as its
 //!   `# Errors` section documents.
+//! * **G17 pause is a mode**: after [`Trigger::pause`] returns, no fire,
+//!   delayed request or re-run starts an iteration until
+//!   [`Trigger::resume`], which puts the trigger back on its schedule and
+//!   loses no fire it kept; fires meanwhile are refused
+//!   ([`FireError::Paused`]). `suspend` is not a mode: the next fire
+//!   restarts (a feature switch wants `pause`).
 //!
 //! # Testing your periodic logic
 //!

@@ -9,10 +9,17 @@
 //! │ version (30 bits)│ IN_INBOX │ tag (5 bits) │ mantissa (28 bits)  │
 //! └──────────────────┴──────────┴──────────────┴────────────────────┘
 //! tag 0..=19 : AT — deadline ≈ mantissa · 4^tag µs (see below)
+//! tag 28     : PAUSED — nothing requested, and no request is accepted
+//!              but a resume's (G17)
 //! tag 29     : TAKEN — a worker has claimed this version's run
 //! tag 30     : DUE   — run now (fire(), or the timer found AT expired)
 //! tag 31     : IDLE  — nothing requested (suspend, or a fresh trigger)
 //! ```
+//!
+//! PAUSED is a mode, not a request: `pause` installs it over whatever the
+//! word holds, and every later publish is refused — only raising the
+//! word's version to the refused one, so a `resume` knows which version
+//! its own request must be at least (see `Core::resume`).
 //!
 //! IN_INBOX says the trigger sits in the timer's inbox. Keeping it in this
 //! word lets `fire_after` install its request and claim the inbox slot in
@@ -59,6 +66,7 @@ const DELAY_BITS: u32 = 26;
 /// are even, so the tag stores `exp / 2` in 5 bits.
 const MAX_EXP: u8 = 38;
 
+const TAG_PAUSED: u8 = 28;
 const TAG_TAKEN: u8 = 29;
 const TAG_DUE: u8 = 30;
 const TAG_IDLE: u8 = 31;
@@ -72,6 +80,8 @@ pub(crate) enum Kind {
     Due,
     /// A worker has claimed the run of this version.
     Taken,
+    /// Paused: nothing requested, and only a resume installs a request.
+    Paused,
     /// Run at a deadline (encoded; see [`Kind::deadline`]).
     At {
         /// Unit exponent: units are `2^exp` µs.
@@ -115,6 +125,7 @@ impl Kind {
             Kind::Idle => (TAG_IDLE, 0),
             Kind::Due => (TAG_DUE, 0),
             Kind::Taken => (TAG_TAKEN, 0),
+            Kind::Paused => (TAG_PAUSED, 0),
             Kind::At { exp, mantissa } => (exp / 2, u64::from(mantissa)),
         }
     }
@@ -151,6 +162,7 @@ impl Word {
             TAG_IDLE => Kind::Idle,
             TAG_DUE => Kind::Due,
             TAG_TAKEN => Kind::Taken,
+            TAG_PAUSED => Kind::Paused,
             half => Kind::At {
                 exp: half * 2,
                 mantissa: (self.0 & MANTISSA_MASK) as u32,
@@ -190,6 +202,17 @@ pub(crate) fn is_newer(a: u32, b: u32) -> bool {
     distance != 0 && distance < (VERSION_MASK >> 1) + 1
 }
 
+/// Why [`Request::install`] installed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// A newer version is installed: its request wins.
+    Newer,
+    /// The trigger is paused (a firer's request).
+    Paused,
+    /// The trigger is not paused (a resume's request).
+    NotPaused,
+}
+
 /// The atomic request word of one trigger.
 #[derive(Debug)]
 pub(crate) struct Request {
@@ -225,20 +248,65 @@ impl Request {
     }
 
     /// Installs `kind` for `version` unless a newer version is already
-    /// installed, setting IN_INBOX too if `to_inbox`; returns the word it
-    /// replaced, or `None` if refused. Same-version writes are allowed (exit
-    /// re-arms, re-runs after a reservation).
+    /// installed or the trigger is paused, setting IN_INBOX too if
+    /// `to_inbox`; returns the word it replaced, or `None` if refused.
+    /// Same-version writes are allowed (exit re-arms, re-runs after a
+    /// reservation).
     pub(crate) fn publish(&self, version: u32, kind: Kind, to_inbox: bool) -> Option<Word> {
+        self.install(version, kind, to_inbox, false).ok()
+    }
+
+    /// [`publish`](Self::publish), telling why it was refused; with
+    /// `resume`, the request of a resume, installed only over PAUSED (and
+    /// never under a newer version). A firer's request that meets PAUSED
+    /// raises the paused word's version to its own: the resume that later
+    /// finds it newer than its own request advances again, so the request
+    /// it installs is never made stale by a fire refused meanwhile.
+    pub(crate) fn install(
+        &self,
+        version: u32,
+        kind: Kind,
+        to_inbox: bool,
+        resume: bool,
+    ) -> Result<Word, Refused> {
         let fresh = Word::new(version, kind).raw() | if to_inbox { IN_INBOX } else { 0 };
         self.update(|current| {
+            let paused = current.kind() == Kind::Paused;
+            if paused && !resume {
+                if !is_newer(version, current.version()) {
+                    return Step::Keep(Err(Refused::Paused));
+                }
+                let raised = Word::new(version, Kind::Paused).with_inbox_of(current.raw());
+                // Relaxed: the version is only compared, by the resume's
+                // own RMW on this word; no data goes with it.
+                return Step::Store(raised, Ordering::Relaxed, Err(Refused::Paused));
+            }
+            if resume && !paused {
+                return Step::Keep(Err(Refused::NotPaused));
+            }
             if is_newer(current.version(), version) {
-                return Step::Keep(None);
+                return Step::Keep(Err(Refused::Newer));
             }
             // AcqRel: Release hands the caller's writes to the worker's
             // Acquire in `take_due` (G2); Acquire pairs with `touch` for the
             // timer wake-up protocol (scheduler/inbox.rs).
             let new = fresh | (current.raw() & IN_INBOX);
-            Step::Store(new, Ordering::AcqRel, Some(current))
+            Step::Store(new, Ordering::AcqRel, Ok(current))
+        })
+    }
+
+    /// Installs PAUSED over whatever the word holds, keeping its version
+    /// and IN_INBOX; returns the word it replaced (PAUSED itself if the
+    /// trigger was paused already: then nothing changes). Relaxed: what
+    /// makes a pause hold is the order of RMWs on this word and on the
+    /// state word, not data handed to anyone (see `Core::pause`).
+    pub(crate) fn pause(&self) -> Word {
+        self.update(|current| {
+            if current.kind() == Kind::Paused {
+                return Step::Keep(current);
+            }
+            let paused = Word::new(current.version(), Kind::Paused).with_inbox_of(current.raw());
+            Step::Store(paused, Ordering::Relaxed, current)
         })
     }
 

@@ -19,6 +19,8 @@ pub enum TriggerState {
     Idle,
     /// The latest call was `suspend`.
     Suspended,
+    /// Paused: no fire starts a run until `resume` (G17).
+    Paused,
     /// A run is due now and waits for a worker.
     Due,
     /// A run is armed for this time (since the scheduler started).
@@ -74,11 +76,15 @@ pub(crate) struct Counters {
     /// Release, and `loom_dispatch`'s lateness model checks that edge.
     due_at_us: crate::sync::AtomicU64,
     due_version: crate::sync::AtomicU32,
-    start_version: u32,
+    /// Worker side: the delay the last iteration returned (see
+    /// [`encode_delay`]): what `resume` re-arms.
+    last_delay: AtomicU32,
     /// Times the 30-bit version wrapped to 0 (fire side, rare).
     wraps: AtomicU32,
     /// `suspend` calls, and the version the last one installed.
     suspend_version: AtomicU32,
+    /// Advances that are not fires (suspend, pause, resume), plus the
+    /// version the trigger started at: fires are the advances less these.
     suspends: AtomicU64,
     /// Worker side (the holder of RUNNING).
     iterations: AtomicU64,
@@ -94,6 +100,37 @@ pub(crate) struct Counters {
     max_lateness_us: AtomicU32,
 }
 
+/// Units of an encoded delay, by the top two bits: µs, ms, s.
+const DELAY_UNITS_NS: [u64; 3] = [1_000, 1_000_000, 1_000_000_000];
+const DELAY_VALUE_BITS: u32 = 30;
+
+/// A delay in 32 bits, rounded **up** (a resumed run is never early,
+/// G15): the top two bits pick the unit — µs below about 17.9 minutes, ms
+/// below about 12.4 days, s up to about 34 years — and the low 30 bits
+/// count them. `NONE` (all ones) is no delay; a longer delay encodes as
+/// `NONE` too (shortening it would make the resumed run early): such a
+/// trigger resumes idle, as one that returned `None`.
+fn encode_delay(delay: Duration) -> u32 {
+    let nanos = delay.as_nanos();
+    for (unit, &unit_ns) in DELAY_UNITS_NS.iter().enumerate() {
+        let count = nanos.div_ceil(u128::from(unit_ns));
+        if count < 1 << DELAY_VALUE_BITS {
+            return ((unit as u32) << DELAY_VALUE_BITS) | count as u32;
+        }
+    }
+    NONE
+}
+
+/// See [`encode_delay`].
+fn decode_delay(encoded: u32) -> Option<Duration> {
+    if encoded == NONE {
+        return None;
+    }
+    let unit_ns = DELAY_UNITS_NS[(encoded >> DELAY_VALUE_BITS).min(2) as usize];
+    let count = u64::from(encoded & ((1 << DELAY_VALUE_BITS) - 1));
+    Some(Duration::from_nanos(count * unit_ns))
+}
+
 /// The largest lateness the statistics keep, in µs (about 71.6 minutes).
 const LATENESS_MAX: u32 = u32::MAX - 1;
 
@@ -105,9 +142,9 @@ const LATENESS_MAX: u32 = u32::MAX - 1;
 impl Counters {
     pub(crate) fn new(start_version: u32) -> Self {
         Self {
-            start_version,
+            last_delay: AtomicU32::new(NONE),
             wraps: AtomicU32::new(0),
-            suspends: AtomicU64::new(0),
+            suspends: AtomicU64::new(start_version as u64),
             suspend_version: AtomicU32::new(NONE),
             due_at_us: crate::sync::AtomicU64::new(0),
             due_version: crate::sync::AtomicU32::new(NONE),
@@ -129,6 +166,25 @@ impl Counters {
         if version == 0 {
             self.wraps.fetch_add(1, Relaxed);
         }
+    }
+
+    /// An advance that is not a fire (a resume's): not counted as one.
+    pub(crate) fn not_a_fire(&self) {
+        self.suspends.fetch_add(1, Relaxed);
+    }
+
+    /// Worker side: the delay the iteration that just ended returned.
+    pub(crate) fn returned(&self, next: Option<Duration>) {
+        let encoded = next.map_or(NONE, encode_delay);
+        // Most tasks return the same delay every time: no store then.
+        if self.last_delay.load(Relaxed) != encoded {
+            self.last_delay.store(encoded, Relaxed);
+        }
+    }
+
+    /// The delay the last iteration returned (see [`encode_delay`]).
+    pub(crate) fn last_delay(&self) -> Option<Duration> {
+        decode_delay(self.last_delay.load(Relaxed))
     }
 
     pub(crate) fn suspended(&self, version: u32) {
@@ -203,7 +259,6 @@ impl Counters {
     ) -> TriggerStats {
         let advances = u64::from(self.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
             + u64::from(state.version());
-        let advances = advances.saturating_sub(u64::from(self.start_version));
         let fires = advances.saturating_sub(self.suspends.load(Relaxed));
         let served = self.served_fires.load(Relaxed);
         let micros = |value: u64| (value != u64::MAX).then(|| Duration::from_micros(value));
@@ -244,6 +299,7 @@ impl Counters {
                 TriggerState::Suspended
             }
             Kind::Idle => TriggerState::Idle,
+            Kind::Paused => TriggerState::Paused,
         }
     }
 }
@@ -320,6 +376,37 @@ mod tests {
     fn snapshot(counters: &Counters) -> TriggerStats {
         let word = Word::new(1, Kind::Idle);
         counters.snapshot(None, Snapshot::from_raw(1), word, 0, false)
+    }
+
+    #[test]
+    fn an_encoded_delay_is_never_shorter_and_close() {
+        for delay in [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_micros(999_999),
+            Duration::from_secs(30),
+            Duration::from_secs(17 * 60) + Duration::from_nanos(7),
+            Duration::from_secs(86_400 * 3),
+            Duration::from_secs(86_400 * 365 * 5) + Duration::from_nanos(1),
+        ] {
+            let decoded = decode_delay(encode_delay(delay)).unwrap();
+            assert!(decoded >= delay, "{delay:?} -> {decoded:?}");
+            // Rounded up by under one unit: 1 µs, 1 ms or 1 s, and by
+            // under a millionth of the delay past the first unit.
+            assert!(decoded - delay < Duration::from_secs(1));
+            assert!(decoded - delay <= Duration::from_micros(1) + delay / 1_000_000);
+        }
+        assert_eq!(decode_delay(encode_delay(Duration::MAX)), None);
+        assert_eq!(
+            decode_delay(encode_delay(Duration::from_secs(1 << 30))),
+            None
+        );
+        let counters = Counters::new(0);
+        assert_eq!(counters.last_delay(), None);
+        counters.returned(Some(Duration::from_secs(30)));
+        assert_eq!(counters.last_delay(), Some(Duration::from_secs(30)));
+        counters.returned(None);
+        assert_eq!(counters.last_delay(), None);
     }
 
     #[test]

@@ -305,6 +305,8 @@ enum Call {
     FireAfter(Duration),
     FireWithin(Duration),
     Suspend,
+    /// `pause`, then `resume_after(delay)` (and `resume` if refused).
+    PauseResume(Duration),
     Advance(Duration),
     AdvanceTo(Duration),
     NextDeadline,
@@ -322,6 +324,7 @@ fn call() -> impl Strategy<Value = Call> {
         4 => duration().prop_map(Call::FireAfter),
         3 => duration().prop_map(Call::FireWithin),
         1 => Just(Call::Suspend),
+        2 => duration().prop_map(Call::PauseResume),
         3 => duration().prop_map(Call::Advance),
         2 => duration().prop_map(Call::AdvanceTo),
         1 => Just(Call::NextDeadline),
@@ -347,6 +350,28 @@ fn apply(sim: &VirtualScheduler, trigger: &Trigger, bound: &mut Vec<Trigger>, ca
             check_timed_fire(trigger, window, |t, d| t.fire_within(d), (now, now));
         }
         Call::Suspend => trigger.suspend(),
+        Call::PauseResume(delay) => {
+            trigger.pause();
+            assert_eq!(trigger.fire(), Err(FireError::Paused));
+            match trigger.resume_after(delay) {
+                Ok(resumed) => assert!(resumed),
+                Err(FireError::DelayTooLong(reported)) => {
+                    assert_eq!(reported, delay);
+                    assert!(
+                        now.checked_add(delay)
+                            .and_then(|end| end.checked_add(MAX_TICK))
+                            .map_or(true, |end| end > horizon),
+                        "{delay:?} refused at {now:?}, though it fits the clock"
+                    );
+                    assert!(trigger.is_paused(), "a refusal changes nothing");
+                    // Back on the schedule (any delay: resumes idle if
+                    // it is past the clock).
+                    assert_eq!(trigger.resume(), Ok(true));
+                }
+                Err(other) => panic!("{delay:?} gave {other:?} before shutdown"),
+            }
+            assert!(!trigger.is_paused());
+        }
         Call::Advance(delay) => {
             let _ = sim.advance(delay);
             let step = Duration::from_micros(micros_up(delay));

@@ -3,7 +3,7 @@
 //! against a small sequential reference model: which iterations run, at
 //! which virtual instants.
 
-use circulation_trigger::{Scheduler, Trigger, VirtualScheduler, WeakTrigger};
+use circulation_trigger::{FireError, Scheduler, Trigger, VirtualScheduler, WeakTrigger};
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Duration;
@@ -26,7 +26,7 @@ enum Step {
 }
 
 /// What the test does.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Fire,
     FireAfter(u64),
@@ -34,6 +34,10 @@ enum Op {
     FireAt(u64),
     Suspend,
     Advance(u64),
+    Pause,
+    /// `resume`: the delay the last run returned, from now.
+    Resume,
+    ResumeAfter(u64),
 }
 
 /// Marks panics the scripts raise on purpose, so the hook keeps them quiet.
@@ -63,15 +67,34 @@ struct Model {
     /// `TriggerBuilder::min_interval` (µs; 0: none): no start sooner than
     /// this after the previous start.
     min_interval: u64,
+    /// Paused (G17): fires are refused, nothing runs.
+    paused: bool,
+    /// The delay the last run returned (µs): what `resume` re-arms.
+    last_delay: Option<u64>,
 }
 
 impl Model {
     fn apply(&mut self, op: Op, script: &[Step]) {
         match op {
+            // Refused while paused (G17).
+            Op::Fire | Op::FireAfter(_) | Op::FireAt(_) | Op::Suspend if self.paused => {}
             Op::Fire => self.pending = Some(self.now),
             Op::FireAfter(d) => self.pending = Some(self.now + d),
             Op::FireAt(t) => self.pending = Some(t.max(self.now)),
             Op::Suspend => self.pending = None,
+            Op::Pause => {
+                self.paused = true;
+                self.pending = None;
+            }
+            Op::Resume | Op::ResumeAfter(_) if !self.paused => {}
+            Op::Resume => {
+                self.paused = false;
+                self.pending = self.last_delay.map(|d| self.now + d);
+            }
+            Op::ResumeAfter(d) => {
+                self.paused = false;
+                self.pending = Some(self.now + d);
+            }
             Op::Advance(d) => {
                 let target = self.now + d;
                 while let Some(at) = self.next_start().filter(|&at| at <= target) {
@@ -97,6 +120,12 @@ impl Model {
         self.runs.push(self.now);
         let step = script[self.step % script.len()];
         self.step += 1;
+        self.last_delay = match step {
+            Step::Again(d) => Some(d),
+            Step::Stop | Step::Panic => None,
+            // These return 1 s (superseded by what they did).
+            Step::FireSelf | Step::FireAfterSelf(_) | Step::SuspendSelf => Some(1_000_000),
+        };
         self.pending = match step {
             Step::Again(d) => Some(coalesced(self.now + d, d)),
             Step::Stop | Step::Panic | Step::SuspendSelf => None,
@@ -164,14 +193,28 @@ fn scripted_with(
 }
 
 fn apply(trigger: &Trigger, sim: &VirtualScheduler, op: Op) {
-    match op {
-        Op::Fire => trigger.fire().unwrap(),
-        Op::FireAfter(d) => trigger.fire_after(Duration::from_micros(d)).unwrap(),
-        Op::FireAt(t) => trigger.fire_at_elapsed(Duration::from_micros(t)).unwrap(),
-        Op::Suspend => trigger.suspend(),
+    let paused = trigger.is_paused();
+    let fired = match op {
+        Op::Fire => trigger.fire(),
+        Op::FireAfter(d) => trigger.fire_after(Duration::from_micros(d)),
+        Op::FireAt(t) => trigger.fire_at_elapsed(Duration::from_micros(t)),
+        Op::Suspend => {
+            trigger.suspend();
+            Ok(())
+        }
         Op::Advance(d) => {
             sim.advance(Duration::from_micros(d));
+            return;
         }
+        Op::Pause => return trigger.pause(),
+        Op::Resume => return assert_eq!(trigger.resume(), Ok(paused)),
+        Op::ResumeAfter(d) => {
+            return assert_eq!(trigger.resume_after(Duration::from_micros(d)), Ok(paused))
+        }
+    };
+    match fired {
+        Ok(()) => assert!(!paused || op == Op::Suspend),
+        Err(error) => assert!(paused && error == FireError::Paused, "{op:?}: {error}"),
     }
 }
 
@@ -214,6 +257,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u64..20_000_000).prop_map(Op::FireAt),
         1 => Just(Op::Suspend),
         4 => prop_oneof![0u64..10, 10u64..1_000_000, 1_000_000u64..2_000_000].prop_map(Op::Advance),
+        1 => Just(Op::Pause),
+        1 => Just(Op::Resume),
+        1 => delay().prop_map(Op::ResumeAfter),
     ]
 }
 
@@ -239,6 +285,7 @@ proptest! {
             apply(&trigger, &sim, op);
             model.apply(op, &script);
             prop_assert_eq!(&*runs.lock().unwrap(), &model.runs, "after {:?}", op);
+            prop_assert_eq!(trigger.is_paused(), model.paused);
         }
     }
 
@@ -259,6 +306,7 @@ proptest! {
             apply(&trigger, &sim, op);
             model.apply(op, &script);
             prop_assert_eq!(&*runs.lock().unwrap(), &model.runs, "after {:?}", op);
+            prop_assert_eq!(trigger.is_paused(), model.paused);
         }
     }
 

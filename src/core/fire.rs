@@ -30,7 +30,7 @@ use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
-use crate::request::{Kind, Word};
+use crate::request::{Kind, Refused, Word};
 use crate::state::Reserve;
 use crate::sync::{Arc, Ordering};
 use std::time::Duration;
@@ -87,6 +87,7 @@ impl<R: Runtime> Core<R> {
         if self.runtime.is_closed() {
             return Err(FireError::Shutdown);
         }
+        self.check_paused()?;
         let (version, coalesced) = self.state.advance_fire();
         self.advanced(version, coalesced);
         if coalesced {
@@ -101,7 +102,7 @@ impl<R: Runtime> Core<R> {
             }
             return Ok(version);
         }
-        let replaced = self.request.publish(version, Kind::Due, false);
+        let replaced = refused_if_paused(self.request.install(version, Kind::Due, false, false))?;
         if replaced.is_some() && !self.reserve_inline() {
             self.schedule_run(OnClosed::Refuse);
         }
@@ -126,7 +127,22 @@ impl<R: Runtime> Core<R> {
         }
         // Created before the fire, so the run serving it reports to them.
         self.waiters();
-        self.fire_version().map_err(|_| WaitError::Shutdown)
+        self.fire_version().map_err(|error| match error {
+            FireError::Paused => WaitError::Paused,
+            _ => WaitError::Shutdown,
+        })
+    }
+
+    /// A fire's first look: refused at once while the trigger is paused
+    /// (G17). Only the answer depends on this Relaxed look: a fire that
+    /// passes it as `pause` begins is refused by the paused word, or its
+    /// run is made stale by the pause's advance (see [`pause`](Self::pause)).
+    #[inline]
+    fn check_paused(&self) -> Result<(), FireError> {
+        if self.request.peek().kind() == Kind::Paused {
+            return Err(FireError::Paused);
+        }
+        Ok(())
     }
 
     /// Fired while an iteration runs: do the dispatcher's job right here —
@@ -197,9 +213,10 @@ impl<R: Runtime> Core<R> {
         if self.runtime.is_closed() {
             return Err(FireError::Shutdown);
         }
+        self.check_paused()?;
         let version = self.advance();
         let (kind, replaced) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
-        self.confirm(version, kind, replaced)
+        self.confirm(version, kind, refused_if_paused(replaced)?)
     }
 
     /// Requests a run when the scheduler's clock shows `at_ns` (now, if it
@@ -248,6 +265,106 @@ impl<R: Runtime> Core<R> {
         if let Some(waiters) = self.waiters.get() {
             waiters.suspended(version);
         }
+    }
+
+    /// **pause** (G17): installs PAUSED in the request word, then advances
+    /// the state word. Once this returns, no iteration starts until
+    /// [`resume`](Self::resume):
+    /// - a request published before the PAUSED install is replaced by it,
+    ///   and a run already claimed (TAKEN) enters with a version older than
+    ///   this advance: `enter` finds it stale — unless it entered before the
+    ///   advance, i.e. before this returned (an iteration in flight
+    ///   finishes, as with `suspend`);
+    /// - every publish after the install is refused (a fire, a delayed
+    ///   request, a re-arm, a re-run, an expiry that finds the word
+    ///   changed), and RESERVED, cleared by the advance, can only be set
+    ///   again by a run claimed from a DUE request — none is installed.
+    ///
+    /// Pause and resume take the runtime's pause lock: each is two RMWs on
+    /// two words, and a resume between a pause's two would be made stale
+    /// by its advance. Fires never take it.
+    pub(crate) fn pause(&self) {
+        let guard = crate::sync::lock(self.runtime.pause_lock());
+        if self.request.pause().kind() == Kind::Paused {
+            return; // paused already: that pause advanced
+        }
+        let version = self.advance();
+        self.stats.suspended(version);
+        drop(guard);
+        // Waiters of a fire the pause cancelled are told "suspended".
+        if let Some(waiters) = self.waiters.get() {
+            waiters.suspended(version);
+        }
+    }
+
+    /// Whether the trigger is paused.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.request.peek().kind() == Kind::Paused
+    }
+
+    /// **resume** (G17): takes a paused trigger back on a schedule — a run
+    /// `delay` from now (`Some(ZERO)`: at once), or with `None` no run at
+    /// all (idle, not paused). Returns whether the trigger was paused.
+    ///
+    /// The request goes in with a fresh version (an advance) and only over
+    /// PAUSED (`Request::install` with `resume`). A fire that passed its
+    /// paused check before the pause and advances after this advance makes
+    /// that version stale; if its publish came first, it was refused and
+    /// raised the paused word's version past ours, so the install fails
+    /// with `Newer` and we advance again — each such fire at most once,
+    /// since new fires are refused by their check. If its publish comes
+    /// after ours, it installs its newer request over ours and runs as a
+    /// fire after the resume. A fire that advanced before ours and
+    /// publishes after finds a newer version and returns `Ok`: it began
+    /// before the pause took effect, which cancelled it (no fire is lost
+    /// that `pause` did not cancel).
+    pub(crate) fn resume(self: &Arc<Self>, delay: Option<Duration>) -> Result<bool, FireError> {
+        if self.runtime.is_closed() {
+            return Err(FireError::Shutdown);
+        }
+        let now_ns = self.runtime.clock().now_ns();
+        let now_us = now_ns / 1_000;
+        // Checked before anything changes: a delay too long leaves the
+        // trigger paused.
+        let (kind, deadline) = match delay {
+            None => (Kind::Idle, 0),
+            Some(delay) if delay.is_zero() => (Kind::Due, 0),
+            Some(delay) => {
+                let deadline = deadline_us(now_ns, delay, self.runtime.tick_us())
+                    .ok_or(FireError::DelayTooLong(delay))?;
+                (Kind::at(deadline, now_us), deadline)
+            }
+        };
+        let guard = crate::sync::lock(self.runtime.pause_lock());
+        if !self.is_paused() {
+            return Ok(false);
+        }
+        let to_inbox = matches!(kind, Kind::At { .. });
+        let (version, replaced) = loop {
+            let version = self.advance();
+            self.stats.not_a_fire();
+            match self.request.install(version, kind, to_inbox, true) {
+                Ok(replaced) => break (version, replaced),
+                // A fire refused by the pause advanced past us: again.
+                Err(Refused::Newer) => continue,
+                // Only pause and resume change PAUSED, and we hold the lock.
+                Err(Refused::NotPaused | Refused::Paused) => return Ok(false),
+            }
+        };
+        drop(guard);
+        match kind {
+            Kind::Due if !self.reserve_inline() => self.schedule_run(OnClosed::Refuse),
+            Kind::At { .. } => {
+                if let Some(push) =
+                    self.hand_to_timer(Ok(replaced), deadline, now_us, OnClosed::Refuse)
+                {
+                    push.deliver(OnClosed::Refuse);
+                }
+            }
+            _ => {}
+        }
+        self.confirm(version, kind, Some(replaced))?;
+        Ok(true)
     }
 
     /// Puts the trigger in the run queue unless it is there already. A
@@ -341,12 +458,13 @@ impl<R: Runtime> Core<R> {
         deadline: u64,
         now_us: u64,
         on_closed: OnClosed,
-    ) -> (Kind, Option<Word>) {
-        let (kind, replaced, push) = self.publish_at_later(version, deadline, now_us, on_closed);
-        if let Some(push) = push {
+    ) -> (Kind, Result<Word, Refused>) {
+        let kind = Kind::at(deadline, now_us);
+        let installed = self.request.install(version, kind, true, false);
+        if let Some(push) = self.hand_to_timer(installed, deadline, now_us, on_closed) {
             push.deliver(on_closed);
         }
-        (kind, replaced)
+        (kind, installed)
     }
 
     /// [`publish_at`](Self::publish_at), leaving the inbox push (if one is
@@ -359,24 +477,40 @@ impl<R: Runtime> Core<R> {
         deadline: u64,
         now_us: u64,
         on_closed: OnClosed,
-    ) -> (Kind, Option<Word>, Option<InboxPush<R>>) {
-        let kind = Kind::at(deadline, now_us);
-        let replaced = self.request.publish(version, kind, true);
-        let push = match replaced {
-            Some(old) if !old.in_inbox() => Some(InboxPush {
+    ) -> Option<InboxPush<R>> {
+        let installed = self
+            .request
+            .install(version, Kind::at(deadline, now_us), true, false);
+        self.hand_to_timer(installed, deadline, now_us, on_closed)
+    }
+
+    /// After an AT request for `deadline` was installed (or refused): the
+    /// install that set IN_INBOX must push the trigger to the inbox — it
+    /// returns the push —; one that found it set only wakes the timer if
+    /// the deadline is earlier than its sleep target.
+    fn hand_to_timer(
+        self: &Arc<Self>,
+        installed: Result<Word, Refused>,
+        deadline: u64,
+        now_us: u64,
+        on_closed: OnClosed,
+    ) -> Option<InboxPush<R>> {
+        match installed {
+            Ok(old) if !old.in_inbox() => Some(InboxPush {
                 core: Arc::clone(self),
                 now_us,
             }),
-            Some(_) => {
+            Ok(_) => {
                 self.runtime.poke_timer(deadline);
                 if self.runtime.is_closed() {
                     self.closed_under(on_closed);
                 }
                 None
             }
-            None => None, // a newer request won; its caller tells the timer
-        };
-        (kind, replaced, push)
+            // A newer request won (its caller tells the timer), or the
+            // trigger is paused.
+            Err(_) => None,
+        }
     }
 
     /// Timer side: the AT request the timer read is due. Marks it DUE
@@ -385,5 +519,15 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn expire(&self, seen: Word, due_at_us: u64) -> bool {
         self.stats.marked_due(seen.version(), due_at_us);
         self.request.expire(seen) && self.claim_queue_slot(OnClosed::List)
+    }
+}
+
+/// A firer's install: `Ok(Some(replaced))`, `Ok(None)` if a newer request
+/// won, or the error of a paused trigger.
+fn refused_if_paused(installed: Result<Word, Refused>) -> Result<Option<Word>, FireError> {
+    match installed {
+        Ok(replaced) => Ok(Some(replaced)),
+        Err(Refused::Paused) => Err(FireError::Paused),
+        Err(_) => Ok(None),
     }
 }

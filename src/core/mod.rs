@@ -231,6 +231,11 @@ impl<R: Runtime> Core<R> {
         }
     }
 
+    /// The delay the last iteration returned: what `resume` re-arms.
+    pub(crate) fn last_delay(&self) -> Option<std::time::Duration> {
+        self.stats.last_delay()
+    }
+
     /// The waiters, created on first use.
     pub(crate) fn waiters(&self) -> &Waiters {
         self.waiters.get_or_init(Box::default)

@@ -234,7 +234,6 @@ impl<R: Runtime> Core<R> {
             Exit::Done { live: false } => return None, // a newer request rules
         };
         self.publish_at_later(live, end_us, now_us, OnClosed::List)
-            .2
     }
 
     /// Runs one iteration (this worker holds RUNNING), then exits; or, for
@@ -342,6 +341,7 @@ impl<R: Runtime> Core<R> {
                 retry
             }
         };
+        self.stats.returned(next);
         // The outcome goes to the shutdown report if the scan listed this
         // run: looked up before `exit`, or after it if the scan had not run
         // yet — it may read RUNNING between the first look and `exit`; the
@@ -415,7 +415,6 @@ impl<R: Runtime> Core<R> {
             deadline = coalesce(deadline, delay);
         }
         self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)
-            .2
     }
 }
 

@@ -18,11 +18,12 @@
 //! | be listed by shutdown and stats            | [`register`](Runtime::register) … [`unlist_in_flight`](Runtime::unlist_in_flight) |
 //! | report a panic, count an async iteration   | [`report_panic`](Runtime::report_panic), [`alive_started`](Runtime::alive_started) |
 //! | set the task context for an async poll     | [`enter_context`](Runtime::enter_context), [`is_cancelled`](Runtime::is_cancelled) |
+//! | keep pause and resume apart                | [`pause_lock`](Runtime::pause_lock)               |
 
 use super::Core;
 use crate::clock::Clock;
 use crate::context::{Context, Outcome};
-use crate::sync::{Arc, Weak};
+use crate::sync::{Arc, Mutex, Weak};
 use std::any::Any;
 
 /// Estimated work one helper is woken for (µs): below it, waking another
@@ -104,4 +105,9 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
     /// this runtime on this thread; returns what it replaced, for
     /// `context::leave_thread`.
     fn enter_context(&self) -> Option<Context>;
+
+    /// The lock `pause` and `resume` take (never a fire): it keeps a
+    /// resume from slipping between a pause's two steps (see
+    /// `Core::pause`). One per runtime: both are rare.
+    fn pause_lock(&self) -> &Mutex<()>;
 }

@@ -23,6 +23,7 @@ pub(crate) struct TestRuntime {
     /// Panics reported.
     pub(crate) panics: Mutex<Vec<String>>,
     registered: Mutex<u32>,
+    pausing: Mutex<()>,
 }
 
 impl TestRuntime {
@@ -36,6 +37,7 @@ impl TestRuntime {
             to_timer: Mutex::default(),
             panics: Mutex::default(),
             registered: Mutex::new(0),
+            pausing: Mutex::new(()),
         })
     }
 
@@ -115,6 +117,9 @@ impl Runtime for TestRuntime {
     fn alive_ended(&self) {}
     fn enter_context(&self) -> Option<Context> {
         None
+    }
+    fn pause_lock(&self) -> &Mutex<()> {
+        &self.pausing
     }
 }
 

@@ -167,6 +167,10 @@ impl Runtime for Shared {
         crate::context::enter_thread(&self.lifecycle.cancel, &self.clock)
     }
 
+    fn pause_lock(&self) -> &crate::sync::Mutex<()> {
+        &self.pausing
+    }
+
     /// An async iteration ended.
     fn alive_ended(&self) {
         self.thread_exited();

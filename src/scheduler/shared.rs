@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     /// scan, and by readers of the report after `closed` is set: nobody
     /// sees a shutdown half begun.
     pub(super) shutting: Mutex<()>,
+    /// Taken by `pause` and `resume` (see `Runtime::pause_lock`).
+    pub(super) pausing: Mutex<()>,
     pub(super) lifecycle: Lifecycle<Shared>,
     /// How long `shutdown_now` and drop wait for iterations in flight.
     pub(super) grace: Duration,
@@ -85,6 +87,7 @@ impl Shared {
             limits,
             closed: AtomicBool::new(false),
             shutting: Mutex::new(()),
+            pausing: Mutex::new(()),
             lifecycle: Lifecycle::default(),
             grace: DEFAULT_GRACE,
             panics: AtomicU64::new(0),

@@ -10,6 +10,7 @@ use std::fmt;
 use std::time::Duration;
 
 mod builder;
+mod pause;
 
 pub use builder::TriggerBuilder;
 
@@ -442,9 +443,12 @@ impl Trigger {
         self.handle.core.fire_within(window)
     }
 
-    /// Stops the trigger: no new iteration starts after `suspend` returns
-    /// (until the next fire); an iteration in flight finishes and its
-    /// returned delay is ignored. Works after shutdown too.
+    /// Cancels what is pending: no new iteration starts after `suspend`
+    /// returns — **until the next fire**, which starts the trigger again;
+    /// an iteration in flight finishes and its returned delay is ignored.
+    /// Works after shutdown too. A switch that must hold whatever fires
+    /// arrive wants [`pause`](Self::pause) (see [Pause and
+    /// resume](#pause-and-resume)).
     #[inline]
     pub fn suspend(&self) {
         self.handle.core.suspend();

@@ -1,0 +1,270 @@
+//! Models of G17, pause is a mode, on the crate's real code: `pause`
+//! against fires, a run already claimed, the exit step's re-run and re-arm,
+//! a delayed request and `suspend`; `resume` against a fire that began
+//! before the pause (the one that can make a resume's request stale).
+#![cfg(loom)]
+
+mod common;
+
+use circulation_trigger::model::Harness;
+use circulation_trigger::FireError;
+use common::{run_model, run_model_bounded, Count};
+use loom::sync::Arc;
+use loom::thread;
+use std::time::Duration;
+
+/// Versions to start from: 0, and just below the 30-bit wrap (G12).
+const STARTS: [u32; 2] = [0, (1 << 30) - 1];
+
+/// A fire is accepted, or refused because the trigger is paused.
+fn accepted(fired: Result<(), FireError>) -> bool {
+    match fired {
+        Ok(()) => true,
+        Err(FireError::Paused) => false,
+        Err(other) => panic!("{other}"),
+    }
+}
+
+/// Runs started after `pause` returned: none. A worker claims and enters
+/// runs while a user fires and another thread fires then pauses; a run
+/// claimed before the pause (TAKEN) must find its version stale.
+#[test]
+fn g17_fires_racing_pause_start_nothing_after_it() {
+    for start in STARTS {
+        run_model(move || {
+            let h = Arc::new(Harness::new());
+            let runs = Count::default();
+            let r = runs.clone();
+            let trigger = h.trigger(start, move || {
+                r.bump();
+                None
+            });
+            trigger.fire().unwrap();
+            let worker = {
+                let h = h.clone();
+                thread::spawn(move || {
+                    h.run_one();
+                    h.run_one();
+                })
+            };
+            let firer = {
+                let t = trigger.clone();
+                thread::spawn(move || accepted(t.fire()))
+            };
+            let pauser = {
+                let (t, runs) = (trigger.clone(), runs.clone());
+                thread::spawn(move || {
+                    t.pause();
+                    // Snapshot first: an iteration seen idle here has
+                    // already counted itself (its exit Release precedes
+                    // this Acquire).
+                    let in_flight = usize::from(Harness::snapshot(&t).is_running());
+                    (in_flight, runs.get())
+                })
+            };
+            let (in_flight, at_pause) = pauser.join().unwrap();
+            firer.join().unwrap();
+            worker.join().unwrap();
+            h.run_all();
+            assert!(
+                runs.get() <= at_pause + in_flight,
+                "a run started after pause: runs {}, at pause {at_pause}, in flight {in_flight}",
+                runs.get()
+            );
+            assert_eq!(trigger.fire(), Err(FireError::Paused));
+            assert!(!h.is_armed(&trigger));
+        });
+    }
+}
+
+/// The exit step racing `pause`: a task that circulates at once (re-run)
+/// or later (re-arm) stops; `resume` then re-arms the delay it returned.
+#[test]
+fn g17_pause_racing_the_exit_step_stops_re_runs_and_re_arms() {
+    for delay_us in [0, 10] {
+        run_model_bounded(3, move || {
+            let h = Arc::new(Harness::new());
+            let runs = Count::default();
+            let r = runs.clone();
+            let trigger = h.trigger(0, move || {
+                r.bump();
+                Some(Duration::from_micros(delay_us))
+            });
+            trigger.fire().unwrap();
+            let worker = {
+                let h = h.clone();
+                thread::spawn(move || {
+                    h.run_one();
+                    h.run_one();
+                })
+            };
+            let pauser = {
+                let (t, runs) = (trigger.clone(), runs.clone());
+                thread::spawn(move || {
+                    t.pause();
+                    let in_flight = usize::from(Harness::snapshot(&t).is_running());
+                    (in_flight, runs.get())
+                })
+            };
+            let (in_flight, at_pause) = pauser.join().unwrap();
+            worker.join().unwrap();
+            h.run_all();
+            h.timer_turn(1_000);
+            h.run_all();
+            let paused_runs = runs.get();
+            assert!(
+                paused_runs <= at_pause + in_flight,
+                "a run started after pause: runs {paused_runs}, at pause {at_pause}, in flight {in_flight}"
+            );
+            // Back on the schedule the last run asked for, if one ran.
+            assert!(trigger.resume().unwrap());
+            // One run each way (a zero delay re-runs for ever: no run_all).
+            h.run_one();
+            h.timer_turn(2_000);
+            if delay_us > 0 {
+                h.run_one();
+            }
+            assert_eq!(runs.get(), paused_runs + usize::from(paused_runs > 0));
+        });
+    }
+}
+
+/// A delayed request racing `pause` never runs: it is replaced by the
+/// pause, or refused by it.
+#[test]
+fn g17_a_delayed_request_racing_pause_never_runs() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = h.trigger(0, move || {
+            r.bump();
+            None
+        });
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || match t.fire_after(Duration::from_micros(10)) {
+                Ok(()) | Err(FireError::Paused) => {}
+                Err(other) => panic!("{other}"),
+            })
+        };
+        let pauser = {
+            let t = trigger.clone();
+            thread::spawn(move || t.pause())
+        };
+        pauser.join().unwrap();
+        firer.join().unwrap();
+        h.timer_turn(100);
+        h.run_all();
+        assert_eq!(runs.get(), 0);
+        assert!(!h.is_armed(&trigger));
+    });
+}
+
+/// `resume` racing a fire that began before the pause: the fire is
+/// refused, or cancelled by the pause, or served after the resume; the
+/// resume's own schedule is never left stale (its request installed for
+/// a version a refused fire moved past), so a run always follows.
+#[test]
+fn g17_a_resume_racing_a_fire_that_began_before_the_pause_loses_neither() {
+    for start in STARTS {
+        run_model_bounded(3, move || {
+            let h = Arc::new(Harness::new());
+            let runs = Count::default();
+            let r = runs.clone();
+            let trigger = h.trigger(start, move || {
+                r.bump();
+                None
+            });
+            let firer = {
+                let t = trigger.clone();
+                thread::spawn(move || accepted(t.fire()))
+            };
+            let switch = {
+                let t = trigger.clone();
+                thread::spawn(move || {
+                    t.pause();
+                    assert!(t.resume_after(Duration::from_micros(10)).unwrap());
+                })
+            };
+            switch.join().unwrap();
+            firer.join().unwrap();
+            h.run_all();
+            h.timer_turn(100);
+            h.run_all();
+            assert!(runs.get() >= 1, "the resume's run was lost");
+            assert!(!trigger.is_paused());
+        });
+    }
+}
+
+/// `suspend` racing `pause`: the pause holds whatever their order, and a
+/// resume then runs.
+#[test]
+fn g17_suspend_racing_pause_leaves_it_paused() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = h.trigger(0, move || {
+            r.bump();
+            None
+        });
+        trigger.fire_after(Duration::from_micros(10)).unwrap();
+        let suspender = {
+            let t = trigger.clone();
+            thread::spawn(move || t.suspend())
+        };
+        let pauser = {
+            let t = trigger.clone();
+            thread::spawn(move || t.pause())
+        };
+        pauser.join().unwrap();
+        suspender.join().unwrap();
+        assert!(trigger.is_paused());
+        assert_eq!(trigger.fire(), Err(FireError::Paused));
+        h.timer_turn(100);
+        h.run_all();
+        assert_eq!(runs.get(), 0);
+        assert!(trigger.resume_after(Duration::ZERO).unwrap());
+        h.run_all();
+        assert_eq!(runs.get(), 1);
+    });
+}
+
+/// `pause` racing `resume`: they serialize (the pause lock), so the trigger
+/// ends paused (the resume came first and found nothing to do, or the
+/// pause came last) or resumed with its schedule live — never resumed
+/// with a request the pause's advance made stale.
+#[test]
+fn g17_pause_racing_resume_ends_paused_or_on_schedule() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = h.trigger(0, move || {
+            r.bump();
+            None
+        });
+        let pauser = {
+            let t = trigger.clone();
+            thread::spawn(move || t.pause())
+        };
+        // Finds the pause (then resumes it) or comes first (nothing to do).
+        let resumer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.resume_after(Duration::from_micros(10)).unwrap())
+        };
+        pauser.join().unwrap();
+        let resumed = resumer.join().unwrap();
+        h.timer_turn(100);
+        h.run_all();
+        if trigger.is_paused() {
+            assert!(!resumed || runs.get() == 0);
+            assert_eq!(runs.get(), 0);
+        } else {
+            assert!(resumed);
+            assert_eq!(runs.get(), 1, "resumed, but its run was lost");
+        }
+    });
+}

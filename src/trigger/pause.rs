@@ -1,0 +1,143 @@
+//! The off switch: `pause`, `resume`, `resume_after`, `is_paused` (G17).
+
+use super::Trigger;
+use crate::error::FireError;
+use std::time::Duration;
+
+/// # Pause and resume
+///
+/// `pause` is a mode; `suspend` is not. Which one a feature switch wants:
+///
+/// ```text
+///            suspend()              fire() from the bus        period ends
+/// suspend:   ──┤ pending run cancelled ──▶ runs again ───────────▶ runs …   (the switch is undone)
+///            pause()                fire() → Err(Paused)       period ends
+/// pause:     ──┤ pending run cancelled ──▶ nothing ─────────────▶ nothing … until resume()
+/// ```
+///
+/// A feature switch, a maintenance window, an operator's "stop refreshing":
+/// `pause`. "Cancel what is pending, the next fire starts again": `suspend`.
+impl Trigger {
+    /// Pauses the trigger until [`resume`](Self::resume): once `pause`
+    /// returns, no iteration starts — every `fire`, `fire_after`,
+    /// `fire_at`, `fire_within` and `fire_and_wait` is refused with
+    /// [`FireError::Paused`] (or [`WaitError::Paused`](crate::WaitError::Paused)),
+    /// the pending run (due or armed) is cancelled, and a delay the
+    /// iteration in flight returns is remembered, not armed. An iteration
+    /// in flight finishes. A fire that races `pause` is either refused,
+    /// or accepted and then cancelled by it (as a fire just before a
+    /// `suspend`), never run after `pause` returns (G17).
+    ///
+    /// Idempotent; works after shutdown too. Fires never wait for it:
+    /// `pause` and `resume` take a lock of their own, the fire path none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{FireError, Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::bind(&sim, || Some(Duration::from_secs(30)));
+    /// trigger.fire()?;
+    /// sim.advance(Duration::from_secs(1)); // ran once, armed for 30 s
+    ///
+    /// trigger.pause(); // the feature switch is off
+    /// assert_eq!(trigger.fire(), Err(FireError::Paused)); // "refresh now" from the bus
+    /// sim.advance(Duration::from_secs(120));
+    /// assert_eq!(trigger.stats().iterations, 1); // nothing ran while paused
+    ///
+    /// trigger.resume()?; // back on its 30 s schedule
+    /// sim.advance(Duration::from_secs(30));
+    /// assert_eq!(trigger.stats().iterations, 2);
+    /// # Ok::<(), FireError>(())
+    /// ```
+    pub fn pause(&self) {
+        self.handle.core.pause();
+    }
+
+    /// Takes a paused trigger back on its schedule: its next run is the
+    /// delay its last iteration returned, counted from now (a trigger
+    /// whose last iteration returned `None`, or that never ran, is
+    /// unpaused and stays idle until the next fire; so is one whose last
+    /// delay is over about 34 years). Fires are accepted
+    /// again from this call on; a fire racing it either is refused
+    /// (it saw the pause) or counts as a fire after the resume — none is
+    /// lost.
+    ///
+    /// Returns whether the trigger was paused; on a trigger that is not,
+    /// it changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`FireError::Shutdown`] after shutdown (the trigger stays paused).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::bind(&sim, || None);
+    /// assert!(!trigger.resume()?); // not paused: nothing to do
+    /// trigger.pause();
+    /// assert!(trigger.is_paused());
+    /// assert!(trigger.resume()?);
+    /// assert!(!trigger.is_paused());
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn resume(&self) -> Result<bool, FireError> {
+        // A delay beyond the clock's range never comes due: as `None`.
+        let core = &self.handle.core;
+        match core.resume(core.last_delay()) {
+            Err(FireError::DelayTooLong(_)) => core.resume(None),
+            resumed => resumed,
+        }
+    }
+
+    /// Takes a paused trigger back with its next run `delay` from now
+    /// (`Duration::ZERO`: at once) — for a switch that turns back on with
+    /// a refresh, or on a schedule of its own. Otherwise as
+    /// [`resume`](Self::resume).
+    ///
+    /// # Errors
+    ///
+    /// [`FireError::Shutdown`] after shutdown; [`FireError::DelayTooLong`]
+    /// if the deadline lies past the clock's range. The trigger stays
+    /// paused either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::bind(&sim, || Some(Duration::from_secs(30)));
+    /// trigger.pause();
+    /// trigger.resume_after(Duration::ZERO)?; // refresh at once, then every 30 s
+    /// sim.advance(Duration::from_secs(61));
+    /// assert_eq!(trigger.stats().iterations, 3);
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn resume_after(&self, delay: Duration) -> Result<bool, FireError> {
+        self.handle.core.resume(Some(delay))
+    }
+
+    /// Whether the trigger is paused (see [`pause`](Self::pause)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::bind(&sim, || None);
+    /// assert!(!trigger.is_paused());
+    /// trigger.pause();
+    /// assert!(trigger.is_paused());
+    /// ```
+    pub fn is_paused(&self) -> bool {
+        self.handle.core.is_paused()
+    }
+}
