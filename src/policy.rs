@@ -56,6 +56,8 @@ pub(crate) struct Policies {
     pub(crate) name: Option<Box<str>>,
     /// No start sooner than this after the previous start (µs; 0: none).
     pub(crate) min_interval_us: u64,
+    /// Trailing-edge debounce of `fire`, if set.
+    pub(crate) debounce: Option<Debounce>,
     /// A run longer than this is reported stuck (µs; 0: never).
     pub(crate) stuck_after_us: u64,
     /// The run in flight was reported stuck; cleared when a run starts.
@@ -88,20 +90,24 @@ impl Policies {
         name: Option<Box<str>>,
         min_interval: Duration,
         stuck_after: Duration,
+        debounce: Option<(Duration, Duration)>,
         spawner: Option<std::sync::Arc<dyn crate::async_task::Spawn>>,
     ) -> Option<Box<Self>> {
-        // Rounded up: a cooldown is never shorter than asked, and a stuck
-        // report never comes before `stuck_after`.
-        let micros = |d: Duration| {
-            let whole = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-            whole.saturating_add(u64::from(d.subsec_nanos() % 1_000 != 0))
-        };
-        let (min_interval_us, stuck_after_us) = (micros(min_interval), micros(stuck_after));
-        let any = name.is_some() || min_interval_us > 0 || stuck_after_us > 0;
+        let (min_interval_us, stuck_after_us) = (micros_up(min_interval), micros_up(stuck_after));
+        let debounce =
+            debounce
+                .filter(|(window, _)| !window.is_zero())
+                .map(|(window, max_wait)| Debounce {
+                    window_us: micros_up(window),
+                    max_wait_us: micros_up(max_wait),
+                    burst_start_us: AtomicU64::new(NO_BURST),
+                });
+        let any = name.is_some() || min_interval_us > 0 || stuck_after_us > 0 || debounce.is_some();
         (any || spawner.is_some()).then(|| {
             Box::new(Self {
                 name,
                 min_interval_us,
+                debounce,
                 stuck_after_us,
                 stuck: AtomicBool::new(false),
                 running_since_us: AtomicU64::new(NOT_RUNNING),
@@ -121,8 +127,12 @@ impl Policies {
         !self.stuck.swap(true, Relaxed)
     }
 
-    /// A run starts at `now_us`: in flight, not stuck.
+    /// A run starts at `now_us`: in flight, not stuck; a debounced burst
+    /// it serves is over.
     pub(crate) fn started(&self, now_us: u64) {
+        if let Some(debounce) = &self.debounce {
+            debounce.close();
+        }
         self.stuck.store(false, Relaxed);
         self.running_since_us
             .store(now_us.min(NOT_RUNNING - 1), Relaxed);
@@ -142,6 +152,66 @@ impl Policies {
 
 /// `Policies::running_since_us` between iterations.
 const NOT_RUNNING: u64 = u64::MAX;
+
+/// `d` in whole microseconds, rounded up (a policy's interval is never
+/// shorter than asked), saturating.
+fn micros_up(d: Duration) -> u64 {
+    let whole = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    whole.saturating_add(u64::from(d.subsec_nanos() % 1_000 != 0))
+}
+
+/// `Debounce::burst_start_us` when no burst is open.
+const NO_BURST: u64 = u64::MAX;
+
+/// Trailing-edge debounce (see `TriggerBuilder::debounce`): a burst of
+/// fires becomes one run `window` after its last fire, and no later than
+/// `max_wait` after its first. A burst opens with the first fire after a
+/// run started, and closes when the run serving it starts.
+pub(crate) struct Debounce {
+    window_us: u64,
+    max_wait_us: u64,
+    /// When the open burst's first fire came (µs), or [`NO_BURST`].
+    /// Relaxed throughout: only the values are compared, and the run's
+    /// request travels through the request word as any `fire_after`'s.
+    burst_start_us: AtomicU64,
+}
+
+impl Debounce {
+    /// The delay (µs) of a fire at `now_us`, and the burst start it was
+    /// computed from; the fire opens a burst if none is.
+    pub(crate) fn delay_us(&self, now_us: u64) -> (u64, u64) {
+        let mut start = self.burst_start_us.load(Relaxed);
+        if start == NO_BURST {
+            start = match self
+                .burst_start_us
+                .compare_exchange(NO_BURST, now_us, Relaxed, Relaxed)
+            {
+                Ok(_) => now_us,
+                Err(opened) => opened,
+            };
+        }
+        let cap = start
+            .saturating_add(self.max_wait_us)
+            .saturating_sub(now_us);
+        (self.window_us.min(cap), start)
+    }
+
+    /// Whether the burst that began at `start` is still the open one.
+    pub(crate) fn is_open(&self, start: u64) -> bool {
+        self.burst_start_us.load(Relaxed) == start
+    }
+
+    /// The run serving the burst starts (or a suspend or pause cancels
+    /// it): the next fire opens a new burst.
+    pub(crate) fn close(&self) {
+        self.burst_start_us.store(NO_BURST, Relaxed);
+    }
+
+    /// The window (µs), for a fire whose burst closed under it.
+    pub(crate) fn window_us(&self) -> u64 {
+        self.window_us
+    }
+}
 
 /// A run that has been in flight longer than its trigger's
 /// [`stuck_after`](crate::TriggerBuilder::stuck_after), as handed to the
@@ -187,22 +257,27 @@ mod tests {
             Duration::from_nanos(1),
             Duration::from_nanos(1_001),
             None,
+            None,
         )
         .expect("some policy");
         assert_eq!((policies.min_interval_us, policies.stuck_after_us), (1, 2));
-        let exact = Policies::new(None, Duration::from_micros(40), Duration::MAX, None).unwrap();
+        let exact =
+            Policies::new(None, Duration::from_micros(40), Duration::MAX, None, None).unwrap();
         assert_eq!(
             (exact.min_interval_us, exact.stuck_after_us),
             (40, u64::MAX)
         );
-        assert!(Policies::new(None, Duration::ZERO, Duration::ZERO, None).is_none());
+        assert!(Policies::new(None, Duration::ZERO, Duration::ZERO, None, None).is_none());
+        // A zero window is no debounce.
+        let zero = Some((Duration::ZERO, Duration::MAX));
+        assert!(Policies::new(None, Duration::ZERO, Duration::ZERO, zero, None).is_none());
         struct Never;
         impl crate::async_task::Spawn for Never {
             fn spawn(&self, _job: crate::async_task::Job) {}
         }
         let spawner: std::sync::Arc<dyn crate::async_task::Spawn> = std::sync::Arc::new(Never);
         let async_only =
-            Policies::new(None, Duration::ZERO, Duration::ZERO, Some(spawner)).unwrap();
+            Policies::new(None, Duration::ZERO, Duration::ZERO, None, Some(spawner)).unwrap();
         assert!(async_only.cancel.is_some());
     }
 }

@@ -82,8 +82,42 @@ impl<R: Runtime> Core<R> {
         self.fire_version().map(|_| ())
     }
 
-    /// [`fire`](Self::fire), returning the version it installed.
+    /// [`fire`](Self::fire), returning the version it installed: a run
+    /// now, or for a debounced trigger the burst's run.
     pub(super) fn fire_version(self: &Arc<Self>) -> Result<u32, FireError> {
+        match self.policies.as_ref().and_then(|p| p.debounce.as_ref()) {
+            Some(debounce) => self.fire_debounced(debounce),
+            None => self.fire_now(),
+        }
+    }
+
+    /// A debounced fire: a run `window` from now, capped at the burst's
+    /// `max_wait` (see `policy::Debounce`). If the cap was computed from a
+    /// burst that a starting run closed meanwhile, it could be early for
+    /// the new burst this fire belongs to: fire again, `window` from now
+    /// (latest wins).
+    fn fire_debounced(
+        self: &Arc<Self>,
+        debounce: &crate::policy::Debounce,
+    ) -> Result<u32, FireError> {
+        // Checked before the fire opens a burst.
+        if self.runtime.is_closed() {
+            return Err(FireError::Shutdown);
+        }
+        self.check_paused()?;
+        let now_ns = self.runtime.clock().now_ns();
+        let (delay_us, start) = debounce.delay_us(now_ns / 1_000);
+        let version = self.fire_after_version(now_ns, Duration::from_micros(delay_us))?;
+        if delay_us == debounce.window_us() || debounce.is_open(start) {
+            return Ok(version);
+        }
+        let now_ns = self.runtime.clock().now_ns();
+        let (delay_us, _) = debounce.delay_us(now_ns / 1_000);
+        self.fire_after_version(now_ns, Duration::from_micros(delay_us))
+    }
+
+    /// A run as soon as a worker is free (not debounced).
+    fn fire_now(self: &Arc<Self>) -> Result<u32, FireError> {
         if self.runtime.is_closed() {
             return Err(FireError::Shutdown);
         }
@@ -202,8 +236,19 @@ impl<R: Runtime> Core<R> {
         now_ns: u64,
         delay: Duration,
     ) -> Result<(), FireError> {
+        self.fire_after_version(now_ns, delay).map(|_| ())
+    }
+
+    /// [`fire_after_from`](Self::fire_after_from), returning the version
+    /// it installed. A zero delay is a run now, never debounced.
+    #[inline]
+    fn fire_after_version(
+        self: &Arc<Self>,
+        now_ns: u64,
+        delay: Duration,
+    ) -> Result<u32, FireError> {
         if delay.is_zero() {
-            return self.fire();
+            return self.fire_now();
         }
         // The deadline is computed, checked, before the version moves: an
         // overflowing delay must not cancel the live chain (docs/DESIGN.md,
@@ -216,7 +261,8 @@ impl<R: Runtime> Core<R> {
         self.check_paused()?;
         let version = self.advance();
         let (kind, replaced) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
-        self.confirm(version, kind, refused_if_paused(replaced)?)
+        self.confirm(version, kind, refused_if_paused(replaced)?)?;
+        Ok(version)
     }
 
     /// Requests a run when the scheduler's clock shows `at_ns` (now, if it
@@ -225,7 +271,7 @@ impl<R: Runtime> Core<R> {
         let now_ns = self.runtime.clock().now_ns();
         match at_ns.checked_sub(now_ns) {
             Some(delay) if delay > 0 => self.fire_after_from(now_ns, Duration::from_nanos(delay)),
-            _ => self.fire(),
+            _ => self.fire_now().map(|_| ()),
         }
     }
 
@@ -244,7 +290,7 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn fire_within(self: &Arc<Self>, window: Duration) -> Result<(), FireError> {
         let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
         if nanos == 0 {
-            return self.fire();
+            return self.fire_now().map(|_| ());
         }
         let now_ns = self.runtime.clock().now_ns();
         if deadline_us(now_ns, window, self.runtime.tick_us()).is_none() {
@@ -256,6 +302,7 @@ impl<R: Runtime> Core<R> {
 
     /// Cancels every pending request; an iteration in flight finishes.
     pub(crate) fn suspend(&self) {
+        self.close_burst();
         let version = self.advance();
         self.stats.suspended(version);
         // A newer request may already be installed: then it wins, as the
@@ -288,12 +335,21 @@ impl<R: Runtime> Core<R> {
         if self.request.pause().kind() == Kind::Paused {
             return; // paused already: that pause advanced
         }
+        self.close_burst();
         let version = self.advance();
         self.stats.suspended(version);
         drop(guard);
         // Waiters of a fire the pause cancelled are told "suspended".
         if let Some(waiters) = self.waiters.get() {
             waiters.suspended(version);
+        }
+    }
+
+    /// A debounced burst whose run is cancelled is over: the next fire
+    /// opens a new one.
+    fn close_burst(&self) {
+        if let Some(debounce) = self.policies.as_ref().and_then(|p| p.debounce.as_ref()) {
+            debounce.close();
         }
     }
 

@@ -29,6 +29,7 @@ pub struct TriggerBuilder<'a> {
     name: Option<Box<str>>,
     version: u32,
     min_interval: Duration,
+    debounce: Option<(Duration, Duration)>,
     stuck_after: Duration,
     on_panic: PanicPolicy,
     #[cfg(feature = "tokio")]
@@ -43,6 +44,7 @@ impl<'a> TriggerBuilder<'a> {
             name: None,
             version: 0,
             min_interval: Duration::ZERO,
+            debounce: None,
             stuck_after: Duration::ZERO,
             on_panic: PanicPolicy::Stop,
             #[cfg(feature = "tokio")]
@@ -88,7 +90,13 @@ impl<'a> TriggerBuilder<'a> {
         task: TaskCell,
         spawner: Option<Arc<dyn crate::async_task::Spawn>>,
     ) -> Trigger {
-        let policies = Policies::new(self.name, self.min_interval, self.stuck_after, spawner);
+        let policies = Policies::new(
+            self.name,
+            self.min_interval,
+            self.stuck_after,
+            self.debounce,
+            spawner,
+        );
         let core = TriggerCore::new(
             Arc::clone(&self.scheduler.shared),
             task,
@@ -205,6 +213,59 @@ impl<'a> TriggerBuilder<'a> {
     /// ```
     pub fn min_interval(mut self, interval: Duration) -> Self {
         self.min_interval = interval;
+        self
+    }
+
+    /// Debounces `fire` (trailing edge): a burst of fires becomes one run
+    /// `window` after its **last** fire — each fire pushes the run back —
+    /// and no later than `max_wait` after its **first**, so a steady
+    /// stream of fires still runs every `max_wait`. A burst begins with
+    /// the first fire after a run started. Compare
+    /// [`min_interval`](Self::min_interval), which runs the first fire at
+    /// once and caps the rate after it:
+    ///
+    /// ```text
+    /// fires:         f  f   f    f                 f
+    /// debounce(w):   ───────────────┤w├● ─────────────┤w├●   one run, w after the last fire
+    /// min_interval:  ●─────────┤d├● ─────────────────● ...   first at once, then one per d
+    /// ```
+    ///
+    /// Only `fire` (and `fire_and_wait`, whose wait ends with that run) is
+    /// debounced; `fire_after`, `fire_at` and `fire_within` name their own
+    /// time. Combined with `min_interval`, the debounced run also waits
+    /// for the cooldown.
+    ///
+    /// # Edge cases
+    ///
+    /// A zero `window` turns debouncing off; a `max_wait` under `window`
+    /// runs every burst `max_wait` after its first fire; both are rounded
+    /// up to the microsecond, and `Duration::MAX` saturates (a `max_wait`
+    /// that long never caps). A window that puts the run past the clock's
+    /// range, uncapped by `max_wait`, makes `fire` return
+    /// [`FireError::DelayTooLong`](crate::FireError::DelayTooLong), as
+    /// `fire_after` would: nothing is requested.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::builder(&sim)
+    ///     .debounce(Duration::from_millis(200), Duration::from_secs(2))
+    ///     .bind(|| None);
+    /// for _ in 0..5 {
+    ///     trigger.fire()?; // a paced burst: one fire every 100 ms
+    ///     sim.advance(Duration::from_millis(100));
+    /// }
+    /// assert_eq!(trigger.stats().iterations, 0);
+    /// sim.advance(Duration::from_millis(100)); // 200 ms after the last fire
+    /// assert_eq!(trigger.stats().iterations, 1);
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn debounce(mut self, window: Duration, max_wait: Duration) -> Self {
+        self.debounce = Some((window, max_wait));
         self
     }
 

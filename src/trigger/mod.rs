@@ -193,9 +193,19 @@ impl Trigger {
     /// runs, exactly one more iteration starts right after it ends (however
     /// many fires arrive meanwhile). Supersedes every earlier request.
     ///
+    /// **What a burst becomes.** Fires that arrive together coalesce: a
+    /// burst at one instant, or during a run, is one run (G5). A burst that
+    /// arrives *paced* — a fire every few milliseconds, as from a bounded
+    /// channel — runs on every fire that finds the trigger idle. To turn it
+    /// into one run, debounce it
+    /// ([`TriggerBuilder::debounce`]: one run a window after the last fire)
+    /// or cap its rate ([`TriggerBuilder::min_interval`]: the first at
+    /// once, then one per interval).
+    ///
     /// # Errors
     ///
-    /// [`FireError::Shutdown`] once the scheduler has shut down.
+    /// [`FireError::Shutdown`] once the scheduler has shut down;
+    /// [`FireError::Paused`] while the trigger is [paused](Self::pause).
     #[inline]
     pub fn fire(&self) -> Result<(), FireError> {
         self.handle.core.fire()
@@ -222,8 +232,10 @@ impl Trigger {
     /// range, about 584 years after the scheduler started (e.g.
     /// `Duration::MAX` or `Duration::from_secs(u64::MAX)`): the trigger is
     /// left exactly as it was. [`FireError::Shutdown`] once the scheduler
-    /// has shut down. Every other delay is accepted: `Duration::ZERO` is
-    /// `fire()`, and a delay that is not a whole number of ticks rounds up.
+    /// has shut down; [`FireError::Paused`] while the trigger is paused.
+    /// Every other delay is accepted: `Duration::ZERO` is a run now (never
+    /// debounced), and a delay that is not a whole number of ticks rounds
+    /// up.
     ///
     /// A delay over about 67 s (2^26 µs) is kept to within 2^-24 of itself
     /// (about 5 ms a day), rounded up: such a run may start that much
