@@ -16,7 +16,7 @@
 //! cargo run --release --features tokio --example async_refresh -- --run-for 3
 //! ```
 
-use circulation_trigger::{Outcome, RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::{FireError, Outcome, RetryBackoff, Scheduler, Trigger};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -111,8 +111,9 @@ async fn main() {
         tokio::spawn(async move {
             while let Some(_message) = messages.recv().await {
                 seen.fetch_add(1, SeqCst);
-                if refresher.fire().is_err() {
-                    break; // shut down
+                match refresher.fire() {
+                    Ok(()) | Err(FireError::Paused) => {} // paused: refused
+                    Err(_) => break,                      // shut down
                 }
             }
         })
@@ -153,10 +154,12 @@ async fn main() {
 
     // The feature switch: off for a moment, then on again.
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    refresher.suspend();
-    println!("feature switch off: refresh suspended");
+    refresher.pause(); // "refresh now" messages are refused meanwhile
+    println!("feature switch off: refresh paused");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    refresher.fire().expect("scheduler running");
+    refresher
+        .resume_after(Duration::ZERO)
+        .expect("scheduler running");
     println!("feature switch on: refresh resumed");
 
     match run_for() {
@@ -167,13 +170,11 @@ async fn main() {
         }
     }
 
-    // Graceful shutdown: the refresh in flight (if any) finishes. Waiting
-    // for it blocks, so it happens off the runtime's threads.
+    // Graceful shutdown: the refresh in flight (if any) finishes; awaited,
+    // so no runtime thread blocks on it.
     handler.abort();
     publisher.abort();
-    let report = tokio::task::spawn_blocking(move || scheduler.shutdown_and_join())
-        .await
-        .expect("shutdown");
+    let report = scheduler.shutdown_and_join_async().await;
     consumer.await.ok();
     print!("{report}");
     let stats = refresher.stats();

@@ -55,6 +55,7 @@ pub mod model;
 mod pool;
 mod report;
 mod shared;
+mod terminated;
 mod timer;
 mod worker;
 

@@ -63,6 +63,9 @@ pub(crate) struct Shared {
     /// Threads started and not yet exited, and their bed.
     pub(super) alive: Mutex<usize>,
     pub(super) terminated: Condvar,
+    /// The async waiters of termination (see `terminated.rs`), woken when
+    /// `alive` drops to zero; behind their own lock, taken inside `alive`'s.
+    pub(super) termination_wakers: Mutex<Vec<std::task::Waker>>,
     /// Every thread started (the monitor adds workers as it starts them).
     pub(super) threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
     /// Thread names: this prefix, then `worker-N` or `monitor`.
@@ -96,6 +99,7 @@ impl Shared {
             rng: None,
             alive: Mutex::new(0),
             terminated: Condvar::new(),
+            termination_wakers: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
             prefix: String::new(),
             next_worker: AtomicU64::new(0),
@@ -185,6 +189,7 @@ impl Shared {
         // Every exit, not only the last: a task awaiting termination from
         // inside waits for all threads but its own.
         self.terminated.notify_all();
+        self.wake_terminated(*alive);
     }
 }
 

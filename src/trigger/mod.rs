@@ -111,12 +111,14 @@ impl Trigger {
     /// Keep the returned handle: dropping the last one suspends the
     /// trigger (as for [`bind`](Self::bind)) and then frees the task.
     ///
-    /// Do not block the runtime's threads on the scheduler's shutdown
-    /// (dropping the scheduler inside an async task waits for in-flight
-    /// futures that may need that very thread): shut down with
-    /// [`Scheduler::shutdown`] and drop it outside, or from a blocking
-    /// task. Likewise [`Scheduler::await_termination`] inside an async
-    /// task counts that task's own iteration as in flight.
+    /// Shut down with the async shutdowns
+    /// ([`Scheduler::shutdown_async`], [`shutdown_now_async`](Scheduler::shutdown_now_async),
+    /// [`shutdown_and_join_async`](Scheduler::shutdown_and_join_async)):
+    /// they wait without blocking the runtime's threads, which the
+    /// in-flight futures may need — the blocking ones (drop, `shutdown_now`,
+    /// `await_termination`) called on a runtime thread can wait on an
+    /// iteration that thread should be polling. Inside an async task, the
+    /// task's own iteration counts as in flight.
     ///
     /// On a [`VirtualScheduler`](crate::VirtualScheduler) the futures
     /// still run on the Tokio runtime, in real time:

@@ -1,0 +1,135 @@
+//! Shutdown as futures: [`Scheduler::terminated`] and the `*_async`
+//! shutdowns, which wait for the scheduler's threads (and async iterations
+//! in flight) without blocking the thread that polls them — on a
+//! single-threaded runtime, an async iteration in flight can then finish
+//! on the very thread that awaits the shutdown.
+//!
+//! The wake-up: a waiter registers its waker, *then* reads the live count
+//! (both under the `alive` lock), and every decrement to zero takes the
+//! wakers under that lock — so a waiter either sees zero or is woken.
+
+use super::report::ShutdownReport;
+use super::shared::Shared;
+use super::Scheduler;
+use crate::sync::{lock, Arc};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// The future [`Scheduler::terminated`] returns.
+struct Terminated {
+    shared: Arc<Shared>,
+}
+
+impl Future for Terminated {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let alive = lock(&self.shared.alive);
+        if *alive == 0 {
+            return Poll::Ready(());
+        }
+        let mut wakers = lock(&self.shared.termination_wakers);
+        if !wakers.iter().any(|waker| waker.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
+        }
+        drop(alive);
+        Poll::Pending
+    }
+}
+
+impl Shared {
+    /// The live count dropped to `alive`: at zero, wake every
+    /// [`Terminated`] waiter. Called under the `alive` lock.
+    pub(super) fn wake_terminated(&self, alive: usize) {
+        if alive == 0 {
+            for waker in std::mem::take(&mut *lock(&self.termination_wakers)) {
+                waker.wake();
+            }
+        }
+    }
+}
+
+impl Scheduler {
+    /// Resolves once every thread of the scheduler has exited and every
+    /// async iteration has ended — after a shutdown; before one, it never
+    /// does. The async [`await_termination`](Self::await_termination): it
+    /// never blocks the thread that polls it, and works on any executor.
+    /// Bound the wait with the executor's timeout (e.g.
+    /// `tokio::time::timeout`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "tokio")] {
+    /// use circulation_trigger::Scheduler;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let scheduler = Scheduler::new();
+    /// scheduler.shutdown();
+    /// scheduler.terminated().await;
+    /// assert!(scheduler.is_terminated());
+    /// # });
+    /// # }
+    /// ```
+    pub fn terminated(&self) -> impl Future<Output = ()> + Send + 'static {
+        Terminated {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// [`shutdown`](Self::shutdown), then waits — as a future — for the
+    /// iterations in flight to finish and every thread to exit; returns
+    /// the report. For a tokio service: no `spawn_blocking`, and an async
+    /// iteration in flight finishes even on a single-threaded runtime.
+    /// Without a limit: wrap it in a timeout to bound it (the report is
+    /// then [`shutdown_report`](Self::shutdown_report)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "tokio")] {
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let scheduler = Scheduler::new();
+    /// let trigger = Trigger::builder(&scheduler).name("hourly").bind(|| None);
+    /// trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    /// let report = scheduler.shutdown_async().await;
+    /// assert_eq!(report.discarded()[0].trigger(), Some("hourly"));
+    /// # });
+    /// # }
+    /// ```
+    pub async fn shutdown_async(&self) -> ShutdownReport {
+        self.shutdown();
+        self.terminated().await;
+        self.shutdown_report().unwrap_or_default()
+    }
+
+    /// [`shutdown_now`](Self::shutdown_now) as a future: iterations in
+    /// flight are told to stop ([`cancelled`](crate::cancelled) turns
+    /// `true`; an async one is dropped at its next `.await`), then it waits
+    /// for them and every thread, without blocking, and returns the report.
+    /// Without a limit (a sync task that never looks at `cancelled` is
+    /// waited for): wrap it in a timeout to bound it.
+    pub async fn shutdown_now_async(&self) -> ShutdownReport {
+        self.cancel_now();
+        self.terminated().await;
+        self.shutdown_report().unwrap_or_default()
+    }
+
+    /// [`shutdown_and_join`](Self::shutdown_and_join) as a future: a
+    /// graceful shutdown, waiting without blocking for every thread to
+    /// exit, then joining them (they have exited: the join only collects
+    /// them) and returning the final report.
+    pub async fn shutdown_and_join_async(self) -> ShutdownReport {
+        self.shutdown();
+        self.terminated().await;
+        // Every thread has exited: `Drop`'s wait returns at once and its
+        // joins only collect them.
+        let report = self.shutdown_report().unwrap_or_default();
+        drop(self);
+        report
+    }
+}
