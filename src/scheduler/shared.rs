@@ -189,7 +189,9 @@ impl Shared {
         // Every exit, not only the last: a task awaiting termination from
         // inside waits for all threads but its own.
         self.terminated.notify_all();
-        self.wake_terminated(*alive);
+        let wakers = self.take_terminated(*alive);
+        drop(alive);
+        wakers.into_iter().for_each(std::task::Waker::wake);
     }
 }
 

@@ -39,13 +39,14 @@ impl Future for Terminated {
 }
 
 impl Shared {
-    /// The live count dropped to `alive`: at zero, wake every
-    /// [`Terminated`] waiter. Called under the `alive` lock.
-    pub(super) fn wake_terminated(&self, alive: usize) {
+    /// The live count dropped to `alive`: at zero, takes every
+    /// [`Terminated`] waiter's waker. Called under the `alive` lock; the
+    /// caller wakes them after releasing it (a waker may poll at once).
+    pub(super) fn take_terminated(&self, alive: usize) -> Vec<std::task::Waker> {
         if alive == 0 {
-            for waker in std::mem::take(&mut *lock(&self.termination_wakers)) {
-                waker.wake();
-            }
+            std::mem::take(&mut *lock(&self.termination_wakers))
+        } else {
+            Vec::new()
         }
     }
 }
