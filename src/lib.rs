@@ -150,7 +150,8 @@
 //! ones above it:
 //!
 //! ```text
-//! front     lib.rs, trigger/, virtual_time.rs, phase.rs       the public handles
+//! front     lib.rs, trigger/, refresh.rs, virtual_time.rs, phase.rs
+//!                                                              the public handles
 //! runtime   scheduler/                                         workers, timer role, shutdown
 //!              │ implements core::Runtime (scheduler/door.rs)
 //! core      core/                                              Core<R: Runtime>: fire side, run side, async iterations
@@ -194,6 +195,7 @@ mod error;
 mod jitter;
 mod phase;
 mod policy;
+mod refresh;
 mod request;
 mod scheduler;
 mod state;
@@ -217,6 +219,7 @@ pub use error::{BuildError, FireError, WaitError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use phase::PhaseKeeper;
 pub use policy::{PanicPolicy, StuckRun};
+pub use refresh::{Reader, Refresh, RefreshBuilder};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
 pub use scheduler::{DiscardedRun, InFlightRun, ShutdownReport};
 // Test-only: the state word as `Trigger::snapshot` returns it, for tests

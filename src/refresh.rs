@@ -1,0 +1,336 @@
+//! The crate's own use case as a type: a value kept fresh by a trigger.
+//! [`Refresh`] runs a fetch on a period (or when fired), keeps the latest
+//! good value for readers — lock-free, through `arc-swap` — and keeps it
+//! through failed fetches, which it reports and retries with a back-off.
+
+use crate::error::FireError;
+use crate::jitter::RetryBackoff;
+use crate::scheduler::Scheduler;
+use crate::trigger::{Trigger, TriggerBuilder};
+use arc_swap::ArcSwapOption;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What readers share: the latest good value, the last error, counters.
+struct Latest<T, E> {
+    value: ArcSwapOption<T>,
+    /// The error of the last fetch, if it failed (cleared by a success).
+    error: ArcSwapOption<E>,
+    refreshes: AtomicU64,
+    failures: AtomicU64,
+    #[cfg(feature = "tokio")]
+    watch: tokio::sync::watch::Sender<Option<Arc<T>>>,
+}
+
+/// A value kept fresh by a trigger: the fetch runs on a period, on
+/// demand ([`trigger`](Self::trigger)`().fire()`), never twice at once;
+/// readers get the latest good value without a lock; a failed fetch
+/// keeps the last good value, is reported
+/// ([`last_error`](Self::last_error)) and retried with a back-off.
+///
+/// Cloning gives another handle to the same value and trigger. The
+/// trigger is a plain [`Trigger`]: `fire`, `fire_and_wait`, `pause`,
+/// `resume`, statistics — all as documented there.
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+/// use std::time::Duration;
+///
+/// #[derive(Debug, PartialEq)]
+/// struct Config {
+///     greeting: String,
+/// }
+///
+/// let sim = Scheduler::builder().build_virtual();
+/// let mut calls = 0;
+/// let config = Refresh::builder(&sim)
+///     .every(Duration::from_secs(30))
+///     .retry(RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(60)))
+///     .bind(move || {
+///         calls += 1; // the fetch: FnMut, never run twice at once
+///         match calls {
+///             2 => Err("config center down"),
+///             n => Ok(Config { greeting: format!("hello #{n}") }),
+///         }
+///     });
+/// assert!(config.get().is_none()); // nothing fetched yet
+/// config.trigger().fire()?; // refresh now
+/// sim.advance(Duration::ZERO);
+/// assert_eq!(config.get().unwrap().greeting, "hello #1");
+///
+/// sim.advance(Duration::from_secs(30)); // the second fetch fails…
+/// assert_eq!(config.get().unwrap().greeting, "hello #1"); // …the value stays
+/// assert_eq!(config.last_error().as_deref(), Some(&"config center down"));
+/// sim.advance(Duration::from_secs(1)); // retried after the back-off
+/// assert_eq!(config.get().unwrap().greeting, "hello #3");
+/// assert!(config.last_error().is_none());
+/// # Ok::<(), circulation_trigger::FireError>(())
+/// ```
+pub struct Refresh<T, E = Box<dyn std::error::Error + Send + Sync>> {
+    trigger: Trigger,
+    latest: Arc<Latest<T, E>>,
+}
+
+impl<T, E> Clone for Refresh<T, E> {
+    fn clone(&self) -> Self {
+        Self {
+            trigger: self.trigger.clone(),
+            latest: Arc::clone(&self.latest),
+        }
+    }
+}
+
+impl<T, E> fmt::Debug for Refresh<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refresh")
+            .field("trigger", &self.trigger)
+            .field("has_value", &self.latest.value.load().is_some())
+            .field("failing", &self.latest.error.load().is_some())
+            .finish()
+    }
+}
+
+impl Refresh<()> {
+    /// A builder: set the period, the back-off, the trigger's options,
+    /// then [`bind`](RefreshBuilder::bind) the fetch.
+    /// Takes a [`Scheduler`] or a
+    /// [`VirtualScheduler`](crate::VirtualScheduler).
+    pub fn builder<S: AsRef<Scheduler> + ?Sized>(scheduler: &S) -> RefreshBuilder<'_> {
+        RefreshBuilder {
+            trigger: Trigger::builder(scheduler),
+            every: DEFAULT_PERIOD,
+            retry: None,
+        }
+    }
+}
+
+/// `RefreshBuilder::every`'s default.
+const DEFAULT_PERIOD: Duration = Duration::from_secs(30);
+
+impl<T, E> Refresh<T, E> {
+    /// The latest good value, if a fetch has succeeded yet. Lock-free and
+    /// wait-free for readers (an `arc-swap` load); the value stays valid
+    /// for as long as the reader holds the `Arc`, whatever refreshes
+    /// meanwhile.
+    pub fn get(&self) -> Option<Arc<T>> {
+        self.latest.value.load_full()
+    }
+
+    /// The error of the last fetch, if it failed; `None` once a fetch
+    /// succeeds again.
+    pub fn last_error(&self) -> Option<Arc<E>> {
+        self.latest.error.load_full()
+    }
+
+    /// Fetches that succeeded so far.
+    pub fn refreshes(&self) -> u64 {
+        self.latest.refreshes.load(Relaxed)
+    }
+
+    /// Fetches that failed so far.
+    pub fn failures(&self) -> u64 {
+        self.latest.failures.load(Relaxed)
+    }
+
+    /// The trigger that runs the fetch: `fire()` to refresh now,
+    /// `fire_and_wait` to refresh and wait, `pause`/`resume` for a
+    /// feature switch, `stats()`.
+    pub fn trigger(&self) -> &Trigger {
+        &self.trigger
+    }
+
+    /// A reader's handle: the value and the error, without the trigger
+    /// (it neither fires nor keeps the fetch alive).
+    pub fn reader(&self) -> Reader<T, E> {
+        Reader {
+            latest: Arc::clone(&self.latest),
+        }
+    }
+
+    /// A receiver that sees every new good value: `changed().await` waits
+    /// for the next one, `borrow()` reads the latest (feature `tokio`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let scheduler = Scheduler::new();
+    /// let mut version = 0;
+    /// let config = Refresh::builder(&scheduler).bind(move || {
+    ///     version += 1;
+    ///     Ok::<_, String>(version)
+    /// });
+    /// let mut updates = config.subscribe();
+    /// config.trigger().fire().unwrap();
+    /// updates.changed().await.unwrap();
+    /// assert_eq!(updates.borrow().as_deref(), Some(&1));
+    /// # });
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Option<Arc<T>>> {
+        self.latest.watch.subscribe()
+    }
+}
+
+/// A read-only handle on a [`Refresh`]'s value (see
+/// [`Refresh::reader`]).
+pub struct Reader<T, E = Box<dyn std::error::Error + Send + Sync>> {
+    latest: Arc<Latest<T, E>>,
+}
+
+impl<T, E> Clone for Reader<T, E> {
+    fn clone(&self) -> Self {
+        Self {
+            latest: Arc::clone(&self.latest),
+        }
+    }
+}
+
+impl<T, E> fmt::Debug for Reader<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader")
+            .field("has_value", &self.latest.value.load().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, E> Reader<T, E> {
+    /// As [`Refresh::get`].
+    pub fn get(&self) -> Option<Arc<T>> {
+        self.latest.value.load_full()
+    }
+
+    /// As [`Refresh::last_error`].
+    pub fn last_error(&self) -> Option<Arc<E>> {
+        self.latest.error.load_full()
+    }
+}
+
+/// Builds a [`Refresh`]; see [`Refresh::builder`].
+#[must_use = "a builder does nothing until `bind`"]
+pub struct RefreshBuilder<'a> {
+    trigger: TriggerBuilder<'a>,
+    every: Duration,
+    retry: Option<RetryBackoff>,
+}
+
+impl fmt::Debug for RefreshBuilder<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RefreshBuilder")
+            .field("every", &self.every)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RefreshBuilder<'a> {
+    /// The period between fetches after a success (default 30 s),
+    /// counted from the end of the fetch. `Duration::ZERO` re-fetches at
+    /// once; a period past the clock's range fetches only when fired.
+    pub fn every(mut self, period: Duration) -> Self {
+        self.every = period;
+        self
+    }
+
+    /// The back-off after a failed fetch (default: the period). Its
+    /// jitter, if any, also spreads the period after a success.
+    pub fn retry(mut self, backoff: RetryBackoff) -> Self {
+        self.retry = Some(backoff);
+        self
+    }
+
+    /// Sets the trigger's own options: name, `debounce`, `min_interval`,
+    /// `stuck_after`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let config = Refresh::builder(&sim)
+    ///     .trigger(|t| t.name("config").debounce(Duration::from_millis(200), Duration::from_secs(2)))
+    ///     .bind(|| Ok::<_, String>("v1"));
+    /// assert_eq!(config.trigger().name(), Some("config"));
+    /// ```
+    pub fn trigger(
+        mut self,
+        configure: impl FnOnce(TriggerBuilder<'a>) -> TriggerBuilder<'a>,
+    ) -> Self {
+        self.trigger = configure(self.trigger);
+        self
+    }
+
+    /// Binds the fetch: `Ok(value)` becomes the latest value and the next
+    /// fetch comes a period later; `Err(error)` keeps the value, becomes
+    /// [`last_error`](Refresh::last_error) and the next fetch comes after
+    /// the back-off (with no back-off, a period later; a back-off past its
+    /// retry limit stops until fired). A panicking fetch is a failure the
+    /// trigger's panic policy handles (see [`crate::PanicPolicy`]).
+    ///
+    /// Nothing runs until the first fire (`refresh.trigger().fire()`):
+    /// start it when the service is ready for it.
+    pub fn bind<T, E, F>(self, mut fetch: F) -> Refresh<T, E>
+    where
+        T: Send + Sync + 'static,
+        E: Send + Sync + 'static,
+        F: FnMut() -> Result<T, E> + Send + 'static,
+    {
+        let latest = Arc::new(Latest {
+            value: ArcSwapOption::empty(),
+            error: ArcSwapOption::empty(),
+            refreshes: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            #[cfg(feature = "tokio")]
+            watch: tokio::sync::watch::Sender::new(None),
+        });
+        let (every, mut retry) = (self.every, self.retry);
+        let shared = Arc::clone(&latest);
+        let trigger = self.trigger.bind(move || match fetch() {
+            Ok(value) => {
+                let value = Arc::new(value);
+                shared.value.store(Some(Arc::clone(&value)));
+                shared.error.store(None);
+                shared.refreshes.fetch_add(1, Relaxed);
+                #[cfg(feature = "tokio")]
+                shared.watch.send_replace(Some(value));
+                #[cfg(not(feature = "tokio"))]
+                drop(value);
+                match &mut retry {
+                    Some(backoff) => backoff.succeeded(every),
+                    None => Some(every),
+                }
+            }
+            Err(error) => {
+                shared.error.store(Some(Arc::new(error)));
+                shared.failures.fetch_add(1, Relaxed);
+                #[cfg(feature = "tracing")]
+                tracing::warn!("refresh failed; the last good value stays");
+                match &mut retry {
+                    Some(backoff) => backoff.failed(),
+                    None => Some(every),
+                }
+            }
+        });
+        Refresh { trigger, latest }
+    }
+}
+
+impl<T, E> Refresh<T, E> {
+    /// Refreshes now: [`Trigger::fire`] on the fetch's trigger.
+    ///
+    /// # Errors
+    ///
+    /// As [`Trigger::fire`]: shut down, or paused.
+    pub fn refresh_now(&self) -> Result<(), FireError> {
+        self.trigger.fire()
+    }
+}

@@ -1,0 +1,182 @@
+//! `Refresh`: the latest good value for readers, kept through failures,
+//! retried with a back-off, paused and resumed with its trigger — on
+//! virtual time — and awaited by async readers (feature `tokio`).
+
+mod common;
+
+use circulation_trigger::{FireError, Refresh, RetryBackoff, Scheduler};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A config center the test scripts: each fetch takes the next answer.
+#[derive(Clone, Default)]
+struct Center(Arc<Mutex<Vec<Result<u32, String>>>>);
+
+impl Center {
+    fn answers(answers: &[Result<u32, &str>]) -> Self {
+        let mut list: Vec<_> = answers.iter().map(|a| a.map_err(str::to_owned)).collect();
+        list.reverse();
+        Self(Arc::new(Mutex::new(list)))
+    }
+
+    fn fetch(&self) -> Result<u32, String> {
+        self.0
+            .lock()
+            .unwrap()
+            .pop()
+            .unwrap_or(Err("no more answers".into()))
+    }
+}
+
+#[test]
+fn readers_see_the_latest_good_value_through_failures_and_back_off() {
+    let sim = Scheduler::builder().build_virtual();
+    let center = Center::answers(&[Ok(1), Err("down"), Err("down"), Ok(2), Ok(3)]);
+    let c = center.clone();
+    let config = Refresh::builder(&sim)
+        .every(SECOND * 30)
+        .retry(RetryBackoff::new(SECOND, SECOND * 60))
+        .bind(move || c.fetch());
+    let reader = config.reader();
+    assert_eq!(config.get(), None, "nothing until the first fire");
+    sim.advance(SECOND * 100);
+    assert_eq!(config.trigger().stats().iterations, 0);
+
+    config.refresh_now().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(config.get().as_deref(), Some(&1));
+    let held = config.get().unwrap(); // a reader keeps its value
+
+    sim.advance(SECOND * 30); // fails: the value stays, the error shows
+    assert_eq!(reader.get().as_deref(), Some(&1));
+    assert_eq!(
+        reader.last_error().as_deref().map(String::as_str),
+        Some("down")
+    );
+    sim.advance(SECOND); // retried after 1 s: fails again
+    assert_eq!(config.failures(), 2);
+    sim.advance(SECOND * 2 - Duration::from_micros(1));
+    assert_eq!(
+        config.failures() + config.refreshes(),
+        3,
+        "back-off is 2 s now"
+    );
+    sim.advance(Duration::from_micros(1)); // succeeds at 33 s
+    assert_eq!(config.get().as_deref(), Some(&2));
+    assert_eq!(config.last_error(), None);
+    sim.advance(SECOND * 30); // back on the period
+    assert_eq!(config.get().as_deref(), Some(&3));
+    assert_eq!((config.refreshes(), config.failures()), (3, 2));
+    assert_eq!(*held, 1);
+}
+
+#[test]
+fn a_paused_refresh_fetches_nothing_and_resumes_on_its_period() {
+    let sim = Scheduler::builder().build_virtual();
+    let fetches = common::Counter::default();
+    let f = fetches.clone();
+    let config = Refresh::builder(&sim)
+        .every(SECOND * 10)
+        .bind(move || Ok::<_, String>(f.bump()));
+    config.refresh_now().unwrap();
+    sim.advance(Duration::ZERO);
+    config.trigger().pause(); // the feature switch
+    assert_eq!(config.refresh_now(), Err(FireError::Paused));
+    sim.advance(SECOND * 60);
+    assert_eq!(fetches.get(), 1);
+    assert_eq!(config.get().as_deref(), Some(&1), "the value stays");
+    config.trigger().resume().unwrap();
+    sim.advance(SECOND * 10);
+    assert_eq!(config.get().as_deref(), Some(&2));
+}
+
+#[test]
+fn without_a_back_off_a_failure_retries_a_period_later_and_a_limit_stops() {
+    let sim = Scheduler::builder().build_virtual();
+    let center = Center::answers(&[Err("a"), Ok(7)]);
+    let c = center.clone();
+    let config = Refresh::builder(&sim)
+        .every(SECOND * 5)
+        .bind(move || c.fetch());
+    config.refresh_now().unwrap();
+    sim.advance(SECOND * 5);
+    assert_eq!(config.get().as_deref(), Some(&7));
+
+    let center = Center::answers(&[Err("a"), Err("b"), Ok(1)]);
+    let c = center.clone();
+    let limited = Refresh::builder(&sim)
+        .retry(RetryBackoff::new(SECOND, SECOND).max_retries(1))
+        .bind(move || c.fetch());
+    limited.refresh_now().unwrap();
+    sim.advance(SECOND * 100);
+    assert_eq!(limited.failures(), 2, "one retry, then it stops");
+    assert_eq!(
+        limited.last_error().as_deref().map(String::as_str),
+        Some("b")
+    );
+    limited.refresh_now().unwrap(); // fired again: a fresh round
+    sim.advance(Duration::ZERO);
+    assert_eq!(limited.get().as_deref(), Some(&1));
+}
+
+/// Readers on many threads never block the fetch nor see a torn value.
+#[test]
+fn readers_on_other_threads_read_while_it_refreshes() {
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let mut n = 0u64;
+    let config = Refresh::builder(&scheduler)
+        .every(Duration::from_micros(100))
+        .bind(move || {
+            n += 1;
+            Ok::<_, String>((n, n * 2))
+        });
+    config.refresh_now().unwrap();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let reader = config.reader();
+            thread::spawn(move || {
+                let mut newest = 0;
+                for _ in 0..20_000 {
+                    if let Some(value) = reader.get() {
+                        assert_eq!(value.1, value.0 * 2, "a torn value");
+                        assert!(value.0 >= newest, "went back in time");
+                        newest = value.0;
+                    }
+                }
+            })
+        })
+        .collect();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    common::eventually("a few refreshes", || config.refreshes() >= 3);
+    scheduler.shutdown();
+    assert!(scheduler.await_termination(common::PATIENCE));
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread")]
+async fn async_readers_await_each_new_value() {
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let mut version = 0u32;
+    let config = Refresh::builder(&scheduler)
+        .every(Duration::from_secs(3_600))
+        .bind(move || {
+            version += 1;
+            Ok::<_, String>(version)
+        });
+    let mut updates = config.subscribe();
+    assert_eq!(*updates.borrow(), None);
+    for expected in 1..=3 {
+        config.refresh_now().unwrap();
+        tokio::time::timeout(common::PATIENCE, updates.changed())
+            .await
+            .expect("a new value")
+            .unwrap();
+        assert_eq!(updates.borrow_and_update().as_deref(), Some(&expected));
+    }
+    scheduler.shutdown_async().await;
+}
