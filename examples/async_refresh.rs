@@ -176,7 +176,7 @@ async fn main() {
     publisher.abort();
     let report = scheduler.shutdown_and_join_async().await;
     consumer.await.ok();
-    print!("{report}");
+    println!("{report}");
     let stats = refresher.stats();
     println!(
         "{} \"refresh now\" messages, {} refreshes ({} fires coalesced), \

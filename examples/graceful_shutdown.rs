@@ -100,7 +100,7 @@ fn main() {
     let terminated = scheduler.await_termination(Duration::from_secs(5));
     // 4. Report exactly what was discarded and what finished.
     let report = scheduler.shutdown_report().expect("shut down");
-    print!("{report}");
+    println!("{report}");
     println!(
         "messages delivered: {delivered}, batches handled: {}, terminated: {terminated}",
         handled.load(Relaxed)

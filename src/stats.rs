@@ -21,6 +21,9 @@ pub enum TriggerState {
     Suspended,
     /// Paused: no fire starts a run until `resume` (G17).
     Paused,
+    /// The scheduler has shut down and no iteration is in flight: nothing
+    /// will run again.
+    ShutDown,
     /// A run is due now and waits for a worker.
     Due,
     /// A run is armed for this time (since the scheduler started).

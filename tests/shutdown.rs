@@ -55,6 +55,9 @@ fn graceful_shutdown_reports_armed_runs_and_the_run_in_flight() {
     assert_eq!(report.in_flight()[0].outcome(), Outcome::Completed);
     let text = report.to_string();
     assert!(text.contains("hourly") && text.contains("busy"), "{text}");
+    // One line each, no newline at the end (println! adds one).
+    assert_eq!(text.lines().count(), 1 + report.discarded().len() + 1);
+    assert!(!text.ends_with('\n'), "{text:?}");
 }
 
 #[test]

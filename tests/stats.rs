@@ -140,3 +140,14 @@ fn backoff_drives_a_failing_task_in_virtual_time() {
     );
     assert_eq!(s.state, TriggerState::Idle);
 }
+
+#[test]
+fn after_shutdown_the_state_reads_shut_down() {
+    let sim = Scheduler::builder().build_virtual();
+    let trigger = Trigger::bind(&sim, || Some(Duration::from_secs(1)));
+    trigger.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    assert!(matches!(trigger.stats().state, TriggerState::Armed(_)));
+    sim.shutdown();
+    assert_eq!(trigger.stats().state, TriggerState::ShutDown);
+}

@@ -86,3 +86,27 @@ fn iterations_panics_coalesced_fires_and_shutdown_are_traced() {
         "{log}"
     );
 }
+
+#[test]
+fn dropping_the_last_handle_with_a_run_pending_is_reported() {
+    let collector = Collector::default();
+    let log = collector.0.clone();
+    tracing::subscriber::with_default(collector, || {
+        let sim = Scheduler::builder().build_virtual();
+        // The mistake: the handle is a temporary, dropped at the `;`.
+        Trigger::builder(&sim)
+            .name("forgotten")
+            .bind(|| None)
+            .fire_after(Duration::from_secs(1))
+            .unwrap();
+        // Kept until it ran: nothing to report.
+        let kept = Trigger::builder(&sim).name("kept").bind(|| None);
+        kept.fire().unwrap();
+        sim.advance(Duration::from_secs(2));
+        drop(kept);
+    });
+    let log = log.lock().unwrap();
+    let warnings: Vec<_> = log.iter().filter(|l| l.contains("last handle")).collect();
+    assert_eq!(warnings.len(), 1, "{log:#?}");
+    assert!(warnings[0].contains("forgotten"), "{warnings:?}");
+}

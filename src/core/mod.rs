@@ -186,7 +186,11 @@ impl<R: Runtime> Core<R> {
         let request = self.request.peek();
         let now = self.runtime.clock().now_us();
         let stuck = self.policies.as_ref().is_some_and(|p| p.is_stuck());
-        self.stats.snapshot(self.name(), state, request, now, stuck)
+        let mut stats = self.stats.snapshot(self.name(), state, request, now, stuck);
+        if self.runtime.is_closed() && !state.is_running() {
+            stats.state = crate::stats::TriggerState::ShutDown;
+        }
+        stats
     }
 
     /// Reads the state word with an RMW, for the shutdown scan.
@@ -229,6 +233,14 @@ impl<R: Runtime> Core<R> {
                 waiters.age(version);
             }
         }
+    }
+
+    /// Whether a run is requested (due, armed or reserved) and the
+    /// runtime still open.
+    pub(crate) fn has_pending_run(&self) -> bool {
+        use crate::request::Kind;
+        let armed = matches!(self.request.peek().kind(), Kind::Due | Kind::At { .. });
+        (armed || self.state.snapshot().is_reserved()) && !self.runtime.is_closed()
     }
 
     /// The delay the last iteration returned: what `resume` re-arms.

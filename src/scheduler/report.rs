@@ -83,33 +83,36 @@ fn name(trigger: Option<&str>) -> &str {
 }
 
 impl fmt::Display for ShutdownReport {
+    /// One summary line, then one line per discarded run, per iteration in
+    /// flight and for detached threads — lines separated, with no newline
+    /// at the end (`println!("{report}")` prints no blank line).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
+        write!(
             f,
             "shutdown report: {} armed run(s) discarded, {} iteration(s) in flight",
             self.discarded.len(),
             self.in_flight.len()
         )?;
         for run in &self.discarded {
-            writeln!(
+            write!(
                 f,
-                "  discarded  {:<24} due in {:?}",
+                "\n  discarded  {:<24} due in {:?}",
                 name(run.trigger()),
                 run.due_in
             )?;
         }
         for run in &self.in_flight {
-            writeln!(
+            write!(
                 f,
-                "  in flight  {:<24} {:?}",
+                "\n  in flight  {:<24} {:?}",
                 name(run.trigger()),
                 run.outcome
             )?;
         }
         if self.detached_threads > 0 {
-            writeln!(
+            write!(
                 f,
-                "  {} thread(s) detached after the grace period",
+                "\n  {} thread(s) detached after the grace period",
                 self.detached_threads
             )?;
         }
