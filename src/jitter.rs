@@ -10,7 +10,7 @@ use std::time::Duration;
 /// Uses a thread-local generator; [`seed_jitter`] makes it deterministic
 /// on the calling thread (virtual-time tests run tasks on the test thread).
 ///
-/// # Errors
+/// # Edge cases
 ///
 /// None: every input gives a delay. `fraction` is clamped to `0.0..=1.0`
 /// (NaN, zero and negative values mean no jitter: `period` itself comes
@@ -117,7 +117,7 @@ impl RetryBackoff {
     /// Doubling delays from `initial`, never above `max`; no jitter, no
     /// retry limit.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: a `max` below `initial` is raised to `initial`, and
     /// `initial == Duration::ZERO` gives zero delays (the task re-runs at
@@ -138,7 +138,7 @@ impl RetryBackoff {
 
     /// Spreads each delay by `± fraction` of it.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: `fraction` is clamped to `0.0..=1.0` as in [`jittered`] (NaN
     /// means no jitter).
@@ -172,7 +172,7 @@ impl RetryBackoff {
     /// Records a failure; returns the delay before the next attempt, or
     /// `None` once the retry limit is reached.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: the doubling saturates at `max` (and the failure count at
     /// `u32::MAX`), however long the failures last.
@@ -195,7 +195,7 @@ impl RetryBackoff {
     /// Records a success and resets; returns `Some(period)`, jittered like
     /// the back-off delays.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: a jittered period beyond `Duration::MAX` saturates there.
     pub fn succeeded(&mut self, period: Duration) -> Option<Duration> {

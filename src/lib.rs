@@ -68,7 +68,7 @@
 //! * **G16 every input survives**: no public function panics on an
 //!   argument value (`Duration::MAX`, NaN, zero, huge counts, any name):
 //!   it returns a clear error that changes nothing, or saturates as its
-//!   `# Errors` section documents.
+//!   `# Errors` or `# Edge cases` section documents.
 //! * **G17 pause is a mode**: after [`Trigger::pause`] returns, no fire,
 //!   delayed request or re-run starts an iteration until
 //!   [`Trigger::resume`], which puts the trigger back on its schedule and

@@ -115,7 +115,7 @@ impl PhaseKeeper {
     /// it, skipping none: to arm the task for the first time
     /// (`trigger.fire_after(phase.first_delay_from(now))`).
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: times and periods of any size saturate.
     pub fn first_delay_from(&self, now: Duration) -> Duration {
@@ -134,7 +134,7 @@ impl PhaseKeeper {
     /// least [`min_gap`](Self::min_gap) away (`now` exactly on a slot
     /// counts as a run of that slot: the next one is a period later).
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: times and periods of any size saturate.
     pub fn delay_from(&self, now: Duration) -> Duration {

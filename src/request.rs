@@ -252,6 +252,7 @@ impl Request {
     /// `to_inbox`; returns the word it replaced, or `None` if refused.
     /// Same-version writes are allowed (exit re-arms, re-runs after a
     /// reservation).
+    #[inline]
     pub(crate) fn publish(&self, version: u32, kind: Kind, to_inbox: bool) -> Option<Word> {
         self.install(version, kind, to_inbox, false).ok()
     }
@@ -262,6 +263,7 @@ impl Request {
     /// raises the paused word's version to its own: the resume that later
     /// finds it newer than its own request advances again, so the request
     /// it installs is never made stale by a fire refused meanwhile.
+    #[inline]
     pub(crate) fn install(
         &self,
         version: u32,

@@ -17,7 +17,7 @@ impl Builder {
     /// `tick`, `coalesce_periodic`, `shutdown_grace`, `seed` and
     /// `panic_hook` do, exactly as in [`build`](Self::build).
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: every setting that applies is accepted by both `build` and
     /// `build_virtual` (the tick is clamped, not refused), so this returns
@@ -126,7 +126,7 @@ impl VirtualScheduler {
     /// runs, so advancing by N periods of a periodic trigger runs it N
     /// times: a long jump over a short period takes long.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: time saturates at [`HORIZON`](Self::HORIZON), so
     /// `advance(Duration::MAX)` moves to the horizon. There every
@@ -150,7 +150,7 @@ impl VirtualScheduler {
     /// Moves time forward to `at` since the scheduler was built (a time in
     /// the past only runs what is due now); see [`advance`](Self::advance).
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: as [`advance`](Self::advance), `at` saturates at
     /// [`HORIZON`](Self::HORIZON).

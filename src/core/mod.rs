@@ -35,7 +35,8 @@
 //! |------|-----|
 //! | `mod.rs` | [`Core`]: the fields, who may touch them, accessors |
 //! | `runtime.rs` | [`Runtime`]: everything the core asks of the runtime |
-//! | `fire.rs` | the firer side (`fire`, `fire_after`, `suspend`, `fire_and_wait`) and the hand-offs to the runtime: into the run queue, the timer's inbox, the shutdown report |
+//! | `fire.rs` | the firer side (`fire`, `fire_after`, `suspend`, `fire_and_wait`, debounce) and the hand-offs to the runtime: into the run queue, the timer's inbox, the shutdown report |
+//! | `pause.rs` | the off switch: `pause`, `resume` (G17) |
 //! | `run.rs` | the runner side: the task cell ([`TaskCell`], touched only by the RUNNING holder), `dispatch`, `run`, `end`, re-run and re-arm |
 //! | `iteration.rs` | an async iteration, polled by its executor |
 //! | `wait_future.rs` | `fire_and_wait_async`'s future |
@@ -80,6 +81,7 @@ pub(crate) use runtime::Runtime;
 
 mod fire;
 pub(crate) mod iteration;
+mod pause;
 mod run;
 pub(crate) mod runtime;
 #[cfg(feature = "tokio")]

@@ -110,7 +110,7 @@ impl Builder {
     /// threads whose task has not returned (a task that never returns
     /// must not hang `drop`), and the report counts them.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: any duration is accepted. `Duration::ZERO` does not wait;
     /// `Duration::MAX` (or any grace past the clock's range) waits as long
@@ -126,7 +126,7 @@ impl Builder {
     /// [stall threshold](Self::stall_threshold), more are started, up to
     /// [`max_workers`](Self::max_workers).
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// [`build`](Self::build) refuses `0` ([`BuildError::NoWorkers`]) and
     /// more than 1,024 ([`BuildError::TooManyWorkers`]);
@@ -172,7 +172,7 @@ impl Builder {
     /// grid (see [`coalesce_periodic`](Self::coalesce_periodic)), which
     /// may leave it off the tick's multiples — later, never earlier.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: the tick is clamped to 1 µs ..= 1 hour, on both
     /// [`build`](Self::build) and [`build_virtual`](Self::build_virtual):
@@ -202,7 +202,7 @@ impl Builder {
     /// Prefix of the threads' names (default `"circulation-"`), followed by
     /// `worker-N` or `monitor`.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// [`build`](Self::build) refuses a prefix containing a NUL byte
     /// ([`BuildError::InvalidThreadName`]); empty and very long prefixes

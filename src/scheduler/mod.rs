@@ -130,6 +130,7 @@ impl Scheduler {
     ///
     /// If the operating system cannot start a thread; use
     /// [`Scheduler::builder`] to get the error instead.
+    #[must_use = "dropping the scheduler shuts it down: its triggers never run"]
     pub fn new() -> Self {
         match Self::builder().build() {
             Ok(scheduler) => scheduler,
@@ -250,7 +251,7 @@ impl Scheduler {
     /// iteration is in flight until it completes: there it can only time
     /// out.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: any timeout is accepted. One past the range of [`Instant`]
     /// (`Duration::MAX`) waits without limit — before a shutdown, for

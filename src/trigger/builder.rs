@@ -55,7 +55,7 @@ impl<'a> TriggerBuilder<'a> {
     /// Names the trigger (shown in `Debug`, statistics, shutdown and panic
     /// reports).
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// None: any string is a name, the empty one and very long ones
     /// included; it is stored as given.

@@ -4,15 +4,17 @@
 use crate::error::FireError;
 use crate::scheduler::{Scheduler, TriggerCore};
 use crate::state::Snapshot;
-use crate::sync::{Arc, Weak};
+use crate::sync::Arc;
 use crate::task::Task;
 use std::fmt;
 use std::time::Duration;
 
 mod builder;
+mod identity;
 mod pause;
 
 pub use builder::TriggerBuilder;
+pub use identity::WeakTrigger;
 
 /// A task bound to a scheduler, re-triggerable from any thread.
 ///
@@ -538,45 +540,5 @@ impl fmt::Debug for Trigger {
             .field("name", &self.name())
             .field("state", &self.snapshot())
             .finish()
-    }
-}
-
-/// A non-owning handle to a [`Trigger`]: does not keep it alive.
-///
-/// # Examples
-///
-/// ```
-/// use circulation_trigger::{Scheduler, Trigger, WeakTrigger};
-/// use std::sync::{Arc, OnceLock};
-///
-/// let scheduler = Scheduler::new();
-/// let me: Arc<OnceLock<WeakTrigger>> = Arc::default();
-/// let cell = me.clone();
-/// let trigger = Trigger::bind(&scheduler, move || {
-///     // A task may re-fire or suspend its own trigger.
-///     if let Some(me) = cell.get().and_then(WeakTrigger::upgrade) {
-///         me.suspend();
-///     }
-///     None
-/// });
-/// me.set(trigger.downgrade()).unwrap();
-/// drop(trigger);
-/// assert!(me.get().unwrap().upgrade().is_none());
-/// ```
-#[derive(Clone, Default)]
-pub struct WeakTrigger {
-    handle: Weak<Handle>,
-}
-
-impl WeakTrigger {
-    /// The trigger, if some handle to it is still alive.
-    pub fn upgrade(&self) -> Option<Trigger> {
-        self.handle.upgrade().map(|handle| Trigger { handle })
-    }
-}
-
-impl fmt::Debug for WeakTrigger {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("(WeakTrigger)")
     }
 }

@@ -140,7 +140,7 @@ impl<T> Wheel<T> {
     /// Moves entry `key` to a new deadline in O(1); returns whether `key`
     /// named a live entry.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// A `key` that names no live entry (removed, expired, or never
     /// issued) changes nothing and returns `false`. Keys are reused: a
@@ -157,7 +157,7 @@ impl<T> Wheel<T> {
 
     /// Removes entry `key` and returns its value.
     ///
-    /// # Errors
+    /// # Edge cases
     ///
     /// `None`, changing nothing, if `key` names no live entry (see
     /// [`reschedule`](Self::reschedule)).

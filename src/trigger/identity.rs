@@ -1,0 +1,80 @@
+//! A trigger's identity: equality and hashing by the trigger, not by
+//! its task (two handles are equal when they drive the same trigger, as
+//! `Arc::ptr_eq`), and the non-owning handle.
+
+use super::{Handle, Trigger};
+use crate::sync::Weak;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Two handles are equal when they are handles to the same trigger (a
+/// clone, or an upgraded [`WeakTrigger`]): triggers can be map keys.
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Scheduler, Trigger};
+/// use std::collections::HashSet;
+///
+/// let sim = Scheduler::builder().build_virtual();
+/// let (a, b) = (Trigger::bind(&sim, || None), Trigger::bind(&sim, || None));
+/// assert_eq!(a, a.clone());
+/// assert_eq!(a, a.downgrade().upgrade().unwrap());
+/// assert_ne!(a, b); // same task, different triggers
+/// let set: HashSet<Trigger> = [a.clone(), a.clone(), b].into_iter().collect();
+/// assert_eq!(set.len(), 2);
+/// ```
+impl PartialEq for Trigger {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.handle, &other.handle)
+    }
+}
+
+impl Eq for Trigger {}
+
+impl Hash for Trigger {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        Arc::as_ptr(&self.handle).hash(state);
+    }
+}
+
+/// A non-owning handle to a [`Trigger`]: does not keep it alive.
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Scheduler, Trigger, WeakTrigger};
+/// use std::sync::{Arc, OnceLock};
+///
+/// let scheduler = Scheduler::new();
+/// let me: Arc<OnceLock<WeakTrigger>> = Arc::default();
+/// let cell = me.clone();
+/// let trigger = Trigger::bind(&scheduler, move || {
+///     // A task may re-fire or suspend its own trigger.
+///     if let Some(me) = cell.get().and_then(WeakTrigger::upgrade) {
+///         me.suspend();
+///     }
+///     None
+/// });
+/// me.set(trigger.downgrade()).unwrap();
+/// drop(trigger);
+/// assert!(me.get().unwrap().upgrade().is_none());
+/// ```
+#[derive(Clone, Default)]
+pub struct WeakTrigger {
+    pub(super) handle: Weak<Handle>,
+}
+
+impl WeakTrigger {
+    /// The trigger, if some handle to it is still alive.
+    pub fn upgrade(&self) -> Option<Trigger> {
+        self.handle.upgrade().map(|handle| Trigger { handle })
+    }
+}
+
+impl fmt::Debug for WeakTrigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(WeakTrigger)")
+    }
+}
