@@ -55,6 +55,10 @@ pub enum WaitError {
     OwnTask,
     /// The trigger is paused: the fire was refused.
     Paused,
+    /// The fire was refused as
+    /// [`FireError::DelayTooLong`]: a debounce window past the clock's
+    /// range (see [`TriggerBuilder::debounce`](crate::TriggerBuilder::debounce)).
+    DelayTooLong(Duration),
 }
 
 impl fmt::Display for WaitError {
@@ -65,6 +69,9 @@ impl fmt::Display for WaitError {
             WaitError::Shutdown => "the scheduler shut down before an iteration served the fire",
             WaitError::OwnTask => "fire_and_wait was called from inside the trigger's own task",
             WaitError::Paused => "the trigger is paused: the fire was refused",
+            WaitError::DelayTooLong(_) => {
+                "the debounce window puts the run beyond the clock's range"
+            }
         })
     }
 }

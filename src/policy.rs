@@ -101,6 +101,7 @@ impl Policies {
                     window_us: micros_up(window),
                     max_wait_us: micros_up(max_wait),
                     burst_start_us: AtomicU64::new(NO_BURST),
+                    closed_by: std::sync::atomic::AtomicU32::new(0),
                 });
         let any = name.is_some() || min_interval_us > 0 || stuck_after_us > 0 || debounce.is_some();
         (any || spawner.is_some()).then(|| {
@@ -127,12 +128,8 @@ impl Policies {
         !self.stuck.swap(true, Relaxed)
     }
 
-    /// A run starts at `now_us`: in flight, not stuck; a debounced burst
-    /// it serves is over.
+    /// A run starts at `now_us`: in flight, not stuck.
     pub(crate) fn started(&self, now_us: u64) {
-        if let Some(debounce) = &self.debounce {
-            debounce.close();
-        }
         self.stuck.store(false, Relaxed);
         self.running_since_us
             .store(now_us.min(NOT_RUNNING - 1), Relaxed);
@@ -166,34 +163,62 @@ const NO_BURST: u64 = u64::MAX;
 /// Trailing-edge debounce (see `TriggerBuilder::debounce`): a burst of
 /// fires becomes one run `window` after its last fire, and no later than
 /// `max_wait` after its first. A burst opens with the first fire after a
-/// run started, and closes when the run serving it starts.
+/// run was claimed, and closes when a worker claims the run serving it
+/// (or a suspend or pause cancels it).
+///
+/// Timing, not safety: every access is Relaxed. A fire that races the
+/// claim of its burst's run may see the burst still open and get a
+/// shorter delay (at worst, it runs right after that run); the claimed
+/// version, kept here, tells a fire whether the run that closed its
+/// burst already served it.
 pub(crate) struct Debounce {
     window_us: u64,
     max_wait_us: u64,
     /// When the open burst's first fire came (µs), or [`NO_BURST`].
-    /// Relaxed throughout: only the values are compared, and the run's
-    /// request travels through the request word as any `fire_after`'s.
     burst_start_us: AtomicU64,
+    /// The version of the run that closed the last burst.
+    closed_by: std::sync::atomic::AtomicU32,
 }
 
 impl Debounce {
-    /// The delay (µs) of a fire at `now_us`, and the burst start it was
-    /// computed from; the fire opens a burst if none is.
-    pub(crate) fn delay_us(&self, now_us: u64) -> (u64, u64) {
+    /// The delay (µs) of a fire at `now_us`, the burst start it was
+    /// computed from, and whether this fire opened that burst (it opens
+    /// one if none is).
+    pub(crate) fn delay_us(&self, now_us: u64) -> (u64, u64, bool) {
         let mut start = self.burst_start_us.load(Relaxed);
+        let mut opened = false;
         if start == NO_BURST {
-            start = match self
+            (start, opened) = match self
                 .burst_start_us
                 .compare_exchange(NO_BURST, now_us, Relaxed, Relaxed)
             {
-                Ok(_) => now_us,
-                Err(opened) => opened,
+                Ok(_) => (now_us, true),
+                Err(open) => (open, false),
             };
         }
         let cap = start
             .saturating_add(self.max_wait_us)
             .saturating_sub(now_us);
-        (self.window_us.min(cap), start)
+        (self.window_us.min(cap), start, opened)
+    }
+
+    /// A fire that opened the burst starting at `start` was refused:
+    /// close it again (unless a later fire or a run moved on).
+    pub(crate) fn unopen(&self, start: u64) {
+        let _ = self
+            .burst_start_us
+            .compare_exchange(start, NO_BURST, Relaxed, Relaxed);
+    }
+
+    /// The version of the run that closed the last burst.
+    pub(crate) fn closed_by(&self) -> u32 {
+        self.closed_by.load(Relaxed)
+    }
+
+    /// A worker claimed the run of `version`: the burst it serves is over.
+    pub(crate) fn claimed(&self, version: u32) {
+        self.closed_by.store(version, Relaxed);
+        self.close();
     }
 
     /// Whether the burst that began at `start` is still the open one.
@@ -201,8 +226,8 @@ impl Debounce {
         self.burst_start_us.load(Relaxed) == start
     }
 
-    /// The run serving the burst starts (or a suspend or pause cancels
-    /// it): the next fire opens a new burst.
+    /// The burst is over (its run claimed, or a suspend or pause
+    /// cancelled it): the next fire opens a new one.
     pub(crate) fn close(&self) {
         self.burst_start_us.store(NO_BURST, Relaxed);
     }

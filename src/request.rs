@@ -9,6 +9,8 @@
 //! │ version (30 bits)│ IN_INBOX │ tag (5 bits) │ mantissa (28 bits)  │
 //! └──────────────────┴──────────┴──────────────┴────────────────────┘
 //! tag 0..=19 : AT — deadline ≈ mantissa · 4^tag µs (see below)
+//! tag 27     : RESUMING — resumed while an iteration ran: that
+//!              iteration's returned delay settles the schedule
 //! tag 28     : PAUSED — nothing requested, and no request is accepted
 //!              but a resume's (G17)
 //! tag 29     : TAKEN — a worker has claimed this version's run
@@ -66,6 +68,7 @@ const DELAY_BITS: u32 = 26;
 /// are even, so the tag stores `exp / 2` in 5 bits.
 const MAX_EXP: u8 = 38;
 
+const TAG_RESUMING: u8 = 27;
 const TAG_PAUSED: u8 = 28;
 const TAG_TAKEN: u8 = 29;
 const TAG_DUE: u8 = 30;
@@ -82,6 +85,10 @@ pub(crate) enum Kind {
     Taken,
     /// Paused: nothing requested, and only a resume installs a request.
     Paused,
+    /// Resumed while an iteration was in flight: nothing requested yet;
+    /// that iteration's returned delay (or, if it ended first, the
+    /// resume) settles what comes next (see `Core::settle_resuming`).
+    Resuming,
     /// Run at a deadline (encoded; see [`Kind::deadline`]).
     At {
         /// Unit exponent: units are `2^exp` µs.
@@ -126,6 +133,7 @@ impl Kind {
             Kind::Due => (TAG_DUE, 0),
             Kind::Taken => (TAG_TAKEN, 0),
             Kind::Paused => (TAG_PAUSED, 0),
+            Kind::Resuming => (TAG_RESUMING, 0),
             Kind::At { exp, mantissa } => (exp / 2, u64::from(mantissa)),
         }
     }
@@ -163,6 +171,7 @@ impl Word {
             TAG_DUE => Kind::Due,
             TAG_TAKEN => Kind::Taken,
             TAG_PAUSED => Kind::Paused,
+            TAG_RESUMING => Kind::Resuming,
             half => Kind::At {
                 exp: half * 2,
                 mantissa: (self.0 & MANTISSA_MASK) as u32,
@@ -202,6 +211,17 @@ pub(crate) fn is_newer(a: u32, b: u32) -> bool {
     distance != 0 && distance < (VERSION_MASK >> 1) + 1
 }
 
+/// Whose request [`Request::install`] installs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Installer {
+    /// A firer's, or the scheduler's own: refused while paused.
+    Publish,
+    /// A resume's: only over PAUSED.
+    Resume,
+    /// The schedule a RESUMING word waited for: only over that word.
+    Settle,
+}
+
 /// Why [`Request::install`] installed nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
@@ -209,7 +229,8 @@ pub(crate) enum Refused {
     Newer,
     /// The trigger is paused (a firer's request).
     Paused,
-    /// The trigger is not paused (a resume's request).
+    /// The trigger is not paused (a resume's request), or the RESUMING
+    /// word was settled or replaced already (a settling one).
     NotPaused,
 }
 
@@ -254,12 +275,14 @@ impl Request {
     /// reservation).
     #[inline]
     pub(crate) fn publish(&self, version: u32, kind: Kind, to_inbox: bool) -> Option<Word> {
-        self.install(version, kind, to_inbox, false).ok()
+        self.install(version, kind, to_inbox, Installer::Publish)
+            .ok()
     }
 
-    /// [`publish`](Self::publish), telling why it was refused; with
-    /// `resume`, the request of a resume, installed only over PAUSED (and
-    /// never under a newer version). A firer's request that meets PAUSED
+    /// [`publish`](Self::publish), telling why it was refused. A resume's
+    /// request goes in only over PAUSED (and never under a newer version);
+    /// a settling one only over the RESUMING word of `version`. A firer's
+    /// request that meets PAUSED
     /// raises the paused word's version to its own: the resume that later
     /// finds it newer than its own request advances again, so the request
     /// it installs is never made stale by a fire refused meanwhile.
@@ -269,11 +292,17 @@ impl Request {
         version: u32,
         kind: Kind,
         to_inbox: bool,
-        resume: bool,
+        installer: Installer,
     ) -> Result<Word, Refused> {
         let fresh = Word::new(version, kind).raw() | if to_inbox { IN_INBOX } else { 0 };
+        let resume = installer == Installer::Resume;
         self.update(|current| {
             let paused = current.kind() == Kind::Paused;
+            if installer == Installer::Settle
+                && (current.kind() != Kind::Resuming || current.version() != version)
+            {
+                return Step::Keep(Err(Refused::NotPaused));
+            }
             if paused && !resume {
                 if !is_newer(version, current.version()) {
                     return Step::Keep(Err(Refused::Paused));

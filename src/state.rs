@@ -37,8 +37,16 @@
 //!   refused). This covers the re-run a reservation causes too: its `enter`
 //!   reads the value the runner's `exit` wrote, still in that sequence.
 //!   (A Relaxed advance loses a coalesced firer's data: `loom_trigger`'s G4
-//!   model catches it.) `fire_after` and `suspend` use the plain `advance`,
-//!   Relaxed: a delayed request's data travels through the request word.
+//!   model catches it.) `fire_after` and `suspend` use the plain `advance`:
+//!   a delayed request's data travels through the request word.
+//! * **pause → a later firer** (G17): `pause` installs PAUSED in the
+//!   request word, then advances here; every advance is *AcqRel*, so a
+//!   firer whose advance reads the pause's (or a later value) sees PAUSED
+//!   when it publishes, and is refused. Without it the two words could be
+//!   seen in opposite orders (load buffering, on weakly ordered CPUs), and
+//!   a run could start after `pause` returned. Loom explores no load
+//!   buffering, so no model can fail for this edge: it is argued in
+//!   docs/DESIGN.md, "Pause".
 //! * A fire while a re-run is already reserved (`advance_fire`) only
 //!   bumps the version, keeping RUNNING and RESERVED, with *Release*: the
 //!   re-run's Acquire `enter` reads a later value of its release sequence
@@ -200,12 +208,19 @@ impl State {
     pub fn advance(&self) -> u32 {
         self.update(|current| {
             let version = next_version(current & VERSION_MASK);
-            // Relaxed: a suspend hands nothing on, and a `fire_after`'s data
-            // reaches the run serving it through the request word (its
-            // AcqRel publish heads the release sequence the dispatcher's
-            // Acquire `take_due` reads). The ordering audit weakened this
-            // with no model failing.
-            Step::Store((current & RUNNING) | version, Ordering::Relaxed, version)
+            // AcqRel, for pause (G17), across the two words: `pause`
+            // installs PAUSED in the request word, then advances here. A
+            // firer whose advance reads this one (or a later value) must
+            // then see PAUSED when it publishes: Release here and Acquire
+            // in the firer's advance make the PAUSED install happen before
+            // that publish. Relaxed, the install could land after the
+            // publish (load buffering across two words, which weakly
+            // ordered CPUs do), and a worker could take and run that
+            // request after `pause` returned. Loom cannot show this (it
+            // explores no load buffering): the argument is
+            // docs/DESIGN.md's, "Pause". A `fire_after`'s data itself
+            // reaches its run through the request word.
+            Step::Store((current & RUNNING) | version, Ordering::AcqRel, version)
         })
     }
 
@@ -223,9 +238,11 @@ impl State {
             } else {
                 current & RUNNING
             };
-            // Release (both arms): as `advance` — the serving run's Acquire
-            // `enter` reads a later value of this release sequence (G2).
-            Step::Store(kept | version, Ordering::Release, (version, reserved))
+            // Release (both arms): the serving run's Acquire `enter` reads
+            // a later value of this release sequence (G2). Acquire: a pause
+            // whose advance this reads installed PAUSED before it, and this
+            // fire's publish must see it (see `advance`).
+            Step::Store(kept | version, Ordering::AcqRel, (version, reserved))
         })
     }
 

@@ -303,6 +303,7 @@ impl Counters {
             }
             Kind::Idle => TriggerState::Idle,
             Kind::Paused => TriggerState::Paused,
+            Kind::Resuming => TriggerState::Idle,
         }
     }
 }

@@ -331,3 +331,57 @@ fn fires_racing_pause_and_resume_never_run_while_paused() {
     scheduler.shutdown();
     assert!(scheduler.await_termination(PATIENCE));
 }
+
+/// Paused and resumed while an iteration runs (from inside it here, on
+/// virtual time): the delay that iteration returns is the schedule.
+#[test]
+fn a_resume_during_a_run_adopts_the_delay_that_run_returns() {
+    let sim = Scheduler::builder().build_virtual();
+    let runs = Counter::default();
+    let slot: Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> = Arc::default();
+    let (r, s) = (runs.clone(), slot.clone());
+    let trigger = Trigger::bind(&sim, move || {
+        let n = r.bump();
+        if n == 1 {
+            let me = s.get().unwrap().upgrade().unwrap();
+            me.pause();
+            assert_eq!(me.resume(), Ok(true)); // its own run is in flight
+        }
+        // The first run asks for 7 s, later ones for 60 s.
+        Some(Duration::from_secs(if n == 1 { 7 } else { 60 }))
+    });
+    slot.set(trigger.downgrade()).unwrap();
+    trigger.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(runs.get(), 1);
+    assert_eq!(sim.next_deadline(), Some(Duration::from_secs(7)));
+    sim.advance(Duration::from_secs(7));
+    assert_eq!(runs.get(), 2);
+}
+
+/// The same on real threads, with the run held at a gate while another
+/// thread pauses and resumes.
+#[test]
+fn a_resume_while_a_run_is_held_adopts_its_delay_on_real_threads() {
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let gate = Gate::default();
+    let (g, runs) = (gate.clone(), Counter::default());
+    let r = runs.clone();
+    let trigger = Trigger::bind(&scheduler, move || {
+        if r.bump() == 1 {
+            g.wait();
+            return Some(Duration::from_millis(1));
+        }
+        None
+    });
+    trigger.fire().unwrap();
+    common::eventually("the first run starts", || runs.get() == 1);
+    trigger.pause();
+    assert_eq!(trigger.resume(), Ok(true));
+    gate.open();
+    common::eventually("the 1 ms the held run asked for is honoured", || {
+        runs.get() == 2
+    });
+    scheduler.shutdown();
+    assert!(scheduler.await_termination(PATIENCE));
+}

@@ -268,3 +268,48 @@ fn g17_pause_racing_resume_ends_paused_or_on_schedule() {
         }
     });
 }
+
+/// `resume` while the iteration that began before the pause is still in
+/// flight: that iteration's returned delay is the schedule — whether it
+/// ends before the resume looks, between its look and its install, or
+/// after — and exactly one of the two settles it.
+#[test]
+fn g17_a_resume_during_the_iteration_in_flight_adopts_its_delay() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = h.trigger(0, move || {
+            r.bump();
+            Some(Duration::from_micros(10))
+        });
+        trigger.fire().unwrap();
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+            })
+        };
+        let switch = {
+            let t = trigger.clone();
+            thread::spawn(move || {
+                t.pause();
+                assert!(t.resume().unwrap());
+            })
+        };
+        switch.join().unwrap();
+        worker.join().unwrap();
+        h.run_all();
+        let before = runs.get();
+        h.timer_turn(100);
+        h.run_all();
+        // Ran before the pause took it: back on its 10 µs schedule, one
+        // more run. Never ran: nothing to resume.
+        assert_eq!(
+            runs.get(),
+            before + usize::from(before > 0),
+            "runs {before}"
+        );
+        assert!(!trigger.is_paused());
+    });
+}

@@ -30,7 +30,7 @@ use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
-use crate::request::{Kind, Refused, Word};
+use crate::request::{is_newer, Installer, Kind, Refused, Word};
 use crate::state::Reserve;
 use crate::sync::{Arc, Ordering};
 use std::time::Duration;
@@ -106,13 +106,28 @@ impl<R: Runtime> Core<R> {
         }
         self.check_paused()?;
         let now_ns = self.runtime.clock().now_ns();
-        let (delay_us, start) = debounce.delay_us(now_ns / 1_000);
-        let version = self.fire_after_version(now_ns, Duration::from_micros(delay_us))?;
-        if delay_us == debounce.window_us() || debounce.is_open(start) {
+        let (delay_us, start, opened) = debounce.delay_us(now_ns / 1_000);
+        let version = match self.fire_after_version(now_ns, Duration::from_micros(delay_us)) {
+            Ok(version) => version,
+            Err(error) => {
+                if opened {
+                    debounce.unopen(start); // refused: no burst began
+                }
+                return Err(error);
+            }
+        };
+        // Capped by a burst that a claimed run closed meanwhile — and that
+        // run was not this fire's own: this fire begins the next burst.
+        let served = |closed_by: u32| closed_by == version || is_newer(closed_by, version);
+        if delay_us == debounce.window_us()
+            || debounce.is_open(start)
+            || served(debounce.closed_by())
+        {
             return Ok(version);
         }
+        self.stats.not_a_fire(); // one call, one fire
         let now_ns = self.runtime.clock().now_ns();
-        let (delay_us, _) = debounce.delay_us(now_ns / 1_000);
+        let (delay_us, _, _) = debounce.delay_us(now_ns / 1_000);
         self.fire_after_version(now_ns, Duration::from_micros(delay_us))
     }
 
@@ -136,7 +151,10 @@ impl<R: Runtime> Core<R> {
             }
             return Ok(version);
         }
-        let replaced = refused_if_paused(self.request.install(version, Kind::Due, false, false))?;
+        let installed = self
+            .request
+            .install(version, Kind::Due, false, Installer::Publish);
+        let replaced = self.refused_if_paused(installed)?;
         if replaced.is_some() && !self.reserve_inline() {
             self.schedule_run(OnClosed::Refuse);
         }
@@ -163,6 +181,7 @@ impl<R: Runtime> Core<R> {
         self.waiters();
         self.fire_version().map_err(|error| match error {
             FireError::Paused => WaitError::Paused,
+            FireError::DelayTooLong(delay) => WaitError::DelayTooLong(delay),
             _ => WaitError::Shutdown,
         })
     }
@@ -261,7 +280,7 @@ impl<R: Runtime> Core<R> {
         self.check_paused()?;
         let version = self.advance();
         let (kind, replaced) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
-        self.confirm(version, kind, refused_if_paused(replaced)?)?;
+        self.confirm(version, kind, self.refused_if_paused(replaced)?)?;
         Ok(version)
     }
 
@@ -303,6 +322,9 @@ impl<R: Runtime> Core<R> {
     /// Cancels every pending request; an iteration in flight finishes.
     pub(crate) fn suspend(&self) {
         self.close_burst();
+        if self.request.peek().kind() == Kind::Paused {
+            return; // a no-op while paused: nothing is pending
+        }
         let version = self.advance();
         self.stats.suspended(version);
         // A newer request may already be installed: then it wins, as the
@@ -319,6 +341,23 @@ impl<R: Runtime> Core<R> {
     pub(super) fn close_burst(&self) {
         if let Some(debounce) = self.policies.as_ref().and_then(|p| p.debounce.as_ref()) {
             debounce.close();
+        }
+    }
+
+    /// A firer's install: `Ok(Some(replaced))`, `Ok(None)` if a newer
+    /// request won, or the error of a paused trigger — that fire advanced
+    /// the version, but is refused: not counted as a fire.
+    fn refused_if_paused(
+        &self,
+        installed: Result<Word, Refused>,
+    ) -> Result<Option<Word>, FireError> {
+        match installed {
+            Ok(replaced) => Ok(Some(replaced)),
+            Err(Refused::Paused) => {
+                self.stats.not_a_fire();
+                Err(FireError::Paused)
+            }
+            Err(_) => Ok(None),
         }
     }
 
@@ -416,7 +455,9 @@ impl<R: Runtime> Core<R> {
         on_closed: OnClosed,
     ) -> (Kind, Result<Word, Refused>) {
         let kind = Kind::at(deadline, now_us);
-        let installed = self.request.install(version, kind, true, false);
+        let installed = self
+            .request
+            .install(version, kind, true, Installer::Publish);
         if let Some(push) = self.hand_to_timer(installed, deadline, now_us, on_closed) {
             push.deliver(on_closed);
         }
@@ -434,9 +475,12 @@ impl<R: Runtime> Core<R> {
         now_us: u64,
         on_closed: OnClosed,
     ) -> Option<InboxPush<R>> {
-        let installed = self
-            .request
-            .install(version, Kind::at(deadline, now_us), true, false);
+        let installed = self.request.install(
+            version,
+            Kind::at(deadline, now_us),
+            true,
+            Installer::Publish,
+        );
         self.hand_to_timer(installed, deadline, now_us, on_closed)
     }
 
@@ -476,15 +520,5 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn expire(&self, seen: Word, due_at_us: u64) -> bool {
         self.stats.marked_due(seen.version(), due_at_us);
         self.request.expire(seen) && self.claim_queue_slot(OnClosed::List)
-    }
-}
-
-/// A firer's install: `Ok(Some(replaced))`, `Ok(None)` if a newer request
-/// won, or the error of a paused trigger.
-fn refused_if_paused(installed: Result<Word, Refused>) -> Result<Option<Word>, FireError> {
-    match installed {
-        Ok(replaced) => Ok(Some(replaced)),
-        Err(Refused::Paused) => Err(FireError::Paused),
-        Err(_) => Ok(None),
     }
 }

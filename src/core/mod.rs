@@ -76,6 +76,7 @@ use crate::sync::{Arc, AtomicBool, UnsafeCell};
 use crate::wait::Waiters;
 
 pub(crate) use fire::{InboxPush, OnClosed};
+pub(crate) use pause::ResumeTo;
 pub(crate) use run::TaskCell;
 pub(crate) use runtime::Runtime;
 
@@ -243,11 +244,6 @@ impl<R: Runtime> Core<R> {
         use crate::request::Kind;
         let armed = matches!(self.request.peek().kind(), Kind::Due | Kind::At { .. });
         (armed || self.state.snapshot().is_reserved()) && !self.runtime.is_closed()
-    }
-
-    /// The delay the last iteration returned: what `resume` re-arms.
-    pub(crate) fn last_delay(&self) -> Option<std::time::Duration> {
-        self.stats.last_delay()
     }
 
     /// The waiters, created on first use.

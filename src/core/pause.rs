@@ -8,7 +8,7 @@ use super::fire::OnClosed;
 use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::error::FireError;
-use crate::request::{Kind, Refused};
+use crate::request::{Installer, Kind, Refused};
 use crate::sync::Arc;
 use std::time::Duration;
 
@@ -49,48 +49,58 @@ impl<R: Runtime> Core<R> {
         self.request.peek().kind() == Kind::Paused
     }
 
-    /// **resume** (G17): takes a paused trigger back on a schedule — a run
-    /// `delay` from now (`Some(ZERO)`: at once), or with `None` no run at
-    /// all (idle, not paused). Returns whether the trigger was paused.
+    /// **resume** (G17): takes a paused trigger back on a schedule — the
+    /// one its last iteration asked for ([`ResumeTo::Schedule`]), or a
+    /// run `delay` from now. Returns whether the trigger was paused.
     ///
     /// The request goes in with a fresh version (an advance) and only over
-    /// PAUSED (`Request::install` with `resume`). A fire that passed its
-    /// paused check before the pause and advances after this advance makes
-    /// that version stale; if its publish came first, it was refused and
-    /// raised the paused word's version past ours, so the install fails
-    /// with `Newer` and we advance again — each such fire at most once,
-    /// since new fires are refused by their check. If its publish comes
-    /// after ours, it installs its newer request over ours and runs as a
-    /// fire after the resume. A fire that advanced before ours and
+    /// PAUSED (`Installer::Resume`). A fire that passed its paused check
+    /// before the pause and advances after this advance makes that
+    /// version stale; if its publish came first, it was refused and raised
+    /// the paused word's version past ours, so the install fails with
+    /// `Newer` and we advance again — each such fire at most once, since
+    /// new fires (and suspends) are refused by their check. If its publish
+    /// comes after ours, it installs its newer request over ours and runs
+    /// as a fire after the resume. A fire that advanced before ours and
     /// publishes after finds a newer version and returns `Ok`: it began
-    /// before the pause took effect, which cancelled it (no fire is lost
-    /// that `pause` did not cancel).
-    pub(crate) fn resume(self: &Arc<Self>, delay: Option<Duration>) -> Result<bool, FireError> {
+    /// before the pause took effect, and the pause cancelled it.
+    ///
+    /// Resumed on its schedule while an iteration is in flight (it began
+    /// before the pause), the trigger waits for that iteration's delay:
+    /// RESUMING goes in, and whichever comes second — the iteration's
+    /// end, or this call seeing it ended — settles it into the request
+    /// that delay asks for (`settle_resuming`; one compare-exchange from
+    /// the exact RESUMING word, so only one of them does).
+    pub(crate) fn resume(self: &Arc<Self>, to: ResumeTo) -> Result<bool, FireError> {
         if self.runtime.is_closed() {
             return Err(FireError::Shutdown);
         }
         let now_ns = self.runtime.clock().now_ns();
-        let now_us = now_ns / 1_000;
         // Checked before anything changes: a delay too long leaves the
         // trigger paused.
-        let (kind, deadline) = match delay {
-            None => (Kind::Idle, 0),
-            Some(delay) if delay.is_zero() => (Kind::Due, 0),
-            Some(delay) => {
-                let deadline = deadline_us(now_ns, delay, self.runtime.tick_us())
-                    .ok_or(FireError::DelayTooLong(delay))?;
-                (Kind::at(deadline, now_us), deadline)
-            }
+        let given = match to {
+            ResumeTo::After(delay) => Some(self.request_for(Some(delay), now_ns)?),
+            ResumeTo::Schedule => None,
         };
         let guard = crate::sync::lock(self.runtime.pause_lock());
         if !self.is_paused() {
             return Ok(false);
         }
+        // Under the lock, while paused: no iteration can start, so one
+        // seen ended stays ended.
+        let (kind, deadline) = match given {
+            Some(request) => request,
+            None if self.state.snapshot().is_running() => (Kind::Resuming, 0),
+            None => self.schedule_of(self.stats.last_delay(), now_ns),
+        };
         let to_inbox = matches!(kind, Kind::At { .. });
         let (version, replaced) = loop {
             let version = self.advance();
             self.stats.not_a_fire();
-            match self.request.install(version, kind, to_inbox, true) {
+            match self
+                .request
+                .install(version, kind, to_inbox, Installer::Resume)
+            {
                 Ok(replaced) => break (version, replaced),
                 // A fire refused by the pause advanced past us: again.
                 Err(Refused::Newer) => continue,
@@ -99,18 +109,112 @@ impl<R: Runtime> Core<R> {
             }
         };
         drop(guard);
+        self.close_burst();
         match kind {
             Kind::Due if !self.reserve_inline() => self.schedule_run(OnClosed::Refuse),
             Kind::At { .. } => {
-                if let Some(push) =
-                    self.hand_to_timer(Ok(replaced), deadline, now_us, OnClosed::Refuse)
-                {
-                    push.deliver(OnClosed::Refuse);
-                }
+                self.to_timer_after_install(replaced, deadline, now_ns / 1_000, OnClosed::Refuse)
+            }
+            // Did the iteration end before it could see our RESUMING? An
+            // RMW on the state word, not a load: this `touch` and the
+            // iteration's `exit` are then ordered. Touch first: the AcqRel
+            // `exit` reads it, so the iteration's look at the request word
+            // after its `exit` sees RESUMING and settles it. Exit first:
+            // the touch reads RUNNING clear and we settle, from the delay
+            // the iteration recorded before its `exit` (whose Release the
+            // touch's Acquire reads). With two plain loads both sides could
+            // miss the other's write (the store-buffering shape), and no
+            // one would settle: `g17_a_resume_during_the_iteration…`.
+            Kind::Resuming if !self.state.touch().is_running() => {
+                self.settle_resuming(
+                    self.stats.last_delay(),
+                    self.runtime.clock().now_ns(),
+                    OnClosed::Refuse,
+                );
             }
             _ => {}
         }
-        self.confirm(version, kind, Some(replaced))?;
+        // Shutdown began meanwhile: take the request back and stay paused
+        // — unless the shutdown scan listed it already (then it stands).
+        if self.runtime.is_closed() && self.request.withdraw_own(version, kind) {
+            self.request.pause();
+            return Err(FireError::Shutdown);
+        }
         Ok(true)
     }
+
+    /// The request a delay asks for at `now_ns`: none (`None`), a run now
+    /// (zero), or a run at the deadline; an error if it lies past the
+    /// clock's range.
+    fn request_for(&self, delay: Option<Duration>, now_ns: u64) -> Result<(Kind, u64), FireError> {
+        Ok(match delay {
+            None => (Kind::Idle, 0),
+            Some(delay) if delay.is_zero() => (Kind::Due, 0),
+            Some(delay) => {
+                let deadline = deadline_us(now_ns, delay, self.runtime.tick_us())
+                    .ok_or(FireError::DelayTooLong(delay))?;
+                (Kind::at(deadline, now_ns / 1_000), deadline)
+            }
+        })
+    }
+
+    /// The request the schedule asks for: as [`request_for`](Self::request_for),
+    /// a delay past the clock's range meaning none (it never comes due).
+    fn schedule_of(&self, delay: Option<Duration>, now_ns: u64) -> (Kind, u64) {
+        self.request_for(delay, now_ns).unwrap_or((Kind::Idle, 0))
+    }
+
+    /// Settles a RESUMING word into the request `delay` asks for (see
+    /// [`resume`](Self::resume)): called by the iteration that was in
+    /// flight at the resume, at its end, with the delay it returned — or
+    /// by the resume, if that iteration had ended. Does nothing if the word
+    /// is not RESUMING (settled already, or a newer request replaced it).
+    pub(super) fn settle_resuming(
+        self: &Arc<Self>,
+        delay: Option<Duration>,
+        now_ns: u64,
+        on_closed: OnClosed,
+    ) {
+        let word = self.request.peek();
+        if word.kind() != Kind::Resuming {
+            return;
+        }
+        let (kind, deadline) = self.schedule_of(delay, now_ns);
+        let to_inbox = matches!(kind, Kind::At { .. });
+        let Ok(replaced) = self
+            .request
+            .install(word.version(), kind, to_inbox, Installer::Settle)
+        else {
+            return;
+        };
+        match kind {
+            Kind::Due => self.schedule_run(on_closed),
+            Kind::At { .. } => {
+                self.to_timer_after_install(replaced, deadline, now_ns / 1_000, on_closed)
+            }
+            _ => {}
+        }
+    }
+
+    /// After an AT request was installed over `replaced`: tell the timer.
+    fn to_timer_after_install(
+        self: &Arc<Self>,
+        replaced: crate::request::Word,
+        deadline: u64,
+        now_us: u64,
+        on_closed: OnClosed,
+    ) {
+        if let Some(push) = self.hand_to_timer(Ok(replaced), deadline, now_us, on_closed) {
+            push.deliver(on_closed);
+        }
+    }
+}
+
+/// Where [`Core::resume`] takes a paused trigger.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ResumeTo {
+    /// The schedule its last iteration asked for.
+    Schedule,
+    /// A run this long from now (zero: at once).
+    After(Duration),
 }

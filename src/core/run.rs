@@ -169,6 +169,9 @@ impl<R: Runtime> Core<R> {
     /// re-runs in place.
     pub(super) fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
         let version = self.request.take_due()?;
+        if let Some(debounce) = self.policies.as_ref().and_then(|p| p.debounce.as_ref()) {
+            debounce.claimed(version);
+        }
         match self.state.enter(version) {
             Enter::Entered => {
                 // Entered after the shutdown scan? Then the run is discarded
@@ -231,7 +234,13 @@ impl<R: Runtime> Core<R> {
         let live = match exit {
             Exit::Rerun { version } => version,
             Exit::Done { live: true } => version,
-            Exit::Done { live: false } => return None, // a newer request rules
+            Exit::Done { live: false } => {
+                // A newer request rules — unless a resume waits for this
+                // (deferred) run's schedule: the last iteration's.
+                let now_ns = self.runtime.clock().now_ns();
+                self.settle_resuming(self.stats.last_delay(), now_ns, OnClosed::List);
+                return None;
+            }
         };
         self.publish_at_later(live, end_us, now_us, OnClosed::List)
     }
@@ -369,8 +378,16 @@ impl<R: Runtime> Core<R> {
             // moment between a fire's `advance` and its `reserve`): the
             // claim is atomic, so the firer then finds nothing to hand the
             // pool, or hands it and the dispatch finds nothing.
-            Exit::Done { live: false } if adopt.is_some() => self.serve_due(adopt),
-            Exit::Done { live: false } => None,
+            Exit::Done { live: false } => {
+                // Resumed while this iteration ran: its delay is the
+                // schedule (see `Core::resume`).
+                self.settle_resuming(next, end_ns, OnClosed::List);
+                if adopt.is_some() {
+                    self.serve_due(adopt)
+                } else {
+                    None
+                }
+            }
         }
     }
 

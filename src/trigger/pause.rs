@@ -1,6 +1,7 @@
 //! The off switch: `pause`, `resume`, `resume_after`, `is_paused` (G17).
 
 use super::Trigger;
+use crate::core::ResumeTo;
 use crate::error::FireError;
 use std::time::Duration;
 
@@ -57,20 +58,26 @@ impl Trigger {
     }
 
     /// Takes a paused trigger back on its schedule: its next run is the
-    /// delay its last iteration returned, counted from now (a trigger
+    /// delay its last iteration returned, counted from now — or, if an
+    /// iteration that began before the pause is still in flight, from
+    /// when that iteration returns, with the delay it returns. A trigger
     /// whose last iteration returned `None`, or that never ran, is
     /// unpaused and stays idle until the next fire; so is one whose last
-    /// delay is over about 34 years). Fires are accepted
-    /// again from this call on; a fire racing it either is refused
-    /// (it saw the pause) or counts as a fire after the resume — none is
-    /// lost.
+    /// delay is over about 34 years.
+    ///
+    /// Fires are accepted again from this call on. A fire that races it
+    /// is refused (it saw the pause), or served as a fire after the
+    /// resume; a fire that began before the pause took effect and ends
+    /// after the resume may have been cancelled by the pause, as a fire
+    /// just before a `suspend` is.
     ///
     /// Returns whether the trigger was paused; on a trigger that is not,
     /// it changes nothing.
     ///
     /// # Errors
     ///
-    /// [`FireError::Shutdown`] after shutdown (the trigger stays paused).
+    /// [`FireError::Shutdown`] after shutdown (the trigger stays paused,
+    /// also when shutdown begins during the call).
     ///
     /// # Examples
     ///
@@ -87,12 +94,7 @@ impl Trigger {
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     pub fn resume(&self) -> Result<bool, FireError> {
-        // A delay beyond the clock's range never comes due: as `None`.
-        let core = &self.handle.core;
-        match core.resume(core.last_delay()) {
-            Err(FireError::DelayTooLong(_)) => core.resume(None),
-            resumed => resumed,
-        }
+        self.handle.core.resume(ResumeTo::Schedule)
     }
 
     /// Takes a paused trigger back with its next run `delay` from now
@@ -121,7 +123,7 @@ impl Trigger {
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     pub fn resume_after(&self, delay: Duration) -> Result<bool, FireError> {
-        self.handle.core.resume(Some(delay))
+        self.handle.core.resume(ResumeTo::After(delay))
     }
 
     /// Whether the trigger is paused (see [`pause`](Self::pause)).
