@@ -7,7 +7,7 @@
 mod common;
 
 use circulation_trigger::model::Harness;
-use circulation_trigger::FireError;
+use circulation_trigger::{FireError, Trigger};
 use common::{run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
@@ -15,6 +15,30 @@ use std::time::Duration;
 
 /// Versions to start from: 0, and just below the 30-bit wrap (G12).
 const STARTS: [u32; 2] = [0, (1 << 30) - 1];
+
+/// A trigger whose task counts its runs and returns `next`.
+fn counted(h: &Harness, start: u32, next: Option<Duration>) -> (Trigger, Count) {
+    let runs = Count::default();
+    let r = runs.clone();
+    let trigger = h.trigger(start, move || {
+        r.bump();
+        next
+    });
+    (trigger, runs)
+}
+
+/// A thread that pauses `trigger`, then reports whether an iteration was
+/// in flight and how many runs had counted themselves. Snapshot first: an
+/// iteration seen idle has already counted itself (its exit Release
+/// precedes the snapshot's Acquire).
+fn pauser(trigger: &Trigger, runs: &Count) -> thread::JoinHandle<(usize, usize)> {
+    let (t, runs) = (trigger.clone(), runs.clone());
+    thread::spawn(move || {
+        t.pause();
+        let in_flight = usize::from(Harness::snapshot(&t).is_running());
+        (in_flight, runs.get())
+    })
+}
 
 /// A fire is accepted, or refused because the trigger is paused.
 fn accepted(fired: Result<(), FireError>) -> bool {
@@ -33,12 +57,7 @@ fn g17_fires_racing_pause_start_nothing_after_it() {
     for start in STARTS {
         run_model(move || {
             let h = Arc::new(Harness::new());
-            let runs = Count::default();
-            let r = runs.clone();
-            let trigger = h.trigger(start, move || {
-                r.bump();
-                None
-            });
+            let (trigger, runs) = counted(&h, start, None);
             trigger.fire().unwrap();
             let worker = {
                 let h = h.clone();
@@ -51,18 +70,7 @@ fn g17_fires_racing_pause_start_nothing_after_it() {
                 let t = trigger.clone();
                 thread::spawn(move || accepted(t.fire()))
             };
-            let pauser = {
-                let (t, runs) = (trigger.clone(), runs.clone());
-                thread::spawn(move || {
-                    t.pause();
-                    // Snapshot first: an iteration seen idle here has
-                    // already counted itself (its exit Release precedes
-                    // this Acquire).
-                    let in_flight = usize::from(Harness::snapshot(&t).is_running());
-                    (in_flight, runs.get())
-                })
-            };
-            let (in_flight, at_pause) = pauser.join().unwrap();
+            let (in_flight, at_pause) = pauser(&trigger, &runs).join().unwrap();
             firer.join().unwrap();
             worker.join().unwrap();
             h.run_all();
@@ -84,12 +92,7 @@ fn g17_pause_racing_the_exit_step_stops_re_runs_and_re_arms() {
     for delay_us in [0, 10] {
         run_model_bounded(3, move || {
             let h = Arc::new(Harness::new());
-            let runs = Count::default();
-            let r = runs.clone();
-            let trigger = h.trigger(0, move || {
-                r.bump();
-                Some(Duration::from_micros(delay_us))
-            });
+            let (trigger, runs) = counted(&h, 0, Some(Duration::from_micros(delay_us)));
             trigger.fire().unwrap();
             let worker = {
                 let h = h.clone();
@@ -98,15 +101,7 @@ fn g17_pause_racing_the_exit_step_stops_re_runs_and_re_arms() {
                     h.run_one();
                 })
             };
-            let pauser = {
-                let (t, runs) = (trigger.clone(), runs.clone());
-                thread::spawn(move || {
-                    t.pause();
-                    let in_flight = usize::from(Harness::snapshot(&t).is_running());
-                    (in_flight, runs.get())
-                })
-            };
-            let (in_flight, at_pause) = pauser.join().unwrap();
+            let (in_flight, at_pause) = pauser(&trigger, &runs).join().unwrap();
             worker.join().unwrap();
             h.run_all();
             h.timer_turn(1_000);
@@ -135,12 +130,7 @@ fn g17_pause_racing_the_exit_step_stops_re_runs_and_re_arms() {
 fn g17_a_delayed_request_racing_pause_never_runs() {
     run_model(|| {
         let h = Arc::new(Harness::new());
-        let runs = Count::default();
-        let r = runs.clone();
-        let trigger = h.trigger(0, move || {
-            r.bump();
-            None
-        });
+        let (trigger, runs) = counted(&h, 0, None);
         let firer = {
             let t = trigger.clone();
             thread::spawn(move || match t.fire_after(Duration::from_micros(10)) {
@@ -170,12 +160,7 @@ fn g17_a_resume_racing_a_fire_that_began_before_the_pause_loses_neither() {
     for start in STARTS {
         run_model_bounded(3, move || {
             let h = Arc::new(Harness::new());
-            let runs = Count::default();
-            let r = runs.clone();
-            let trigger = h.trigger(start, move || {
-                r.bump();
-                None
-            });
+            let (trigger, runs) = counted(&h, start, None);
             let firer = {
                 let t = trigger.clone();
                 thread::spawn(move || accepted(t.fire()))
@@ -204,12 +189,7 @@ fn g17_a_resume_racing_a_fire_that_began_before_the_pause_loses_neither() {
 fn g17_suspend_racing_pause_leaves_it_paused() {
     run_model(|| {
         let h = Arc::new(Harness::new());
-        let runs = Count::default();
-        let r = runs.clone();
-        let trigger = h.trigger(0, move || {
-            r.bump();
-            None
-        });
+        let (trigger, runs) = counted(&h, 0, None);
         trigger.fire_after(Duration::from_micros(10)).unwrap();
         let suspender = {
             let t = trigger.clone();
@@ -240,12 +220,7 @@ fn g17_suspend_racing_pause_leaves_it_paused() {
 fn g17_pause_racing_resume_ends_paused_or_on_schedule() {
     run_model(|| {
         let h = Arc::new(Harness::new());
-        let runs = Count::default();
-        let r = runs.clone();
-        let trigger = h.trigger(0, move || {
-            r.bump();
-            None
-        });
+        let (trigger, runs) = counted(&h, 0, None);
         let pauser = {
             let t = trigger.clone();
             thread::spawn(move || t.pause())
@@ -277,12 +252,7 @@ fn g17_pause_racing_resume_ends_paused_or_on_schedule() {
 fn g17_a_resume_during_the_iteration_in_flight_adopts_its_delay() {
     run_model(|| {
         let h = Arc::new(Harness::new());
-        let runs = Count::default();
-        let r = runs.clone();
-        let trigger = h.trigger(0, move || {
-            r.bump();
-            Some(Duration::from_micros(10))
-        });
+        let (trigger, runs) = counted(&h, 0, Some(Duration::from_micros(10)));
         trigger.fire().unwrap();
         let worker = {
             let h = h.clone();
