@@ -284,6 +284,46 @@ impl<'a> RefreshBuilder<'a> {
         E: Send + Sync + 'static,
         F: FnMut() -> Result<T, E> + Send + 'static,
     {
+        let every = self.every;
+        self.bind_with_next(move || fetch().map(|value| (value, every)))
+    }
+
+    /// As [`bind`](Self::bind), the fetch also saying when to fetch next
+    /// after a success — for a period that comes with the value (a config
+    /// that carries its own refresh interval), or that the service tunes
+    /// at run time. [`every`](Self::every) is then only the delay after
+    /// a failure when there is no [`retry`](Self::retry) back-off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// struct Config {
+    ///     period: Duration,
+    /// }
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let mut fetches = 0;
+    /// let config = Refresh::builder(&sim).bind_with_next(move || {
+    ///     fetches += 1;
+    ///     // The config names its own period: 10 s, then 60 s.
+    ///     let period = Duration::from_secs(if fetches == 1 { 10 } else { 60 });
+    ///     Ok::<_, String>((Config { period }, period))
+    /// });
+    /// config.refresh_now()?;
+    /// sim.advance(Duration::from_secs(10));
+    /// assert_eq!(config.refreshes(), 2);
+    /// assert_eq!(config.get().unwrap().period, Duration::from_secs(60));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn bind_with_next<T, E, F>(self, mut fetch: F) -> Refresh<T, E>
+    where
+        T: Send + Sync + 'static,
+        E: Send + Sync + 'static,
+        F: FnMut() -> Result<(T, Duration), E> + Send + 'static,
+    {
         let latest = Arc::new(Latest {
             value: ArcSwapOption::empty(),
             error: ArcSwapOption::empty(),
@@ -295,7 +335,7 @@ impl<'a> RefreshBuilder<'a> {
         let (every, mut retry) = (self.every, self.retry);
         let shared = Arc::clone(&latest);
         let trigger = self.trigger.bind(move || match fetch() {
-            Ok(value) => {
+            Ok((value, next)) => {
                 let value = Arc::new(value);
                 shared.value.store(Some(Arc::clone(&value)));
                 shared.error.store(None);
@@ -305,8 +345,8 @@ impl<'a> RefreshBuilder<'a> {
                 #[cfg(not(feature = "tokio"))]
                 drop(value);
                 match &mut retry {
-                    Some(backoff) => backoff.succeeded(every),
-                    None => Some(every),
+                    Some(backoff) => backoff.succeeded(next),
+                    None => Some(next),
                 }
             }
             Err(error) => {

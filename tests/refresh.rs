@@ -74,6 +74,27 @@ fn readers_see_the_latest_good_value_through_failures_and_back_off() {
 }
 
 #[test]
+fn the_period_can_come_with_the_value() {
+    let sim = Scheduler::builder().build_virtual();
+    let center = Center::answers(&[Ok(10), Ok(60), Err("down"), Ok(5)]);
+    let c = center.clone();
+    // Each answer names the period, in seconds, until the next fetch.
+    let config = Refresh::builder(&sim)
+        .every(SECOND * 3) // after a failure (no back-off)
+        .bind_with_next(move || c.fetch().map(|secs| (secs, SECOND * secs)));
+    config.refresh_now().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(config.get().as_deref(), Some(&10));
+    sim.advance(SECOND * 10);
+    assert_eq!(config.get().as_deref(), Some(&60));
+    sim.advance(SECOND * 60); // fails: retried after `every`
+    assert_eq!(config.failures(), 1);
+    sim.advance(SECOND * 3);
+    assert_eq!(config.get().as_deref(), Some(&5));
+    assert_eq!(config.refreshes(), 3);
+}
+
+#[test]
 fn a_paused_refresh_fetches_nothing_and_resumes_on_its_period() {
     let sim = Scheduler::builder().build_virtual();
     let fetches = common::Counter::default();
