@@ -13,6 +13,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 runs=${1:-20}
+# A target directory of its own: a build started meanwhile in target/
+# (by you, or an editor) would swap the library under the running tests.
+export CARGO_TARGET_DIR=${STRESS_TARGET_DIR:-target/stress/build}
 burners=${BURNERS:-$(nproc)}
 test_command=(cargo test --workspace --release --all-features)
 
