@@ -162,3 +162,18 @@ impl Drop for RunningGuard {
         RUNNING.with(|cell| cell.set(self.0));
     }
 }
+
+/// The span of one iteration, at DEBUG (so an INFO filter drops it and a
+/// DEBUG one shows it): the trigger's name and the version the iteration
+/// serves; `lateness_us` (a timed run's start minus its deadline) and
+/// `outcome` are recorded once known.
+#[cfg(feature = "tracing")]
+pub(crate) fn iteration_span(trigger: Option<&str>, version: u32) -> tracing::Span {
+    tracing::debug_span!(
+        "iteration",
+        trigger = trigger.unwrap_or("<unnamed>"),
+        version,
+        lateness_us = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    )
+}

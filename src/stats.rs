@@ -204,7 +204,8 @@ impl Counters {
     /// Worker side: an iteration of `version` starts at `now_us`. The
     /// worker holding RUNNING is these fields' only writer, so a load and a
     /// store do what an RMW would, cheaper.
-    pub(crate) fn started(&self, version: u32, now_us: u64) {
+    /// Returns this run's lateness (µs, saturating) if it was a timed run.
+    pub(crate) fn started(&self, version: u32, now_us: u64) -> Option<u32> {
         bump(&self.iterations);
         if self.last_version.load(Relaxed) != version {
             self.last_version.store(version, Relaxed);
@@ -219,7 +220,9 @@ impl Counters {
             if max == NONE || late > max {
                 self.max_lateness_us.store(late, Relaxed);
             }
+            return Some(late);
         }
+        None
     }
 
     /// Worker side: the iteration ended at `now_us`.

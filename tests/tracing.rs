@@ -11,9 +11,11 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
-/// Records span names with their fields, and event messages.
+/// Records span names with their level and fields, fields recorded
+/// later, entries into spans, and event messages with the span they came
+/// in.
 #[derive(Clone, Default)]
-struct Collector(Arc<Mutex<Vec<String>>>);
+struct Collector(Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<u64>>>);
 
 struct Fields(String);
 
@@ -28,21 +30,37 @@ impl Subscriber for Collector {
         true
     }
     fn new_span(&self, span: &Attributes<'_>) -> Id {
-        let mut fields = Fields(format!("span {}", span.metadata().name()));
-        span.record(&mut fields);
         let mut log = self.0.lock().unwrap();
+        let id = log.len() as u64 + 1;
+        let mut fields = Fields(format!(
+            "span {} id={id} level={}",
+            span.metadata().name(),
+            span.metadata().level()
+        ));
+        span.record(&mut fields);
         log.push(fields.0);
-        Id::from_u64(log.len() as u64)
+        Id::from_u64(id)
     }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        let mut fields = Fields(format!("record id={}", span.into_u64()));
+        values.record(&mut fields);
+        self.0.lock().unwrap().push(fields.0);
+    }
     fn record_follows_from(&self, _: &Id, _: &Id) {}
     fn event(&self, event: &Event<'_>) {
-        let mut fields = Fields(format!("event {}", event.metadata().level()));
+        let inside = self.1.lock().unwrap().last().copied().unwrap_or(0);
+        let mut fields = Fields(format!("event {} in={inside}", event.metadata().level()));
         event.record(&mut fields);
         self.0.lock().unwrap().push(fields.0);
     }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
+    fn enter(&self, span: &Id) {
+        self.1.lock().unwrap().push(span.into_u64());
+        let line = format!("enter id={}", span.into_u64());
+        self.0.lock().unwrap().push(line);
+    }
+    fn exit(&self, _: &Id) {
+        self.1.lock().unwrap().pop();
+    }
 }
 
 #[test]
@@ -70,7 +88,7 @@ fn iterations_panics_coalesced_fires_and_shutdown_are_traced() {
     });
     let log = log.lock().unwrap().join("\n");
     assert!(
-        log.contains("span iteration trigger=\"traced\" version=43"),
+        log.contains("level=DEBUG trigger=\"traced\" version=43"),
         "{log}"
     );
     assert!(
@@ -109,4 +127,93 @@ fn dropping_the_last_handle_with_a_run_pending_is_reported() {
     let warnings: Vec<_> = log.iter().filter(|l| l.contains("last handle")).collect();
     assert_eq!(warnings.len(), 1, "{log:#?}");
     assert!(warnings[0].contains("forgotten"), "{warnings:?}");
+}
+
+/// The iteration span shows at DEBUG, with the outcome and, for a timed
+/// run, the lateness recorded on it.
+#[test]
+fn an_iteration_span_carries_version_lateness_and_outcome() {
+    let collector = Collector::default();
+    let log = collector.0.clone();
+    tracing::subscriber::with_default(collector, || {
+        let sim = Scheduler::builder().build_virtual();
+        let trigger = Trigger::builder(&sim).name("timed").bind(|| None);
+        trigger.fire_after(Duration::from_secs(1)).unwrap();
+        sim.advance(Duration::from_secs(2));
+    });
+    let log = log.lock().unwrap();
+    let span = log
+        .iter()
+        .find(|l| l.starts_with("span iteration") && l.contains("\"timed\""))
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    assert!(
+        span.contains("level=DEBUG") && span.contains("version=1"),
+        "{span}"
+    );
+    let id = span.split_whitespace().nth(2).unwrap(); // "id=N"
+    assert!(
+        log.iter()
+            .any(|l| l == &format!("record {id} lateness_us=0")),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l == &format!("record {id} outcome=Completed")),
+        "{log:#?}"
+    );
+}
+
+/// An async iteration's span is entered at every poll: an event the
+/// future emits after an `.await` is inside it.
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_iteration_is_instrumented_across_its_awaits() {
+    let collector = Collector::default();
+    let log = collector.0.clone();
+    tracing::subscriber::with_default(collector, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let sim = Scheduler::builder().build_virtual();
+            let trigger = Trigger::builder(&sim)
+                .name("awaiting")
+                .bind_async(|| async {
+                    tokio::task::yield_now().await;
+                    tokio::task::yield_now().await;
+                    tracing::info!("after two awaits");
+                    None
+                });
+            trigger
+                .fire_and_wait_async(Duration::from_secs(20))
+                .await
+                .unwrap();
+        });
+    });
+    let log = log.lock().unwrap();
+    let span = log
+        .iter()
+        .find(|l| l.starts_with("span iteration") && l.contains("\"awaiting\""))
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    let id = span
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .trim_start_matches("id=");
+    let entries = log
+        .iter()
+        .filter(|l| **l == format!("enter id={id}"))
+        .count();
+    assert!(entries >= 3, "entered at every poll: {entries}\n{log:#?}");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("after two awaits") && l.contains(&format!("in={id}"))),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| *l == format!("record id={id} outcome=Completed")),
+        "{log:#?}"
+    );
 }

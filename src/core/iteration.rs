@@ -61,6 +61,11 @@ pub(crate) struct Iteration<R: Runtime> {
     future: Option<TaskFuture>,
     /// Whether the future saw [`cancelled`](crate::cancelled) return `true`.
     observed: bool,
+    /// The span of the iteration of `version` (see
+    /// `context::iteration_span`), entered at every poll, so the future's
+    /// own events nest in it across its `.await`s.
+    #[cfg(feature = "tracing")]
+    span: Option<(u32, tracing::Span)>,
 }
 
 impl<R: Runtime> Iteration<R> {
@@ -78,6 +83,8 @@ impl<R: Runtime> Iteration<R> {
             version,
             future: Some(future),
             observed: false,
+            #[cfg(feature = "tracing")]
+            span: None,
         }
     }
 
@@ -107,6 +114,10 @@ impl<R: Runtime> Iteration<R> {
         };
         if let Some(slot) = self.core.cancel_slot() {
             slot.clear();
+        }
+        #[cfg(feature = "tracing")]
+        if let Some((_, span)) = &self.span {
+            span.record("outcome", tracing::field::debug(outcome));
         }
         let mut next = None;
         let adopt = if in_poll { Some(&mut next) } else { None };
@@ -176,11 +187,31 @@ enum Step {
 /// poll) before it yields to the executor's other tasks.
 const ADOPT_BUDGET: usize = 16;
 
+#[cfg(feature = "tracing")]
+impl<R: Runtime> Iteration<R> {
+    /// The span of the iteration now in hand (a new one after adopting a
+    /// re-run of another version).
+    fn span(&mut self) -> tracing::Span {
+        match &self.span {
+            Some((version, span)) if *version == self.version => span.clone(),
+            _ => {
+                let span = crate::context::iteration_span(self.core.name(), self.version);
+                self.span = Some((self.version, span.clone()));
+                span
+            }
+        }
+    }
+}
+
 impl<R: Runtime> Future for Iteration<R> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         for _ in 0..ADOPT_BUDGET {
+            #[cfg(feature = "tracing")]
+            let span = self.span();
+            #[cfg(feature = "tracing")]
+            let _entered = span.enter();
             match self.poll_once(cx) {
                 Step::Pending => return Poll::Pending,
                 Step::Ended => return Poll::Ready(()),

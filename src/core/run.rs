@@ -249,15 +249,23 @@ impl<R: Runtime> Core<R> {
     /// an async task, spawns the iteration's future, which exits when it
     /// completes (see `iteration.rs`).
     pub(super) fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
+        // A sync iteration's span, at DEBUG: trigger, version, lateness (a
+        // timed run's), outcome. An async iteration gets its span from its
+        // future (`iteration.rs`), entered at every poll.
         #[cfg(feature = "tracing")]
-        let _span = tracing::trace_span!(
-            "iteration",
-            trigger = self.name().unwrap_or("<unnamed>"),
-            version
-        )
-        .entered();
+        let span = if self.cancel_slot().is_none() {
+            crate::context::iteration_span(self.name(), version)
+        } else {
+            tracing::Span::none()
+        };
+        #[cfg(feature = "tracing")]
+        let _entered = span.enter();
         let start_us = self.runtime.clock().now_us();
-        self.stats.started(version, start_us);
+        let _lateness = self.stats.started(version, start_us);
+        #[cfg(feature = "tracing")]
+        if let Some(late) = _lateness {
+            span.record("lateness_us", late);
+        }
         if let Some(waiters) = self.waiters.get() {
             waiters.started(version);
         }
@@ -277,6 +285,8 @@ impl<R: Runtime> Core<R> {
                     Ok(_) => Outcome::Completed,
                     Err(_) => Outcome::Panicked,
                 };
+                #[cfg(feature = "tracing")]
+                span.record("outcome", tracing::field::debug(outcome));
                 self.end(version, result, outcome, None)
             }
             Called::Started(future) if adopt.is_some() => {
