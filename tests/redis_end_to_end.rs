@@ -181,11 +181,10 @@ fn wait_subscribed(con: &mut redis::Connection) {
     eventually("the service subscribed", || subscribers(con) == 1);
 }
 
+#[test_with::executable(redis-server)]
 #[test]
 fn bursts_of_refresh_now_coalesce_and_the_final_version_is_seen() {
-    let Some(server) = RedisServer::start_or_skip("bursts_of_refresh_now") else {
-        return;
-    };
+    let server = RedisServer::start().expect("redis-server is on PATH: it must start");
     let scheduler = Scheduler::new();
     let mut admin = connect(&server.url()).expect("connect");
     set_version(&mut admin, 0);
@@ -228,11 +227,10 @@ fn bursts_of_refresh_now_coalesce_and_the_final_version_is_seen() {
     eprintln!("{sent} messages, {refreshes} refreshes");
 }
 
+#[test_with::executable(redis-server)]
 #[test]
 fn redis_down_backs_off_then_converges_to_the_latest_version() {
-    let Some(mut server) = RedisServer::start_or_skip("redis_down") else {
-        return;
-    };
+    let mut server = RedisServer::start().expect("redis-server is on PATH: it must start");
     let scheduler = Scheduler::new();
     let mut admin = connect(&server.url()).expect("connect");
     set_version(&mut admin, 1);
@@ -262,11 +260,10 @@ fn redis_down_backs_off_then_converges_to_the_latest_version() {
     assert_eq!(o.overlaps.get(), 0);
 }
 
+#[test_with::executable(redis-server)]
 #[test]
 fn shutdown_during_a_refresh_lists_it_and_exits_cleanly() {
-    let Some(server) = RedisServer::start_or_skip("shutdown_during_a_refresh") else {
-        return;
-    };
+    let server = RedisServer::start().expect("redis-server is on PATH: it must start");
     let scheduler = Scheduler::new();
     let mut admin = connect(&server.url()).expect("connect");
     set_version(&mut admin, 7);

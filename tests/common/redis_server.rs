@@ -37,22 +37,6 @@ impl RedisServer {
         Ok(server)
     }
 
-    /// Starts a server, or — when the `CI` environment variable is unset and
-    /// none can be started — says why and returns `None` so the caller can
-    /// skip. In CI a server that cannot start fails the test loudly.
-    pub fn start_or_skip(test: &str) -> Option<Self> {
-        match Self::start() {
-            Ok(server) => Some(server),
-            Err(error) if std::env::var_os("CI").is_some() => {
-                panic!("{test}: CI is set but redis-server could not start: {error}")
-            }
-            Err(error) => {
-                eprintln!("{test}: SKIPPED — redis-server could not start ({error}); install it (Debian: apt-get install redis-server) to run this test");
-                None
-            }
-        }
-    }
-
     /// `redis://127.0.0.1:PORT/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
