@@ -14,6 +14,7 @@ use std::time::Duration;
 
 /// What became of an iteration that was running when shutdown began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum Outcome {
     /// It returned normally.

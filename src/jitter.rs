@@ -204,6 +204,43 @@ impl RetryBackoff {
     }
 }
 
+/// `RetryBackoff` from a config file (feature `serde`): `initial` and
+/// `max` as human durations ("1s", "1m 30s"), optional `jitter` (a
+/// fraction, clamped as [`RetryBackoff::jitter`]) and `max_retries`.
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use circulation_trigger::RetryBackoff;
+///
+/// let backoff: RetryBackoff =
+///     serde_json::from_str(r#"{ "initial": "1s", "max": "1m", "jitter": 0.1 }"#).unwrap();
+/// assert_eq!(backoff.failures(), 0);
+/// # }
+/// ```
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for RetryBackoff {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Config {
+            #[serde(with = "humantime_serde")]
+            initial: Duration,
+            #[serde(with = "humantime_serde")]
+            max: Duration,
+            #[serde(default)]
+            jitter: f64,
+            #[serde(default)]
+            max_retries: Option<u32>,
+        }
+        let config = Config::deserialize(deserializer)?;
+        let backoff = RetryBackoff::new(config.initial, config.max).jitter(config.jitter);
+        Ok(match config.max_retries {
+            Some(retries) => backoff.max_retries(retries),
+            None => backoff,
+        })
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -31,6 +31,16 @@
 //! # Ok::<(), circulation_trigger::FireError>(())
 //! ```
 //!
+//! # Features
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `tokio` | async tasks (`Trigger::bind_async`), `fire_and_wait_async`, `Refresh::subscribe` |
+//! | `tracing` | a DEBUG span per iteration (trigger, version, lateness, outcome; async ones entered at every poll) and events for panics, coalesced fires, shutdown |
+//! | `serde` | `Serialize` for statistics and the shutdown report; `Deserialize` for [`RetryBackoff`], [`PhaseKeeper`], [`PanicPolicy`], [`TriggerPolicies`], durations in human form ("30s") |
+//!
+//! None is on by default; without them nothing of theirs is compiled.
+//!
 //! # Guarantees
 //!
 //! * **G1 mutual exclusion**: two iterations of one trigger never overlap.
@@ -218,7 +228,7 @@ pub use context::{cancelled, scheduler_time, Outcome};
 pub use error::{BuildError, FireError, WaitError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use phase::PhaseKeeper;
-pub use policy::{PanicPolicy, StuckRun};
+pub use policy::{DebouncePolicy, PanicPolicy, StuckRun, TriggerPolicies};
 pub use refresh::{Reader, Refresh, RefreshBuilder};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
 pub use scheduler::{DiscardedRun, InFlightRun, ShutdownReport};

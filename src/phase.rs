@@ -164,6 +164,50 @@ fn modulo(value: Duration, period: Duration) -> Duration {
     Duration::from_nanos(u64::try_from(rest).unwrap_or(u64::MAX))
 }
 
+/// `PhaseKeeper` from a config file (feature `serde`): `period`, and
+/// optionally `offset`, `min_gap` (human durations) and `random_offset`
+/// (`true`: each process draws its own phase).
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use circulation_trigger::PhaseKeeper;
+/// use std::time::Duration;
+///
+/// let phase: PhaseKeeper =
+///     serde_json::from_str(r#"{ "period": "1m", "offset": "15s" }"#).unwrap();
+/// assert_eq!(phase.period(), Duration::from_secs(60));
+/// # }
+/// ```
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for PhaseKeeper {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Config {
+            #[serde(with = "humantime_serde")]
+            period: Duration,
+            #[serde(default, with = "humantime_serde")]
+            offset: Option<Duration>,
+            #[serde(default, with = "humantime_serde")]
+            min_gap: Option<Duration>,
+            #[serde(default)]
+            random_offset: bool,
+        }
+        let config = Config::deserialize(deserializer)?;
+        let mut keeper = PhaseKeeper::new(config.period);
+        if config.random_offset {
+            keeper = keeper.random_offset();
+        }
+        if let Some(offset) = config.offset {
+            keeper = keeper.offset(offset);
+        }
+        if let Some(gap) = config.min_gap {
+            keeper = keeper.min_gap(gap);
+        }
+        Ok(keeper)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -36,6 +36,7 @@ use std::time::Duration;
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[non_exhaustive]
 pub enum PanicPolicy {
     /// Stop circulating, as if the task had returned `None` (the default;
@@ -47,6 +48,68 @@ pub enum PanicPolicy {
     /// stops until fired again, and that fire starts a fresh round of
     /// retries). A run that returns normally resets the back-off.
     Retry(RetryBackoff),
+}
+
+/// A trigger's policies as data — what [`TriggerBuilder`](crate::TriggerBuilder)'s
+/// `name`, `min_interval`, `debounce`, `stuck_after` and `on_panic` set —
+/// to keep in a config file (feature `serde`: durations in human form)
+/// and apply with [`TriggerBuilder::policies`](crate::TriggerBuilder::policies).
+/// Every field is optional.
+///
+/// # Examples
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use circulation_trigger::{Scheduler, Trigger, TriggerPolicies};
+///
+/// let policies: TriggerPolicies = serde_json::from_str(r#"{
+///     "name": "config",
+///     "min_interval": "200ms",
+///     "debounce": { "window": "50ms", "max_wait": "1s" },
+///     "on_panic": { "Retry": { "initial": "1s", "max": "1m" } }
+/// }"#).unwrap();
+/// let sim = Scheduler::builder().build_virtual();
+/// let trigger = Trigger::builder(&sim).policies(&policies).bind(|| None);
+/// assert_eq!(trigger.name(), Some("config"));
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
+#[non_exhaustive]
+pub struct TriggerPolicies {
+    /// The trigger's name.
+    pub name: Option<String>,
+    /// No start sooner than this after the previous start.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub min_interval: Option<Duration>,
+    /// Trailing-edge debounce of `fire`.
+    pub debounce: Option<DebouncePolicy>,
+    /// Report a run in flight for longer than this.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub stuck_after: Option<Duration>,
+    /// What a panic in the task does.
+    pub on_panic: Option<PanicPolicy>,
+}
+
+/// The debounce of [`TriggerPolicies`]; see
+/// [`TriggerBuilder::debounce`](crate::TriggerBuilder::debounce).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(deny_unknown_fields)
+)]
+pub struct DebouncePolicy {
+    /// One run this long after a burst's last fire…
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub window: Duration,
+    /// …and no later than this after its first.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+    pub max_wait: Duration,
 }
 
 /// The rarely set parts of one trigger that has any: kept out of line so

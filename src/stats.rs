@@ -13,6 +13,7 @@ const NONE: u32 = u32::MAX;
 
 /// What a trigger is doing right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum TriggerState {
     /// Never fired, or stopped (its task returned `None` or panicked).
@@ -27,7 +28,7 @@ pub enum TriggerState {
     /// A run is due now and waits for a worker.
     Due,
     /// A run is armed for this time (since the scheduler started).
-    Armed(Duration),
+    Armed(#[cfg_attr(feature = "serde", serde(with = "humantime_serde"))] Duration),
     /// An iteration is in flight.
     Running,
     /// An iteration is in flight and a fire asked for one more right after.
@@ -36,6 +37,7 @@ pub enum TriggerState {
 
 /// A snapshot of one trigger's statistics; see [`Trigger::stats`](crate::Trigger::stats).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct TriggerStats {
     /// The trigger's name, if it has one.
@@ -50,14 +52,18 @@ pub struct TriggerStats {
     /// Iterations that panicked.
     pub panics: u64,
     /// When the last iteration started (since the scheduler started).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_start: Option<Duration>,
     /// When the last iteration ended (since the scheduler started).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_end: Option<Duration>,
     /// Start minus deadline of the last timed run (kept in whole
     /// microseconds up to about 71 minutes; a larger lateness reads as
     /// that).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_lateness: Option<Duration>,
     /// The largest lateness seen (as `last_lateness`).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub max_lateness: Option<Duration>,
     /// What the trigger is doing now.
     pub state: TriggerState,
@@ -325,6 +331,7 @@ fn bump(counter: &AtomicU64) {
 
 /// Statistics of a whole scheduler; see [`Scheduler::stats`](crate::Scheduler::stats).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct SchedulerStats {
     /// Every live trigger, named ones first, by name.

@@ -12,8 +12,10 @@ use std::time::Duration;
 /// its task returned, a re-run its fires reserved), which shutdown
 /// discards too.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DiscardedRun {
     pub(super) trigger: Option<String>,
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub(super) due_in: Duration,
 }
 
@@ -31,6 +33,7 @@ impl DiscardedRun {
 
 /// An iteration that was running when shutdown began.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct InFlightRun {
     pub(super) trigger: Option<String>,
     pub(super) outcome: Outcome,
@@ -54,6 +57,7 @@ impl InFlightRun {
 /// outcome. No false positives, no omissions: a fire racing the
 /// shutdown is either refused to its caller or listed here.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ShutdownReport {
     pub(super) discarded: Vec<DiscardedRun>,
     pub(super) in_flight: Vec<InFlightRun>,

@@ -316,4 +316,26 @@ impl<'a> TriggerBuilder<'a> {
         self.on_panic = policy;
         self
     }
+
+    /// Applies every policy `policies` sets (a field left `None` keeps the
+    /// builder's setting), e.g. from a config file (see
+    /// [`TriggerPolicies`](crate::TriggerPolicies)).
+    pub fn policies(mut self, policies: &crate::policy::TriggerPolicies) -> Self {
+        if let Some(name) = &policies.name {
+            self = self.name(name.clone());
+        }
+        if let Some(interval) = policies.min_interval {
+            self = self.min_interval(interval);
+        }
+        if let Some(debounce) = policies.debounce {
+            self = self.debounce(debounce.window, debounce.max_wait);
+        }
+        if let Some(after) = policies.stuck_after {
+            self = self.stuck_after(after);
+        }
+        if let Some(policy) = &policies.on_panic {
+            self = self.on_panic(policy.clone());
+        }
+        self
+    }
 }
