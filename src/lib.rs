@@ -37,9 +37,21 @@
 //! |---|---|
 //! | `tokio` | async tasks (`Trigger::bind_async`), `fire_and_wait_async`, `Refresh::subscribe` |
 //! | `tracing` | a DEBUG span per iteration (trigger, version, lateness, outcome; async ones entered at every poll) and events for panics, coalesced fires, shutdown |
+//! | `metrics` | counters, histograms and gauges through the `metrics` facade: iterations by outcome, fires, coalesced and refused fires, run duration, lateness, live triggers, workers (names and labels in the table below) |
 //! | `serde` | `Serialize` for statistics and the shutdown report; `Deserialize` for [`RetryBackoff`], [`PhaseKeeper`], [`PanicPolicy`], [`TriggerPolicies`], durations in human form ("30s") |
 //!
 //! None is on by default; without them nothing of theirs is compiled.
+//!
+//! The metrics (feature `metrics`; the application installs the
+//! recorder or exporter it wants, e.g. `metrics-exporter-prometheus`):
+//!
+//! | name | kind | labels |
+//! |---|---|---|
+//! | `circulation_trigger_iterations_total` | counter | `trigger`, `outcome` (`completed`, `panicked`, `cancelled`) |
+//! | `circulation_trigger_fires_total`, `…_coalesced_fires_total` | counter | `trigger` (counted when an iteration ends) |
+//! | `circulation_trigger_refused_fires_total` | counter | `trigger`, `reason` (`paused`, `shutdown`) |
+//! | `circulation_trigger_run_duration_seconds`, `…_lateness_seconds` | histogram | `trigger` (lateness: timed runs) |
+//! | `circulation_trigger_triggers`, `…_workers` | gauge | — (every scheduler of the process) |
 //!
 //! # Guarantees
 //!
@@ -203,6 +215,7 @@ mod context;
 mod core;
 mod error;
 mod jitter;
+mod metrics;
 mod phase;
 mod policy;
 mod refresh;

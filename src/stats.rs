@@ -88,6 +88,11 @@ pub(crate) struct Counters {
     /// Worker side: the delay the last iteration returned (see
     /// [`encode_delay`]): what `resume` re-arms.
     last_delay: AtomicU32,
+    /// What the `metrics` counters were last told (worker side).
+    #[cfg(feature = "metrics")]
+    reported_fires: AtomicU64,
+    #[cfg(feature = "metrics")]
+    reported_coalesced: AtomicU64,
     /// Times the 30-bit version wrapped to 0 (fire side, rare).
     wraps: AtomicU32,
     /// `suspend` calls, and the version the last one installed.
@@ -152,6 +157,10 @@ impl Counters {
     pub(crate) fn new(start_version: u32) -> Self {
         Self {
             last_delay: AtomicU32::new(NONE),
+            #[cfg(feature = "metrics")]
+            reported_fires: AtomicU64::new(0),
+            #[cfg(feature = "metrics")]
+            reported_coalesced: AtomicU64::new(0),
             wraps: AtomicU32::new(0),
             suspends: AtomicU64::new(start_version as u64),
             suspend_version: AtomicU32::new(NONE),
@@ -232,12 +241,31 @@ impl Counters {
     }
 
     /// Worker side: the iteration ended at `now_us`.
-    pub(crate) fn ended(&self, now_us: u64, panicked: bool) {
+    /// Returns how long it ran (µs).
+    pub(crate) fn ended(&self, now_us: u64, panicked: bool) -> u64 {
         self.last_end_us.store(now_us, Relaxed);
         if panicked {
             let panics = self.panics.load(Relaxed);
             self.panics.store(panics.saturating_add(1), Relaxed);
         }
+        now_us.saturating_sub(self.last_start_us.load(Relaxed))
+    }
+
+    /// Fires and coalesced fires since the last call (worker side, at the
+    /// end of an iteration; `version` is the state word's now), for the
+    /// `metrics` counters.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn fires_since_reported(&self, version: u32) -> (u64, u64) {
+        let advances = u64::from(self.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
+            + u64::from(version);
+        let fires = advances.saturating_sub(self.suspends.load(Relaxed));
+        let coalesced = fires.saturating_sub(self.served_fires.load(Relaxed));
+        let fires_before = self.reported_fires.swap(fires, Relaxed);
+        let coalesced_before = self.reported_coalesced.swap(coalesced, Relaxed);
+        (
+            fires.saturating_sub(fires_before),
+            coalesced.saturating_sub(coalesced_before),
+        )
     }
 
     /// When the last iteration started (µs), if one has.

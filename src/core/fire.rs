@@ -102,7 +102,7 @@ impl<R: Runtime> Core<R> {
     ) -> Result<u32, FireError> {
         // Checked before the fire opens a burst.
         if self.runtime.is_closed() {
-            return Err(FireError::Shutdown);
+            return Err(self.refused_shutdown());
         }
         self.check_paused()?;
         let now_ns = self.runtime.clock().now_ns();
@@ -134,7 +134,7 @@ impl<R: Runtime> Core<R> {
     /// A run as soon as a worker is free (not debounced).
     fn fire_now(self: &Arc<Self>) -> Result<u32, FireError> {
         if self.runtime.is_closed() {
-            return Err(FireError::Shutdown);
+            return Err(self.refused_shutdown());
         }
         self.check_paused()?;
         let (version, coalesced) = self.state.advance_fire();
@@ -193,9 +193,17 @@ impl<R: Runtime> Core<R> {
     #[inline]
     fn check_paused(&self) -> Result<(), FireError> {
         if self.request.peek().kind() == Kind::Paused {
+            crate::metrics::refused(self.name(), "paused");
             return Err(FireError::Paused);
         }
         Ok(())
+    }
+
+    /// A fire refused because the scheduler shut down.
+    #[cold]
+    fn refused_shutdown(&self) -> FireError {
+        crate::metrics::refused(self.name(), "shutdown");
+        FireError::Shutdown
     }
 
     /// Fired while an iteration runs: do the dispatcher's job right here —
@@ -275,7 +283,7 @@ impl<R: Runtime> Core<R> {
         let deadline = deadline_us(now_ns, delay, self.runtime.tick_us())
             .ok_or(FireError::DelayTooLong(delay))?;
         if self.runtime.is_closed() {
-            return Err(FireError::Shutdown);
+            return Err(self.refused_shutdown());
         }
         self.check_paused()?;
         let version = self.advance();
@@ -355,6 +363,7 @@ impl<R: Runtime> Core<R> {
             Ok(replaced) => Ok(Some(replaced)),
             Err(Refused::Paused) => {
                 self.stats.not_a_fire();
+                crate::metrics::refused(self.name(), "paused");
                 Err(FireError::Paused)
             }
             Err(_) => Ok(None),

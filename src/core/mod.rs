@@ -138,6 +138,7 @@ pub(crate) struct Core<R: Runtime> {
 
 impl<R: Runtime> Drop for Core<R> {
     fn drop(&mut self) {
+        crate::metrics::triggers(-1.0);
         self.runtime.unregister(self.slot);
     }
 }
@@ -175,6 +176,7 @@ impl<R: Runtime> Core<R> {
         if watched {
             core.runtime.watch(&core);
         }
+        crate::metrics::triggers(1.0);
         core
     }
 

@@ -262,9 +262,10 @@ impl<R: Runtime> Core<R> {
         let _entered = span.enter();
         let start_us = self.runtime.clock().now_us();
         let _lateness = self.stats.started(version, start_us);
-        #[cfg(feature = "tracing")]
         if let Some(late) = _lateness {
+            #[cfg(feature = "tracing")]
             span.record("lateness_us", late);
+            crate::metrics::lateness(self.name(), late);
         }
         if let Some(waiters) = self.waiters.get() {
             waiters.started(version);
@@ -348,7 +349,15 @@ impl<R: Runtime> Core<R> {
         let panicked = outcome == Outcome::Panicked;
         // One clock read serves the statistics and the re-arm deadline.
         let end_ns = self.runtime.clock().now_ns();
-        self.stats.ended(end_ns / 1_000, panicked);
+        let ran_us = self.stats.ended(end_ns / 1_000, panicked);
+        crate::metrics::iteration_ended(self.name(), outcome, ran_us);
+        #[cfg(feature = "metrics")]
+        {
+            let (fires, coalesced) = self
+                .stats
+                .fires_since_reported(self.state.snapshot().version());
+            crate::metrics::fires(self.name(), fires, coalesced);
+        }
         if let Some(policies) = &self.policies {
             policies.ended();
         }

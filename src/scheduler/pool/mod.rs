@@ -387,6 +387,7 @@ impl<R: Runtime> Pool<R> {
                 if extra && !state.closed && surplus && !role_free && !state.pending(clock.now_us())
                 {
                     state.workers.current -= 1;
+                    crate::metrics::workers(-1.0);
                     return Work::Exit;
                 }
             }
@@ -439,6 +440,7 @@ impl<R: Runtime> Pool<R> {
     pub(crate) fn add_core_worker(&self) {
         let mut state = self.lock();
         state.workers.current += 1;
+        crate::metrics::workers(1.0);
         state.workers.peak = state.workers.peak.max(state.workers.current);
     }
 

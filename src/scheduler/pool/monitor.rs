@@ -128,6 +128,7 @@ impl<R: Runtime> Pool<R> {
             false // a waiting thread was missed: wake it (never expected)
         } else if state.workers.current < limits.max {
             state.workers.current += 1;
+            crate::metrics::workers(1.0);
             state.workers.peak = state.workers.peak.max(state.workers.current);
             true
         } else {

@@ -153,6 +153,7 @@ impl<R: Runtime> Pool<R> {
         // The woken worker takes the role even if a run is queued first.
         state.successor = true;
         state.workers.current -= 1;
+        crate::metrics::workers(-1.0);
         Some(wakes)
     }
 

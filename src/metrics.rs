@@ -1,0 +1,98 @@
+//! Push-style metrics through the `metrics` facade (feature `metrics`):
+//! the library records, the application installs a recorder or exporter
+//! (Prometheus, StatsD, …). Without the feature every function here is an
+//! empty inline one, so call sites need no `cfg`.
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `circulation_trigger_iterations_total` | counter | `trigger`, `outcome` | iterations ended: `completed`, `panicked`, `cancelled` |
+//! | `circulation_trigger_fires_total` | counter | `trigger` | fires accepted (counted when an iteration ends) |
+//! | `circulation_trigger_coalesced_fires_total` | counter | `trigger` | fires served together with others, or superseded |
+//! | `circulation_trigger_refused_fires_total` | counter | `trigger`, `reason` | fires refused: `paused`, `shutdown` |
+//! | `circulation_trigger_run_duration_seconds` | histogram | `trigger` | how long each iteration ran |
+//! | `circulation_trigger_lateness_seconds` | histogram | `trigger` | start minus deadline of each timed run |
+//! | `circulation_trigger_triggers` | gauge | — | live triggers, in every scheduler of the process |
+//! | `circulation_trigger_workers` | gauge | — | worker threads, in every scheduler of the process |
+//!
+//! Unnamed triggers are labelled `<unnamed>`.
+
+#[cfg(feature = "metrics")]
+use crate::context::Outcome;
+
+/// The label of a trigger.
+#[cfg(feature = "metrics")]
+fn label(trigger: Option<&str>) -> String {
+    trigger.unwrap_or("<unnamed>").to_owned()
+}
+
+/// An iteration of `trigger` ended with `outcome` after `ran_us`.
+#[inline]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn iteration_ended(
+    trigger: Option<&str>,
+    outcome: crate::context::Outcome,
+    ran_us: u64,
+) {
+    #[cfg(feature = "metrics")]
+    {
+        let outcome = match outcome {
+            Outcome::Completed => "completed",
+            Outcome::Panicked => "panicked",
+            Outcome::Cancelled => "cancelled",
+            Outcome::StillRunning => "still_running",
+        };
+        metrics::counter!("circulation_trigger_iterations_total", "trigger" => label(trigger), "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!("circulation_trigger_run_duration_seconds", "trigger" => label(trigger))
+            .record(ran_us as f64 / 1e6);
+    }
+}
+
+/// `fires` more fires were accepted, `coalesced` more of them coalesced.
+#[cfg(feature = "metrics")]
+pub(crate) fn fires(trigger: Option<&str>, fires: u64, coalesced: u64) {
+    {
+        if fires > 0 {
+            metrics::counter!("circulation_trigger_fires_total", "trigger" => label(trigger))
+                .increment(fires);
+        }
+        if coalesced > 0 {
+            metrics::counter!("circulation_trigger_coalesced_fires_total", "trigger" => label(trigger))
+                .increment(coalesced);
+        }
+    }
+}
+
+/// A timed run of `trigger` started `late_us` after its deadline.
+#[inline]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn lateness(trigger: Option<&str>, late_us: u32) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("circulation_trigger_lateness_seconds", "trigger" => label(trigger))
+        .record(f64::from(late_us) / 1e6);
+}
+
+/// A fire of `trigger` was refused (`paused` or `shutdown`).
+#[inline]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn refused(trigger: Option<&str>, reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("circulation_trigger_refused_fires_total", "trigger" => label(trigger), "reason" => reason)
+        .increment(1);
+}
+
+/// A trigger was bound (`1`) or dropped (`-1`).
+#[inline]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn triggers(delta: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("circulation_trigger_triggers").increment(delta);
+}
+
+/// A worker thread started (`1`) or exited (`-1`), in any scheduler.
+#[inline]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn workers(delta: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("circulation_trigger_workers").increment(delta);
+}

@@ -1,0 +1,159 @@
+//! Feature `metrics`: exact counts through `metrics-util`'s debugging
+//! recorder on virtual time, and a real scrape of a Prometheus exporter
+//! over HTTP on 127.0.0.1.
+
+#![cfg(feature = "metrics")]
+
+mod common;
+
+use circulation_trigger::{FireError, Scheduler, Trigger};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// `name{labels}` → value: counters and gauges as numbers, histograms as
+/// their sample count.
+fn readings(recorder: &DebuggingRecorder) -> HashMap<String, f64> {
+    recorder
+        .snapshotter()
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            let value = match value {
+                DebugValue::Counter(n) => n as f64,
+                DebugValue::Gauge(g) => g.into_inner(),
+                DebugValue::Histogram(samples) => samples.len() as f64,
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+#[test]
+fn iterations_fires_refusals_durations_and_lateness_are_counted_exactly() {
+    common::quiet_panics();
+    let recorder = DebuggingRecorder::new();
+    let metrics = metrics::with_local_recorder(&recorder, || {
+        let sim = Scheduler::builder().build_virtual();
+        let mut runs = 0;
+        let trigger = Trigger::builder(&sim).name("counted").bind(move || {
+            runs += 1;
+            if runs == 3 {
+                panic!("boom: the third run fails");
+            }
+            Some(Duration::from_secs(10))
+        });
+        for _ in 0..5 {
+            trigger.fire().unwrap(); // 5 fires, one run: 4 coalesced
+        }
+        sim.advance(Duration::ZERO);
+        sim.advance(Duration::from_secs(20)); // two timed runs, the second panics
+        trigger.pause();
+        assert_eq!(trigger.fire(), Err(FireError::Paused));
+        readings(&recorder)
+    });
+    let get = |name: &str| {
+        metrics
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| panic!("{name}: {metrics:#?}"))
+    };
+    assert_eq!(
+        get("circulation_trigger_iterations_total{outcome=completed,trigger=counted}"),
+        2.0
+    );
+    assert_eq!(
+        get("circulation_trigger_iterations_total{outcome=panicked,trigger=counted}"),
+        1.0
+    );
+    assert_eq!(get("circulation_trigger_fires_total{trigger=counted}"), 5.0);
+    assert_eq!(
+        get("circulation_trigger_coalesced_fires_total{trigger=counted}"),
+        4.0
+    );
+    assert_eq!(
+        get("circulation_trigger_refused_fires_total{reason=paused,trigger=counted}"),
+        1.0
+    );
+    assert_eq!(
+        get("circulation_trigger_run_duration_seconds{trigger=counted}"),
+        3.0
+    );
+    // The two runs the timer started (the first was fired, not timed).
+    assert_eq!(
+        get("circulation_trigger_lateness_seconds{trigger=counted}"),
+        2.0
+    );
+    assert_eq!(get("circulation_trigger_triggers{}"), 1.0);
+}
+
+/// A Prometheus exporter on a free loopback port, scraped for real.
+#[test]
+fn a_prometheus_scrape_shows_the_trigger() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (recorder, exporter) = {
+        let _guard = runtime.enter();
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(([127, 0, 0, 1], port))
+            .build()
+            .unwrap()
+    };
+    let _server = runtime.spawn(exporter);
+    metrics::with_local_recorder(&recorder, || {
+        let sim = Scheduler::builder().build_virtual();
+        let trigger = Trigger::builder(&sim).name("scraped").bind(|| None);
+        for _ in 0..3 {
+            trigger.fire().unwrap();
+            sim.advance(Duration::ZERO);
+        }
+    });
+    // The exporter serves on this runtime's thread: scrape from another.
+    let scrape = std::thread::spawn(move || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(common::PATIENCE)).unwrap();
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).unwrap();
+        body
+    });
+    let body = runtime.block_on(async {
+        loop {
+            if scrape.is_finished() {
+                break scrape.join().unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(
+        body.contains(
+            r#"circulation_trigger_iterations_total{trigger="scraped",outcome="completed"} 3"#
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains("circulation_trigger_run_duration_seconds"),
+        "{body}"
+    );
+}
