@@ -20,6 +20,7 @@ struct Latest<T, E> {
     error: ArcSwapOption<E>,
     refreshes: AtomicU64,
     failures: AtomicU64,
+    panics: AtomicU64,
     #[cfg(feature = "tokio")]
     watch: tokio::sync::watch::Sender<Option<Arc<T>>>,
 }
@@ -108,6 +109,20 @@ impl Refresh<()> {
     }
 }
 
+/// The delay before the next fetch after a failure: the back-off's (with
+/// none, the period). A back-off past its retry limit stops the refresh
+/// until it is fired again — and that fire starts a fresh round.
+fn retry_after(retry: &mut Option<RetryBackoff>, every: Duration) -> Option<Duration> {
+    let Some(backoff) = retry else {
+        return Some(every);
+    };
+    let next = backoff.failed();
+    if next.is_none() {
+        backoff.reset();
+    }
+    next
+}
+
 /// `RefreshBuilder::every`'s default.
 const DEFAULT_PERIOD: Duration = Duration::from_secs(30);
 
@@ -131,9 +146,17 @@ impl<T, E> Refresh<T, E> {
         self.latest.refreshes.load(Relaxed)
     }
 
-    /// Fetches that failed so far.
+    /// Fetches that failed so far (an error, or a panic).
     pub fn failures(&self) -> u64 {
         self.latest.failures.load(Relaxed)
+    }
+
+    /// Fetches that panicked so far (counted in
+    /// [`failures`](Self::failures) too: the value stays, and the fetch is
+    /// retried as after an error; [`last_error`](Self::last_error) keeps
+    /// the last error).
+    pub fn panics(&self) -> u64 {
+        self.latest.panics.load(Relaxed)
     }
 
     /// The trigger that runs the fetch: `fire()` to refresh now,
@@ -151,8 +174,10 @@ impl<T, E> Refresh<T, E> {
         }
     }
 
-    /// A receiver that sees every new good value: `changed().await` waits
-    /// for the next one, `borrow()` reads the latest (feature `tokio`).
+    /// A receiver of the latest good value: `changed().await` waits until
+    /// there is a newer one, `borrow()` reads it (feature `tokio`). Like
+    /// any `watch` channel it keeps only the latest: a reader that was
+    /// slow sees the newest value, not each one in between.
     ///
     /// # Examples
     ///
@@ -273,8 +298,9 @@ impl<'a> RefreshBuilder<'a> {
     /// fetch comes a period later; `Err(error)` keeps the value, becomes
     /// [`last_error`](Refresh::last_error) and the next fetch comes after
     /// the back-off (with no back-off, a period later; a back-off past its
-    /// retry limit stops until fired). A panicking fetch is a failure the
-    /// trigger's panic policy handles (see [`crate::PanicPolicy`]).
+    /// retry limit stops until fired, and that fire starts a fresh round).
+    /// A panicking fetch is a failure too ([`panics`](Refresh::panics)):
+    /// the value stays and the fetch is retried.
     ///
     /// Nothing runs until the first fire (`refresh.trigger().fire()`):
     /// start it when the service is ready for it.
@@ -292,7 +318,8 @@ impl<'a> RefreshBuilder<'a> {
     /// after a success — for a period that comes with the value (a config
     /// that carries its own refresh interval), or that the service tunes
     /// at run time. [`every`](Self::every) is then only the delay after
-    /// a failure when there is no [`retry`](Self::retry) back-off.
+    /// a failure when there is no [`retry`](Self::retry) back-off; a
+    /// back-off with jitter spreads the `next` the fetch returns too.
     ///
     /// # Examples
     ///
@@ -329,34 +356,48 @@ impl<'a> RefreshBuilder<'a> {
             error: ArcSwapOption::empty(),
             refreshes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
             #[cfg(feature = "tokio")]
             watch: tokio::sync::watch::Sender::new(None),
         });
         let (every, mut retry) = (self.every, self.retry);
         let shared = Arc::clone(&latest);
-        let trigger = self.trigger.bind(move || match fetch() {
-            Ok((value, next)) => {
-                let value = Arc::new(value);
-                shared.value.store(Some(Arc::clone(&value)));
-                shared.error.store(None);
-                shared.refreshes.fetch_add(1, Relaxed);
-                #[cfg(feature = "tokio")]
-                shared.watch.send_replace(Some(value));
-                #[cfg(not(feature = "tokio"))]
-                drop(value);
-                match &mut retry {
-                    Some(backoff) => backoff.succeeded(next),
-                    None => Some(next),
+        let trigger = self.trigger.bind(move || {
+            // A panicking fetch is a failure too: counted, retried, the
+            // value kept — not a silent stop of the refresh.
+            let fetched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut fetch));
+            let fetched = match fetched {
+                Ok(fetched) => fetched,
+                Err(payload) => {
+                    crate::sync::drop_payload(payload);
+                    shared.failures.fetch_add(1, Relaxed);
+                    shared.panics.fetch_add(1, Relaxed);
+                    #[cfg(feature = "tracing")]
+                    tracing::warn!("refresh panicked; the last good value stays");
+                    return retry_after(&mut retry, every);
                 }
-            }
-            Err(error) => {
-                shared.error.store(Some(Arc::new(error)));
-                shared.failures.fetch_add(1, Relaxed);
-                #[cfg(feature = "tracing")]
-                tracing::warn!("refresh failed; the last good value stays");
-                match &mut retry {
-                    Some(backoff) => backoff.failed(),
-                    None => Some(every),
+            };
+            match fetched {
+                Ok((value, next)) => {
+                    let value = Arc::new(value);
+                    shared.value.store(Some(Arc::clone(&value)));
+                    shared.error.store(None);
+                    shared.refreshes.fetch_add(1, Relaxed);
+                    #[cfg(feature = "tokio")]
+                    shared.watch.send_replace(Some(value));
+                    #[cfg(not(feature = "tokio"))]
+                    drop(value);
+                    match &mut retry {
+                        Some(backoff) => backoff.succeeded(next),
+                        None => Some(next),
+                    }
+                }
+                Err(error) => {
+                    shared.error.store(Some(Arc::new(error)));
+                    shared.failures.fetch_add(1, Relaxed);
+                    #[cfg(feature = "tracing")]
+                    tracing::warn!("refresh failed; the last good value stays");
+                    retry_after(&mut retry, every)
                 }
             }
         });

@@ -186,6 +186,11 @@ impl Counters {
         }
     }
 
+    /// Whether an iteration ever started.
+    pub(crate) fn ran(&self) -> bool {
+        self.iterations.load(Relaxed) > 0
+    }
+
     /// An advance that is not a fire (a resume's): not counted as one.
     pub(crate) fn not_a_fire(&self) {
         self.suspends.fetch_add(1, Relaxed);

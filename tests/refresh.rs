@@ -126,7 +126,7 @@ fn without_a_back_off_a_failure_retries_a_period_later_and_a_limit_stops() {
     sim.advance(SECOND * 5);
     assert_eq!(config.get().as_deref(), Some(&7));
 
-    let center = Center::answers(&[Err("a"), Err("b"), Ok(1)]);
+    let center = Center::answers(&[Err("a"), Err("b"), Err("c"), Ok(1)]);
     let c = center.clone();
     let limited = Refresh::builder(&sim)
         .retry(RetryBackoff::new(SECOND, SECOND).max_retries(1))
@@ -140,7 +140,32 @@ fn without_a_back_off_a_failure_retries_a_period_later_and_a_limit_stops() {
     );
     limited.refresh_now().unwrap(); // fired again: a fresh round
     sim.advance(Duration::ZERO);
-    assert_eq!(limited.get().as_deref(), Some(&1));
+    assert_eq!(limited.failures(), 3, "it failed again…");
+    sim.advance(SECOND);
+    assert_eq!(limited.get().as_deref(), Some(&1), "…and was retried");
+}
+
+#[test]
+fn a_panicking_fetch_is_a_failure_that_is_retried() {
+    common::quiet_panics();
+    let sim = Scheduler::builder().build_virtual();
+    let mut calls = 0;
+    let config = Refresh::builder(&sim)
+        .every(SECOND * 10)
+        .retry(RetryBackoff::new(SECOND, SECOND))
+        .bind(move || {
+            calls += 1;
+            if calls == 2 {
+                panic!("boom: a fetch that panics");
+            }
+            Ok::<_, String>(calls)
+        });
+    config.refresh_now().unwrap();
+    sim.advance(SECOND * 10); // the second fetch panics…
+    assert_eq!((config.failures(), config.panics()), (1, 1));
+    assert_eq!(config.get().as_deref(), Some(&1), "…the value stays…");
+    sim.advance(SECOND); // …and it is retried after the back-off
+    assert_eq!(config.get().as_deref(), Some(&3));
 }
 
 /// Readers on many threads never block the fetch nor see a torn value.

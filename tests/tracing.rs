@@ -117,8 +117,11 @@ fn dropping_the_last_handle_with_a_run_pending_is_reported() {
             .bind(|| None)
             .fire_after(Duration::from_secs(1))
             .unwrap();
-        // Kept until it ran: nothing to report.
-        let kept = Trigger::builder(&sim).name("kept").bind(|| None);
+        // Kept until it ran, then dropped to stop it while armed for its
+        // next period: nothing to report.
+        let kept = Trigger::builder(&sim)
+            .name("kept")
+            .bind(|| Some(Duration::from_secs(60)));
         kept.fire().unwrap();
         sim.advance(Duration::from_secs(2));
         drop(kept);

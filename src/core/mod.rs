@@ -240,12 +240,14 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Whether a run is requested (due, armed or reserved) and the
-    /// runtime still open.
-    pub(crate) fn has_pending_run(&self) -> bool {
+    /// Whether a run is requested (due or armed) for a trigger that never
+    /// ran, the runtime still open: the first fire of a trigger whose
+    /// handle was not kept. (A periodic trigger dropped to stop it is
+    /// armed too, but has run.)
+    pub(crate) fn has_pending_first_run(&self) -> bool {
         use crate::request::Kind;
         let armed = matches!(self.request.peek().kind(), Kind::Due | Kind::At { .. });
-        (armed || self.state.snapshot().is_reserved()) && !self.runtime.is_closed()
+        armed && !self.stats.ran() && !self.runtime.is_closed()
     }
 
     /// The waiters, created on first use.

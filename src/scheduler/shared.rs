@@ -65,7 +65,7 @@ pub(crate) struct Shared {
     pub(super) terminated: Condvar,
     /// The async waiters of termination (see `terminated.rs`), woken when
     /// `alive` drops to zero; behind their own lock, taken inside `alive`'s.
-    pub(super) termination_wakers: Mutex<Vec<std::task::Waker>>,
+    pub(super) termination_wakers: Mutex<super::terminated::Waiting>,
     /// Every thread started (the monitor adds workers as it starts them).
     pub(super) threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
     /// Thread names: this prefix, then `worker-N` or `monitor`.
@@ -99,7 +99,7 @@ impl Shared {
             rng: None,
             alive: Mutex::new(0),
             terminated: Condvar::new(),
-            termination_wakers: Mutex::new(Vec::new()),
+            termination_wakers: Mutex::new(Default::default()),
             threads: Mutex::new(Vec::new()),
             prefix: String::new(),
             next_worker: AtomicU64::new(0),

@@ -16,26 +16,54 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The future [`Scheduler::terminated`] returns.
+/// The future [`Scheduler::terminated`] returns. Its waker sits in the
+/// list under its own id while it waits, and leaves it when the future is
+/// dropped unfinished (a timed-out wait leaves nothing behind).
 struct Terminated {
     shared: Arc<Shared>,
+    /// The id its waker is listed under, once it waited.
+    id: Option<u64>,
 }
 
 impl Future for Terminated {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let alive = lock(&self.shared.alive);
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let shared = Arc::clone(&self.shared);
+        let alive = lock(&shared.alive);
         if *alive == 0 {
             return Poll::Ready(());
         }
-        let mut wakers = lock(&self.shared.termination_wakers);
-        if !wakers.iter().any(|waker| waker.will_wake(cx.waker())) {
-            wakers.push(cx.waker().clone());
+        let mut waiting = lock(&shared.termination_wakers);
+        let id = *self.id.get_or_insert_with(|| {
+            waiting.next_id += 1;
+            waiting.next_id
+        });
+        match waiting.wakers.iter_mut().find(|(listed, _)| *listed == id) {
+            Some((_, waker)) => waker.clone_from(cx.waker()),
+            None => waiting.wakers.push((id, cx.waker().clone())),
         }
+        drop(waiting);
         drop(alive);
         Poll::Pending
     }
+}
+
+impl Drop for Terminated {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            lock(&self.shared.termination_wakers)
+                .wakers
+                .retain(|(listed, _)| *listed != id);
+        }
+    }
+}
+
+/// The async waiters of termination, under their ids.
+#[derive(Default)]
+pub(super) struct Waiting {
+    wakers: Vec<(u64, std::task::Waker)>,
+    next_id: u64,
 }
 
 impl Shared {
@@ -43,21 +71,27 @@ impl Shared {
     /// [`Terminated`] waiter's waker. Called under the `alive` lock; the
     /// caller wakes them after releasing it (a waker may poll at once).
     pub(super) fn take_terminated(&self, alive: usize) -> Vec<std::task::Waker> {
-        if alive == 0 {
-            std::mem::take(&mut *lock(&self.termination_wakers))
-        } else {
-            Vec::new()
+        if alive > 0 {
+            return Vec::new();
         }
+        let mut waiting = lock(&self.termination_wakers);
+        waiting.wakers.drain(..).map(|(_, waker)| waker).collect()
     }
 }
 
 impl Scheduler {
     /// Resolves once every thread of the scheduler has exited and every
-    /// async iteration has ended — after a shutdown; before one, it never
-    /// does. The async [`await_termination`](Self::await_termination): it
-    /// never blocks the thread that polls it, and works on any executor.
-    /// Bound the wait with the executor's timeout (e.g.
-    /// `tokio::time::timeout`).
+    /// async iteration has ended — after a shutdown (before one, a real
+    /// scheduler's threads are alive, so it waits; a virtual scheduler has
+    /// none, so it resolves at once). The async
+    /// [`await_termination`](Self::await_termination): it never blocks the
+    /// thread that polls it, and works on any executor. Bound the wait
+    /// with the executor's timeout (e.g. `tokio::time::timeout`); a future
+    /// dropped unfinished leaves nothing behind.
+    ///
+    /// Not from inside one of the scheduler's own tasks: the calling
+    /// iteration counts as alive, so it would wait for itself (the
+    /// blocking `await_termination` leaves the calling worker out).
     ///
     /// # Examples
     ///
@@ -76,6 +110,7 @@ impl Scheduler {
     pub fn terminated(&self) -> impl Future<Output = ()> + Send + 'static {
         Terminated {
             shared: Arc::clone(&self.shared),
+            id: None,
         }
     }
 
@@ -84,7 +119,8 @@ impl Scheduler {
     /// the report. For a tokio service: no `spawn_blocking`, and an async
     /// iteration in flight finishes even on a single-threaded runtime.
     /// Without a limit: wrap it in a timeout to bound it (the report is
-    /// then [`shutdown_report`](Self::shutdown_report)).
+    /// then [`shutdown_report`](Self::shutdown_report)). Not from inside
+    /// one of the scheduler's own tasks (see [`terminated`](Self::terminated)).
     ///
     /// # Examples
     ///
@@ -123,7 +159,11 @@ impl Scheduler {
     /// [`shutdown_and_join`](Self::shutdown_and_join) as a future: a
     /// graceful shutdown, waiting without blocking for every thread to
     /// exit, then joining them (they have exited: the join only collects
-    /// them) and returning the final report.
+    /// them) and returning the final report. It owns the scheduler: if
+    /// the future is dropped unfinished (a timeout), the scheduler is
+    /// dropped with it, which blocks for up to the grace period — to
+    /// bound the wait, put a timeout around
+    /// [`shutdown_async`](Self::shutdown_async) instead.
     pub async fn shutdown_and_join_async(self) -> ShutdownReport {
         self.shutdown();
         self.terminated().await;

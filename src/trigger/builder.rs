@@ -220,7 +220,9 @@ impl<'a> TriggerBuilder<'a> {
     /// `window` after its **last** fire — each fire pushes the run back —
     /// and no later than `max_wait` after its **first**, so a steady
     /// stream of fires still runs every `max_wait`. A burst begins with
-    /// the first fire after a run started. Compare
+    /// the first fire after a worker claimed a run (the claim ends the
+    /// burst before, even one the run then finds superseded or holds for
+    /// `min_interval`). Compare
     /// [`min_interval`](Self::min_interval), which runs the first fire at
     /// once and caps the rate after it:
     ///

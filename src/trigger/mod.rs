@@ -63,15 +63,15 @@ struct Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        // The last handle going while a run is pending is almost always
-        // `Trigger::bind(..).fire()` with the handle not kept: say so, in
-        // debug builds (and through `tracing` in any build).
-        if self.core.has_pending_run() {
+        // The last handle going while the first run is pending is almost
+        // always `Trigger::bind(..).fire()` with the handle not kept: say
+        // so, in debug builds (and through `tracing` in any build).
+        if self.core.has_pending_first_run() {
             let name = self.core.name().unwrap_or("<unnamed>");
             #[cfg(debug_assertions)]
             eprintln!(
-                "circulation-trigger: the last handle of trigger `{name}` was dropped with a run \
-                 pending; the trigger is suspended and the run will not happen (keep a handle)"
+                "circulation-trigger: the last handle of trigger `{name}` was dropped before its \
+                 first run; the trigger is suspended and the run will not happen (keep a handle)"
             );
             #[cfg(feature = "tracing")]
             tracing::warn!(
