@@ -65,7 +65,7 @@ pub(crate) struct Shared {
     pub(super) terminated: Condvar,
     /// The async waiters of termination (see `terminated.rs`), woken when
     /// `alive` drops to zero; behind their own lock, taken inside `alive`'s.
-    pub(super) termination_wakers: Mutex<super::terminated::Waiting>,
+    pub(super) termination_wakers: Mutex<Waiting>,
     /// Every thread started (the monitor adds workers as it starts them).
     pub(super) threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
     /// Thread names: this prefix, then `worker-N` or `monitor`.
@@ -192,6 +192,27 @@ impl Shared {
         let wakers = self.take_terminated(*alive);
         drop(alive);
         wakers.into_iter().for_each(std::task::Waker::wake);
+    }
+}
+
+/// The async waiters of termination (`terminated.rs`), under their ids:
+/// a future dropped unfinished removes its own.
+#[derive(Default)]
+pub(super) struct Waiting {
+    pub(super) wakers: Vec<(u64, std::task::Waker)>,
+    pub(super) next_id: u64,
+}
+
+impl Shared {
+    /// The live count dropped to `alive`: at zero, takes every async
+    /// termination waiter's waker. Called under the `alive` lock; the
+    /// caller wakes them after releasing it (a waker may poll at once).
+    fn take_terminated(&self, alive: usize) -> Vec<std::task::Waker> {
+        if alive > 0 {
+            return Vec::new();
+        }
+        let mut waiting = lock(&self.termination_wakers);
+        waiting.wakers.drain(..).map(|(_, waker)| waker).collect()
     }
 }
 

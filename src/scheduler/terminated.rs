@@ -59,26 +59,6 @@ impl Drop for Terminated {
     }
 }
 
-/// The async waiters of termination, under their ids.
-#[derive(Default)]
-pub(super) struct Waiting {
-    wakers: Vec<(u64, std::task::Waker)>,
-    next_id: u64,
-}
-
-impl Shared {
-    /// The live count dropped to `alive`: at zero, takes every
-    /// [`Terminated`] waiter's waker. Called under the `alive` lock; the
-    /// caller wakes them after releasing it (a waker may poll at once).
-    pub(super) fn take_terminated(&self, alive: usize) -> Vec<std::task::Waker> {
-        if alive > 0 {
-            return Vec::new();
-        }
-        let mut waiting = lock(&self.termination_wakers);
-        waiting.wakers.drain(..).map(|(_, waker)| waker).collect()
-    }
-}
-
 impl Scheduler {
     /// Resolves once every thread of the scheduler has exited and every
     /// async iteration has ended — after a shutdown (before one, a real
