@@ -186,6 +186,15 @@ impl Counters {
         }
     }
 
+    /// Fires so far, derived from the version counter: every advance to
+    /// `version` (the state word's now, wraps counted) that was not a
+    /// suspend, pause or resume, less the start version.
+    fn fires(&self, version: u32) -> u64 {
+        let advances = u64::from(self.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
+            + u64::from(version);
+        advances.saturating_sub(self.suspends.load(Relaxed))
+    }
+
     /// Whether an iteration ever started.
     pub(crate) fn ran(&self) -> bool {
         self.iterations.load(Relaxed) > 0
@@ -261,9 +270,7 @@ impl Counters {
     /// `metrics` counters.
     #[cfg(feature = "metrics")]
     pub(crate) fn fires_since_reported(&self, version: u32) -> (u64, u64) {
-        let advances = u64::from(self.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
-            + u64::from(version);
-        let fires = advances.saturating_sub(self.suspends.load(Relaxed));
+        let fires = self.fires(version);
         let coalesced = fires.saturating_sub(self.served_fires.load(Relaxed));
         let fires_before = self.reported_fires.swap(fires, Relaxed);
         let coalesced_before = self.reported_coalesced.swap(coalesced, Relaxed);
@@ -301,10 +308,9 @@ impl Counters {
         request: Word,
         now_us: u64,
         stuck: bool,
+        closed: bool,
     ) -> TriggerStats {
-        let advances = u64::from(self.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
-            + u64::from(state.version());
-        let fires = advances.saturating_sub(self.suspends.load(Relaxed));
+        let fires = self.fires(state.version());
         let served = self.served_fires.load(Relaxed);
         let micros = |value: u64| (value != u64::MAX).then(|| Duration::from_micros(value));
         TriggerStats {
@@ -317,12 +323,15 @@ impl Counters {
             last_end: micros(self.last_end_us.load(Relaxed)),
             last_lateness: lateness(&self.last_lateness_us),
             max_lateness: lateness(&self.max_lateness_us),
-            state: self.state(state, request, now_us),
+            state: self.state(state, request, now_us, closed),
             stuck: stuck && state.is_running(),
         }
     }
 
-    fn state(&self, state: Snapshot, request: Word, now_us: u64) -> TriggerState {
+    fn state(&self, state: Snapshot, request: Word, now_us: u64, closed: bool) -> TriggerState {
+        if closed && !state.is_running() {
+            return TriggerState::ShutDown;
+        }
         if state.is_running() {
             // A follow-up is pending once a due run found it busy (RESERVED)
             // or is queued for a worker (DUE).
@@ -422,7 +431,7 @@ mod tests {
 
     fn snapshot(counters: &Counters) -> TriggerStats {
         let word = Word::new(1, Kind::Idle);
-        counters.snapshot(None, Snapshot::from_raw(1), word, 0, false)
+        counters.snapshot(None, Snapshot::from_raw(1), word, 0, false, false)
     }
 
     #[test]

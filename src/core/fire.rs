@@ -85,7 +85,7 @@ impl<R: Runtime> Core<R> {
     /// [`fire`](Self::fire), returning the version it installed: a run
     /// now, or for a debounced trigger the burst's run.
     pub(super) fn fire_version(self: &Arc<Self>) -> Result<u32, FireError> {
-        match self.policies.as_ref().and_then(|p| p.debounce.as_ref()) {
+        match self.debounce() {
             Some(debounce) => self.fire_debounced(debounce),
             None => self.fire_now(),
         }
@@ -100,11 +100,6 @@ impl<R: Runtime> Core<R> {
         self: &Arc<Self>,
         debounce: &crate::policy::Debounce,
     ) -> Result<u32, FireError> {
-        // Checked before the fire opens a burst.
-        if self.runtime.is_closed() {
-            return Err(self.refused_shutdown());
-        }
-        self.check_paused()?;
         let now_ns = self.runtime.clock().now_ns();
         let (delay_us, start, opened) = debounce.delay_us(now_ns / 1_000);
         let version = match self.fire_after_version(now_ns, Duration::from_micros(delay_us)) {
@@ -347,7 +342,7 @@ impl<R: Runtime> Core<R> {
     /// A debounced burst whose run is cancelled is over: the next fire
     /// opens a new one.
     pub(super) fn close_burst(&self) {
-        if let Some(debounce) = self.policies.as_ref().and_then(|p| p.debounce.as_ref()) {
+        if let Some(debounce) = self.debounce() {
             debounce.close();
         }
     }
@@ -467,10 +462,23 @@ impl<R: Runtime> Core<R> {
         let installed = self
             .request
             .install(version, kind, true, Installer::Publish);
+        self.to_timer_now(installed, deadline, now_us, on_closed);
+        (kind, installed)
+    }
+
+    /// [`hand_to_timer`](Self::hand_to_timer), delivering the inbox push
+    /// (if one is needed) at once.
+    #[inline]
+    pub(super) fn to_timer_now(
+        self: &Arc<Self>,
+        installed: Result<Word, Refused>,
+        deadline: u64,
+        now_us: u64,
+        on_closed: OnClosed,
+    ) {
         if let Some(push) = self.hand_to_timer(installed, deadline, now_us, on_closed) {
             push.deliver(on_closed);
         }
-        (kind, installed)
     }
 
     /// [`publish_at`](Self::publish_at), leaving the inbox push (if one is

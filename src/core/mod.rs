@@ -191,11 +191,9 @@ impl<R: Runtime> Core<R> {
         let request = self.request.peek();
         let now = self.runtime.clock().now_us();
         let stuck = self.policies.as_ref().is_some_and(|p| p.is_stuck());
-        let mut stats = self.stats.snapshot(self.name(), state, request, now, stuck);
-        if self.runtime.is_closed() && !state.is_running() {
-            stats.state = crate::stats::TriggerState::ShutDown;
-        }
-        stats
+        let closed = self.runtime.is_closed();
+        self.stats
+            .snapshot(self.name(), state, request, now, stuck, closed)
     }
 
     /// Reads the state word with an RMW, for the shutdown scan.
@@ -238,6 +236,12 @@ impl<R: Runtime> Core<R> {
                 waiters.age(version);
             }
         }
+    }
+
+    /// The trigger's debounce policy, if it has one.
+    #[inline]
+    pub(crate) fn debounce(&self) -> Option<&crate::policy::Debounce> {
+        self.policies.as_ref().and_then(|p| p.debounce.as_ref())
     }
 
     /// Whether a run is requested (due or armed) for a trigger that never

@@ -113,7 +113,7 @@ impl<R: Runtime> Core<R> {
         match kind {
             Kind::Due if !self.reserve_inline() => self.schedule_run(OnClosed::Refuse),
             Kind::At { .. } => {
-                self.to_timer_after_install(replaced, deadline, now_ns / 1_000, OnClosed::Refuse)
+                self.to_timer_now(Ok(replaced), deadline, now_ns / 1_000, OnClosed::Refuse)
             }
             // Did the iteration end before it could see our RESUMING? An
             // RMW on the state word, not a load: this `touch` and the
@@ -189,23 +189,8 @@ impl<R: Runtime> Core<R> {
         };
         match kind {
             Kind::Due => self.schedule_run(on_closed),
-            Kind::At { .. } => {
-                self.to_timer_after_install(replaced, deadline, now_ns / 1_000, on_closed)
-            }
+            Kind::At { .. } => self.to_timer_now(Ok(replaced), deadline, now_ns / 1_000, on_closed),
             _ => {}
-        }
-    }
-
-    /// After an AT request was installed over `replaced`: tell the timer.
-    fn to_timer_after_install(
-        self: &Arc<Self>,
-        replaced: crate::request::Word,
-        deadline: u64,
-        now_us: u64,
-        on_closed: OnClosed,
-    ) {
-        if let Some(push) = self.hand_to_timer(Ok(replaced), deadline, now_us, on_closed) {
-            push.deliver(on_closed);
         }
     }
 }

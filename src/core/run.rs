@@ -169,7 +169,7 @@ impl<R: Runtime> Core<R> {
     /// re-runs in place.
     pub(super) fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
         let version = self.request.take_due()?;
-        if let Some(debounce) = self.policies.as_ref().and_then(|p| p.debounce.as_ref()) {
+        if let Some(debounce) = self.debounce() {
             debounce.claimed(version);
         }
         match self.state.enter(version) {
@@ -261,8 +261,7 @@ impl<R: Runtime> Core<R> {
         #[cfg(feature = "tracing")]
         let _entered = span.enter();
         let start_us = self.runtime.clock().now_us();
-        let _lateness = self.stats.started(version, start_us);
-        if let Some(late) = _lateness {
+        if let Some(late) = self.stats.started(version, start_us) {
             #[cfg(feature = "tracing")]
             span.record("lateness_us", late);
             crate::metrics::lateness(self.name(), late);
