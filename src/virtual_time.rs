@@ -2,12 +2,22 @@
 //! for deterministic tests of periodic logic without sleeping.
 
 use crate::clock::{ManualTime, HORIZON_US};
+use crate::scheduler::LocalJobs;
 use crate::scheduler::ShutdownReport;
 use crate::scheduler::{Builder, Driver, Scheduler};
 use crate::stats::SchedulerStats;
 use crate::sync::Arc;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+
+/// Locks a sleepers' list (a std lock even under loom: no model sleeps).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 impl Builder {
     /// Builds a scheduler on **virtual time** instead: no threads, a clock
@@ -92,6 +102,10 @@ impl Builder {
 pub struct VirtualScheduler {
     scheduler: Scheduler,
     driver: Driver,
+    /// The executor of async triggers bound here without a runtime.
+    jobs: Arc<LocalJobs>,
+    /// Futures waiting in [`VirtualClock::sleep`].
+    sleepers: Arc<Sleepers>,
 }
 
 impl VirtualScheduler {
@@ -100,10 +114,14 @@ impl VirtualScheduler {
     /// [`advance_to`](Self::advance_to) stop there.
     pub const HORIZON: Duration = Duration::from_micros(HORIZON_US);
 
-    pub(crate) fn new(scheduler: Scheduler, time: Arc<ManualTime>) -> Self {
+    pub(crate) fn new(mut scheduler: Scheduler, time: Arc<ManualTime>) -> Self {
+        let jobs = Arc::new(LocalJobs::default());
+        scheduler.local = Some(Arc::clone(&jobs));
         Self {
             scheduler,
             driver: Driver::new(time),
+            jobs,
+            sleepers: Arc::default(),
         }
     }
 
@@ -114,7 +132,10 @@ impl VirtualScheduler {
 
     /// A handle on this scheduler's clock, for tasks that need the time.
     pub fn clock(&self) -> VirtualClock {
-        VirtualClock(Arc::clone(&self.driver.time))
+        VirtualClock {
+            time: Arc::clone(&self.driver.time),
+            sleepers: Arc::clone(&self.sleepers),
+        }
     }
 
     /// Moves time forward by `delay` (rounded up to a microsecond), running
@@ -125,6 +146,12 @@ impl VirtualScheduler {
     /// `advance(Duration::ZERO)` runs what is due now. Every iteration due
     /// runs, so advancing by N periods of a periodic trigger runs it N
     /// times: a long jump over a short period takes long.
+    ///
+    /// Async triggers' iterations are polled here too, on the calling
+    /// thread: at each instant the due runs start, the
+    /// [`VirtualClock::sleep`]s due end, and the woken futures are polled
+    /// until none is woken — so an iteration ends, and its re-arm counts
+    /// from, the virtual time its future completes.
     ///
     /// # Edge cases
     ///
@@ -137,14 +164,14 @@ impl VirtualScheduler {
     ///
     /// # Panics
     ///
-    /// If runs at one instant never stop (a million of them): a task that
-    /// re-arms itself with a zero delay, fires itself, or panics every time
-    /// under a zero `RetryBackoff` — time could never move on. No argument
-    /// value panics.
+    /// If runs (or polls) at one instant never stop (a million of them): a
+    /// task that re-arms itself with a zero delay, fires itself, or panics
+    /// every time under a zero `RetryBackoff`, or a future that wakes
+    /// itself for ever — time could never move on. No argument value
+    /// panics.
     pub fn advance(&self, delay: Duration) -> usize {
         let target = self.driver.time.now_us().saturating_add(micros_up(delay));
-        self.driver
-            .advance_to(&self.scheduler.shared, target.min(HORIZON_US))
+        self.step_to(target.min(HORIZON_US))
     }
 
     /// Moves time forward to `at` since the scheduler was built (a time in
@@ -159,8 +186,7 @@ impl VirtualScheduler {
     ///
     /// As [`advance`](Self::advance).
     pub fn advance_to(&self, at: Duration) -> usize {
-        self.driver
-            .advance_to(&self.scheduler.shared, micros_up(at).min(HORIZON_US))
+        self.step_to(micros_up(at).min(HORIZON_US))
     }
 
     /// The next time an iteration is due, if any is: now, if a run is
@@ -170,13 +196,62 @@ impl VirtualScheduler {
     /// may still be named until it passes: advancing to it then runs
     /// nothing.
     pub fn next_deadline(&self) -> Option<Duration> {
-        let now_us = self.driver.time.now_us();
-        self.driver.turn(&self.scheduler.shared, now_us);
-        if self.driver.queued(&self.scheduler.shared) {
-            return Some(Duration::from_micros(now_us));
-        }
-        let next = self.driver.next_wake();
+        let next = self.next_step();
         (next != u64::MAX).then(|| Duration::from_micros(next))
+    }
+
+    /// The time (µs) of the next thing to do: now if a run is queued or a
+    /// future woken, else the earliest armed deadline or virtual sleep
+    /// (`u64::MAX`: none).
+    fn next_step(&self) -> u64 {
+        let shared = &self.scheduler.shared;
+        let now_us = self.driver.time.now_us();
+        self.driver.turn(shared, now_us);
+        if self.driver.queued(shared) || self.jobs.any_woken() {
+            return now_us;
+        }
+        self.driver.next_wake().min(self.sleepers.next())
+    }
+
+    /// `advance_to`: instant by instant up to `target_us`, at each one
+    /// running the due iterations, waking the sleeps due and polling the
+    /// woken futures until nothing is left to do there — an async
+    /// iteration's end (and the re-arm it returns) happens at the virtual
+    /// time its future completes, as a sync one's does.
+    fn step_to(&self, target_us: u64) -> usize {
+        /// Steps at one instant before concluding a task loops there.
+        const SPIN_LIMIT: usize = 1_000_000;
+        let shared = &self.scheduler.shared;
+        let mut dispatched = 0;
+        let mut at_this_instant = 0;
+        loop {
+            let now_us = self.driver.time.now_us();
+            dispatched += self.driver.advance_to(shared, now_us);
+            self.sleepers.wake_due(now_us);
+            if self.jobs.poll_one() {
+                at_this_instant += 1;
+                assert!(
+                    at_this_instant < SPIN_LIMIT,
+                    "virtual time cannot advance: {SPIN_LIMIT} polls at {now_us} µs \
+                     (a future wakes itself for ever?)"
+                );
+                continue;
+            }
+            at_this_instant = 0;
+            let next = self.next_step();
+            if next > target_us {
+                break;
+            }
+            self.driver.time.set_us(next.max(now_us));
+        }
+        dispatched + self.driver.advance_to(shared, target_us)
+    }
+
+    /// Polls the woken futures of this scheduler's async iterations until
+    /// none is woken, at the current time (for the shutdowns, which must
+    /// let an iteration told to stop see it).
+    fn poll_woken(&self) {
+        while self.jobs.poll_one() {}
     }
 }
 
@@ -198,9 +273,14 @@ impl VirtualScheduler {
         self.scheduler.shutdown();
     }
 
-    /// [`Scheduler::shutdown_now`] (no thread to wait for: returns at once).
+    /// [`Scheduler::shutdown_now`]: the async iterations in flight here
+    /// are polled at once, see that they are cancelled and end (no thread
+    /// to wait for: returns at once, unless iterations run on a Tokio
+    /// runtime given with `TriggerBuilder::runtime`).
     pub fn shutdown_now(&self) -> ShutdownReport {
-        self.scheduler.shutdown_now()
+        self.scheduler.cancel_now();
+        self.poll_woken();
+        self.scheduler.report_after_grace()
     }
 
     /// [`Scheduler::shutdown_report`].
@@ -214,15 +294,18 @@ impl VirtualScheduler {
     }
 
     /// [`Scheduler::is_terminated`]: there are no threads, so `true` —
-    /// unless an async trigger's future is in flight on its runtime (see
+    /// unless an async trigger's iteration is in flight (see
     /// `Trigger::bind_async`, with the `tokio` feature).
     pub fn is_terminated(&self) -> bool {
         self.scheduler.is_terminated()
     }
 
-    /// [`Scheduler::await_termination`] (returns `true` at once).
+    /// [`Scheduler::await_termination`]: `true` at once unless an async
+    /// iteration is in flight (one waiting on a [`VirtualClock::sleep`]
+    /// needs an `advance` to end).
     #[must_use = "`false` means some threads are still running"]
     pub fn await_termination(&self, timeout: Duration) -> bool {
+        self.poll_woken();
         self.scheduler.await_termination(timeout)
     }
 
@@ -254,15 +337,151 @@ impl fmt::Debug for VirtualScheduler {
     }
 }
 
-/// Reads a [`VirtualScheduler`]'s time (cheap to clone; safe to move into
-/// tasks).
+/// Drops the async iterations still in flight here, each ending as
+/// cancelled (as a runtime shutting down drops its tasks), so none keeps
+/// its trigger, or the graceful shutdown that follows, waiting.
+impl Drop for VirtualScheduler {
+    fn drop(&mut self) {
+        self.scheduler.shutdown();
+        while self.jobs.drop_all() > 0 {}
+        self.sleepers.clear();
+    }
+}
+
+/// Reads a [`VirtualScheduler`]'s time, and sleeps in it (cheap to clone;
+/// safe to move into tasks).
 #[derive(Clone)]
-pub struct VirtualClock(Arc<ManualTime>);
+pub struct VirtualClock {
+    time: Arc<ManualTime>,
+    sleepers: Arc<Sleepers>,
+}
 
 impl VirtualClock {
     /// Virtual time since the scheduler was built.
     pub fn now(&self) -> Duration {
-        Duration::from_micros(self.0.now_us())
+        Duration::from_micros(self.time.now_us())
+    }
+
+    /// A future that completes once virtual time has moved `delay` on
+    /// (rounded up to a microsecond; at once for zero): the stand-in for
+    /// `tokio::time::sleep` in an async task tested on virtual time, whose
+    /// [`advance`](VirtualScheduler::advance) moves the clock. A future
+    /// awaiting a real timer there would wait in real time instead.
+    ///
+    /// # Examples
+    ///
+    /// An async refresh whose fetch takes 10 s, every 30 s after the last
+    /// one ended, checked over 95 virtual seconds in microseconds of real
+    /// time:
+    ///
+    /// ```
+    /// # #[cfg(feature = "tokio")] {
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let (clock, starts) = (sim.clock(), Arc::new(Mutex::new(Vec::new())));
+    /// let s = starts.clone();
+    /// let refresh = Trigger::bind_async(&sim, move || {
+    ///     let (clock, s) = (clock.clone(), s.clone());
+    ///     async move {
+    ///         s.lock().unwrap().push(clock.now().as_secs());
+    ///         clock.sleep(Duration::from_secs(10)).await; // the fetch
+    ///         Some(Duration::from_secs(30))
+    ///     }
+    /// });
+    /// refresh.fire()?;
+    /// sim.advance(Duration::from_secs(95));
+    /// assert_eq!(*starts.lock().unwrap(), [0, 40, 80]);
+    /// # }
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn sleep(&self, delay: Duration) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let at_us = self.time.now_us().saturating_add(micros_up(delay));
+        self.sleep_until_us(at_us)
+    }
+
+    /// A future that completes once virtual time reaches `at` (since the
+    /// scheduler was built; at once for a time passed); see
+    /// [`sleep`](Self::sleep).
+    pub fn sleep_until(&self, at: Duration) -> impl Future<Output = ()> + Send + Sync + 'static {
+        self.sleep_until_us(micros_up(at))
+    }
+
+    fn sleep_until_us(&self, at_us: u64) -> Sleep {
+        Sleep {
+            time: Arc::clone(&self.time),
+            sleepers: Arc::clone(&self.sleepers),
+            at_us: at_us.min(HORIZON_US),
+        }
+    }
+}
+
+/// A [`VirtualClock::sleep`] in progress.
+struct Sleep {
+    time: Arc<ManualTime>,
+    sleepers: Arc<Sleepers>,
+    at_us: u64,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.time.now_us() >= self.at_us {
+            return Poll::Ready(());
+        }
+        self.sleepers.register(self.at_us, cx.waker());
+        // The clock may have passed `at_us` between the check and the
+        // registration (an `advance` on another thread): look again.
+        if self.time.now_us() >= self.at_us {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+/// The wakers of the futures waiting in virtual sleeps, with their times.
+#[derive(Default)]
+struct Sleepers(Mutex<Vec<(u64, Waker)>>);
+
+impl Sleepers {
+    fn register(&self, at_us: u64, waker: &Waker) {
+        let mut list = lock(&self.0);
+        if !list
+            .iter()
+            .any(|(at, w)| *at == at_us && w.will_wake(waker))
+        {
+            list.push((at_us, waker.clone()));
+        }
+    }
+
+    /// The earliest time a sleep ends (`u64::MAX`: none waits).
+    fn next(&self) -> u64 {
+        lock(&self.0)
+            .iter()
+            .map(|&(at, _)| at)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Wakes the sleeps ended by `now_us` (outside the lock: a waker may
+    /// run code).
+    fn wake_due(&self, now_us: u64) {
+        let due: Vec<Waker> = {
+            let mut list = lock(&self.0);
+            let (due, waiting) = std::mem::take(&mut *list)
+                .into_iter()
+                .partition(|&(at, _)| at <= now_us);
+            *list = waiting;
+            due.into_iter().map(|(_, waker)| waker).collect::<Vec<_>>()
+        };
+        due.into_iter().for_each(Waker::wake);
+    }
+
+    fn clear(&self) {
+        drop(std::mem::take(&mut *lock(&self.0)));
     }
 }
 

@@ -26,6 +26,7 @@
 //! | `worker.rs` | worker and monitor loops, thread starts |
 //! | `lifecycle.rs` | registry, shutdown scan, the report being drafted |
 //! | `manual.rs` | the thread-less driver of virtual time and the loom models |
+//! | `local.rs` | the hand-polled executor of virtual time's and the models' async iterations |
 //! | `model.rs` | the loom harness on that driver (`--cfg loom` only) |
 //!
 //! A fire reaches its run through six files, each step downward or through
@@ -49,6 +50,7 @@
 mod builder;
 pub(crate) mod door;
 mod lifecycle;
+mod local;
 mod manual;
 #[cfg(loom)]
 pub mod model;
@@ -61,6 +63,7 @@ mod worker;
 
 pub use builder::Builder;
 pub(crate) use door::TriggerCore;
+pub(crate) use local::LocalJobs;
 pub(crate) use manual::Driver;
 pub use report::TaskPanic;
 pub use report::{DiscardedRun, InFlightRun, ShutdownReport};
@@ -97,6 +100,9 @@ pub struct Scheduler {
     /// Set once `finish` has run (by `shutdown_and_join`), so drop does not
     /// wait again.
     finished: bool,
+    /// A virtual scheduler's executor: async triggers bound to it without
+    /// a runtime of their own have their iterations polled by `advance`.
+    pub(crate) local: Option<Arc<LocalJobs>>,
 }
 
 impl fmt::Debug for Scheduler {
@@ -148,6 +154,7 @@ impl Scheduler {
         Self {
             shared: Arc::new(shared),
             finished: false,
+            local: None,
         }
     }
 
@@ -206,6 +213,12 @@ impl Scheduler {
     /// ```
     pub fn shutdown_now(&self) -> ShutdownReport {
         self.cancel_now();
+        self.report_after_grace()
+    }
+
+    /// `shutdown_now` after `cancel_now`: waits up to the grace period for
+    /// the iterations in flight, then reports.
+    pub(crate) fn report_after_grace(&self) -> ShutdownReport {
         let _ = self.await_termination(self.shared.grace);
         self.shutdown_report().unwrap_or_default()
     }

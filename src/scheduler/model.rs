@@ -8,18 +8,17 @@
 //! `Core`, state word, request word, pool (queue, inbox, timer role, idle
 //! beds, worker counts) and timer that the threaded scheduler runs.
 
+use super::local::LocalJobs;
 use super::manual::Driver;
 pub use super::pool::Watch;
 use super::pool::{Limits, Pool};
 use super::timer::Timer;
 use super::{Scheduler, Shared};
-use crate::async_task::{Job, Spawn};
+use crate::async_task::Spawn;
 use crate::clock::{Clock, ManualTime};
 use crate::sync::Arc;
-use crate::sync::{lock, AtomicBool, Mutex, Ordering};
 use crate::{Snapshot, Task, Trigger};
 use std::future::Future;
-use std::task::{Context, Wake, Waker};
 
 pub use crate::state::{Enter, Exit, Reserve, State};
 
@@ -229,40 +228,13 @@ impl Harness {
     }
 }
 
-/// A minimal executor for the models: spawned jobs wait in a list and are
-/// polled, one poll at a time, by whichever model thread calls
-/// [`poll_one`](Executor::poll_one) — only once woken, so a lost wake-up
-/// leaves a job behind for the model to find.
+/// A minimal executor for the models (the crate's hand-polled one, see
+/// `local.rs`): spawned jobs wait in a list and are polled, one poll at a
+/// time, by whichever model thread calls [`poll_one`](Executor::poll_one)
+/// — only once woken, so a lost wake-up leaves a job behind for the model
+/// to find.
 #[derive(Clone, Default)]
-pub struct Executor(Arc<Jobs>);
-
-#[derive(Default)]
-struct Jobs {
-    list: Mutex<Vec<(Job, Arc<Flag>)>>,
-}
-
-/// A job's "woken" flag, as its waker.
-#[derive(Default)]
-struct Flag(AtomicBool);
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        // SeqCst: model bookkeeping; the properties checked never lean on
-        // it (the job list's lock hands the job itself over).
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Spawn for Jobs {
-    fn spawn(&self, job: Job) {
-        let flag = Arc::new(Flag(AtomicBool::new(true)));
-        lock(&self.list).push((job, flag));
-    }
-}
+pub struct Executor(Arc<LocalJobs>);
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -274,25 +246,7 @@ impl Executor {
     /// Polls one woken job once, if there is one (a completed job is
     /// dropped, a pending one stays); returns whether it polled.
     pub fn poll_one(&self) -> bool {
-        let taken = {
-            let mut list = lock(&self.0.list);
-            let index = list
-                .iter()
-                .position(|(_, flag)| flag.0.swap(false, Ordering::SeqCst));
-            index.map(|index| list.swap_remove(index))
-        };
-        let Some((mut job, flag)) = taken else {
-            return false;
-        };
-        let waker = Waker::from(Arc::clone(&flag));
-        if job
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending()
-        {
-            lock(&self.0.list).push((job, flag));
-        }
-        true
+        self.0.poll_one()
     }
 
     /// Polls woken jobs until none is woken; returns how many polls.
@@ -306,6 +260,6 @@ impl Executor {
 
     /// Jobs not completed yet (woken or not).
     pub fn pending(&self) -> usize {
-        lock(&self.0.list).len()
+        self.0.pending()
     }
 }

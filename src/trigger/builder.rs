@@ -147,15 +147,16 @@ impl<'a> TriggerBuilder<'a> {
     }
 
     /// Binds an async `task`: each iteration is the future it returns,
-    /// polled on a Tokio runtime (see [`runtime`](Self::runtime)) while the
+    /// polled on a Tokio runtime (see [`runtime`](Self::runtime)) — on a
+    /// virtual scheduler without one, by its `advance` — while the
     /// scheduler decides when iterations start. See
     /// [`Trigger::bind_async`].
     ///
     /// # Panics
     ///
     /// Like [`tokio::spawn`]: if no runtime was given with
-    /// [`runtime`](Self::runtime) and this is called outside the context of
-    /// a Tokio runtime.
+    /// [`runtime`](Self::runtime) and this is called, for a real
+    /// scheduler, outside the context of a Tokio runtime.
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
@@ -164,16 +165,20 @@ impl<'a> TriggerBuilder<'a> {
         F: FnMut() -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Option<Duration>> + Send + 'static,
     {
-        let runtime = match self.runtime.take() {
-            Some(handle) => handle,
-            None => tokio::runtime::Handle::try_current().unwrap_or_else(|_| {
-                panic!(
-                    "`bind_async` must be called from the context of a Tokio runtime, \
-                     or given one with `TriggerBuilder::runtime`"
-                )
-            }),
+        let spawner: Arc<dyn crate::async_task::Spawn> = match self.runtime.take() {
+            Some(handle) => Arc::new(handle),
+            // On virtual time, `advance` polls the iterations.
+            None => match &self.scheduler.local {
+                Some(local) => Arc::clone(local) as Arc<dyn crate::async_task::Spawn>,
+                None => Arc::new(tokio::runtime::Handle::try_current().unwrap_or_else(|_| {
+                    panic!(
+                        "`bind_async` must be called from the context of a Tokio runtime, \
+                         or given one with `TriggerBuilder::runtime`"
+                    )
+                })),
+            },
         };
-        self.bind_spawned(Arc::new(runtime), task)
+        self.bind_spawned(spawner, task)
     }
 
     /// A cooldown: no iteration starts sooner than `interval` after the

@@ -139,18 +139,21 @@ impl Trigger {
     /// iteration that thread should be polling. Inside an async task, the
     /// task's own iteration counts as in flight.
     ///
-    /// On a [`VirtualScheduler`](crate::VirtualScheduler) the futures
-    /// still run on the Tokio runtime, in real time:
-    /// [`advance`](crate::VirtualScheduler::advance) starts the iterations
-    /// due (or a `fire` does) but does not wait for their futures, so
-    /// their ends, re-arms and statistics come whenever the runtime gets
-    /// to them, at whatever virtual time it is then. Test an async task's
-    /// timing on a real scheduler, or its logic with a sync task.
+    /// On a [`VirtualScheduler`](crate::VirtualScheduler) the futures run
+    /// on virtual time, with no runtime:
+    /// [`advance`](crate::VirtualScheduler::advance) polls them on the
+    /// calling thread, and each iteration ends (and re-arms) at the virtual
+    /// time its future completes. A future that waits should wait with
+    /// [`VirtualClock::sleep`](crate::VirtualClock::sleep) there (a Tokio
+    /// timer would wait in real time, and `advance` does not wait for it);
+    /// README's "Testing" section has the recipe. To poll them on a Tokio
+    /// runtime instead, name it with [`TriggerBuilder::runtime`].
     ///
     /// # Panics
     ///
     /// Like [`tokio::spawn`]: when called outside the context of a Tokio
-    /// runtime. Use [`TriggerBuilder::runtime`] to name one instead.
+    /// runtime, on a real scheduler. Use [`TriggerBuilder::runtime`] to
+    /// name one instead.
     ///
     /// # Examples
     ///
