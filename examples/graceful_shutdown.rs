@@ -5,7 +5,7 @@
 //! Run: `cargo run --release --example graceful_shutdown`, then Ctrl-C
 //! (or `kill -TERM <pid>`). `--run-for <seconds>` stops by itself.
 
-use circulation_trigger::{cancelled, Scheduler, Trigger};
+use circulation_trigger::{is_cancelled, Scheduler, Trigger};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -39,7 +39,7 @@ fn main() {
             .bind(move || {
                 // Drain a batch of messages, stopping early on shutdown_now.
                 for _ in 0..10 {
-                    if cancelled() {
+                    if is_cancelled() {
                         return None;
                     }
                     thread::sleep(Duration::from_millis(2));

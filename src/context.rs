@@ -1,5 +1,5 @@
 //! The task context: what code running inside a task may ask of the
-//! scheduler running it — [`cancelled`], [`scheduler_time`], whether it is
+//! scheduler running it — [`is_cancelled`], [`scheduler_time`], whether it is
 //! a given trigger's own task — and how an iteration ended ([`Outcome`]).
 //!
 //! Plain thread-local data, set by whoever runs a task (a worker for its
@@ -21,7 +21,7 @@ pub enum Outcome {
     Completed,
     /// It panicked (the panic was caught and reported).
     Panicked,
-    /// It saw [`cancelled`](crate::cancelled) return `true` and returned.
+    /// It saw [`is_cancelled`](crate::is_cancelled) return `true` and returned.
     Cancelled,
     /// It had not returned when the report was taken (see
     /// [`Builder::shutdown_grace`](crate::Builder::shutdown_grace)).
@@ -33,7 +33,7 @@ thread_local! {
     /// The scheduler whose tasks run on this thread: its cancellation flag
     /// and its clock.
     static CONTEXT: RefCell<Option<Context>> = const { RefCell::new(None) };
-    /// Whether the running task has seen `cancelled()` return `true`.
+    /// Whether the running task has seen `is_cancelled()` return `true`.
     static OBSERVED: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -42,15 +42,20 @@ thread_local! {
 /// should return soon. Cheap enough to poll in a loop; `false` outside
 /// tasks.
 ///
+/// A question answered now, not a future to await (unlike tokio-util's
+/// `CancellationToken::cancelled`): an async task asks it between its
+/// `.await`s, and `shutdown_now` drops its future at the next `.await`
+/// anyway.
+///
 /// # Examples
 ///
 /// ```
-/// use circulation_trigger::{cancelled, Scheduler, Trigger};
+/// use circulation_trigger::{is_cancelled, Scheduler, Trigger};
 ///
 /// let scheduler = Scheduler::new();
 /// let trigger = Trigger::bind(&scheduler, || {
 ///     for _chunk in 0..1_000 {
-///         if cancelled() {
+///         if is_cancelled() {
 ///             return None; // stop early; the report says "Cancelled"
 ///         }
 ///         // ... process a chunk ...
@@ -61,7 +66,7 @@ thread_local! {
 /// let report = scheduler.shutdown_now();
 /// println!("{report}");
 /// ```
-pub fn cancelled() -> bool {
+pub fn is_cancelled() -> bool {
     let cancelled = CONTEXT.with(|cell| {
         cell.borrow()
             .as_ref()
@@ -110,7 +115,7 @@ pub(crate) struct Context {
     clock: Clock,
 }
 
-/// Makes [`cancelled`] and [`scheduler_time`] answer for the scheduler
+/// Makes [`is_cancelled`] and [`scheduler_time`] answer for the scheduler
 /// whose cancel flag and clock these are, on this thread (worker threads
 /// for their lifetime; the virtual driver and an async iteration's poll for
 /// the length of a call); returns what it replaced.

@@ -28,13 +28,41 @@ use std::time::Duration;
 /// ```
 #[must_use]
 pub fn jittered(period: Duration, fraction: f64) -> Duration {
-    spread(period, fraction, fastrand::f64())
+    spread(period, fraction, with_rng(fastrand::Rng::f64))
 }
 
 /// Seeds the generator [`jittered`] uses on this thread (any `u64` is a
-/// valid seed).
+/// valid seed), and with it every draw of this crate on this thread:
+/// [`PhaseKeeper::random_offset`](crate::PhaseKeeper::random_offset) and
+/// the generator a new [`RetryBackoff`] starts from.
+///
+/// The generator is this crate's own (one per thread): seeding it leaves
+/// `fastrand`'s shared thread-local generator, and every other crate's
+/// draws from it, alone.
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{jittered, seed_jitter};
+/// use std::time::Duration;
+///
+/// seed_jitter(7);
+/// let first = jittered(Duration::from_secs(30), 0.1);
+/// seed_jitter(7);
+/// assert_eq!(jittered(Duration::from_secs(30), 0.1), first);
+/// ```
 pub fn seed_jitter(seed: u64) {
-    fastrand::seed(seed);
+    RNG.with(|rng| *rng.borrow_mut() = fastrand::Rng::with_seed(seed));
+}
+
+thread_local! {
+    /// The crate's generator on this thread (see [`seed_jitter`]).
+    static RNG: std::cell::RefCell<fastrand::Rng> = std::cell::RefCell::new(fastrand::Rng::new());
+}
+
+/// Draws from this thread's generator of the crate.
+pub(crate) fn with_rng<T>(draw: impl FnOnce(&mut fastrand::Rng) -> T) -> T {
+    RNG.with(|rng| draw(&mut rng.borrow_mut()))
 }
 
 /// `period · (1 + fraction · (2u − 1))` for `u` in `[0, 1)`, saturating.
@@ -107,7 +135,7 @@ pub struct RetryBackoff {
 impl Clone for RetryBackoff {
     fn clone(&self) -> Self {
         Self {
-            rng: fastrand::Rng::new(),
+            rng: with_rng(|rng| rng.fork()),
             ..*self
         }
     }
@@ -132,7 +160,7 @@ impl RetryBackoff {
             jitter: 0.0,
             max_retries: None,
             failures: 0,
-            rng: fastrand::Rng::new(),
+            rng: with_rng(|rng| rng.fork()),
         }
     }
 
@@ -283,6 +311,26 @@ mod tests {
         let first = jittered(period, 0.3);
         seed_jitter(3);
         assert_eq!(jittered(period, 0.3), first);
+    }
+
+    #[test]
+    fn seeding_leaves_fastrands_shared_generator_alone() {
+        let period = Duration::from_secs(10);
+        // Other crates' draws from fastrand's generator do not move ours…
+        seed_jitter(11);
+        fastrand::seed(1);
+        let ours = jittered(period, 0.5);
+        seed_jitter(11);
+        fastrand::seed(2);
+        let _ = fastrand::u64(..);
+        assert_eq!(jittered(period, 0.5), ours);
+        // …and seeding ours does not reseed theirs.
+        fastrand::seed(5);
+        let theirs = fastrand::u64(..);
+        fastrand::seed(5);
+        seed_jitter(12);
+        let _ = jittered(period, 0.5);
+        assert_eq!(fastrand::u64(..), theirs);
     }
 
     #[test]

@@ -87,7 +87,9 @@ impl PhaseKeeper {
     #[must_use]
     pub fn random_offset(self) -> Self {
         let nanos = u64::try_from(self.period.as_nanos()).unwrap_or(u64::MAX);
-        self.offset(Duration::from_nanos(fastrand::u64(..nanos)))
+        self.offset(Duration::from_nanos(crate::jitter::with_rng(|rng| {
+            rng.u64(..nanos)
+        })))
     }
 
     /// Skips a slot closer than `gap` after the run that asks (default half

@@ -82,14 +82,37 @@ pub(crate) const fn next_version(version: u32) -> u32 {
     version.wrapping_add(1) & VERSION_MASK
 }
 
-/// A decoded copy of the state word at one instant.
+/// A decoded copy of a trigger's state word at one instant, from
+/// [`Trigger::snapshot`](crate::Trigger::snapshot): whether an iteration is
+/// in flight, whether a follow-up is reserved, and the version (bumped by
+/// every `fire`, `fire_after` and `suspend`, 30 bits, wrapping).
+///
+/// A diagnostic and a test aid, as cheap as one atomic load; it may be out
+/// of date as soon as it is taken. [`Trigger::stats`](crate::Trigger::stats)
+/// says more (counters, the armed deadline, paused or not).
+///
+/// # Examples
+///
+/// ```
+/// use circulation_trigger::{Scheduler, Trigger};
+/// use std::time::Duration;
+///
+/// let scheduler = Scheduler::new();
+/// let trigger = Trigger::bind(&scheduler, || None);
+/// let before = trigger.snapshot();
+/// trigger.fire_after(Duration::from_secs(3600))?;
+/// let after = trigger.snapshot();
+/// assert_eq!(after.version(), before.version() + 1);
+/// assert!(!after.is_running() && !after.is_reserved());
+/// # Ok::<(), circulation_trigger::FireError>(())
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Snapshot(u32);
 
 impl Snapshot {
-    /// Builds a snapshot from a raw word (for tests and models).
-    #[doc(hidden)]
-    pub const fn from_raw(raw: u32) -> Self {
+    /// Builds a snapshot from a raw word (for unit tests).
+    #[cfg(test)]
+    pub(crate) const fn from_raw(raw: u32) -> Self {
         Self(raw)
     }
 

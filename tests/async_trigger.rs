@@ -6,7 +6,7 @@
 mod common;
 
 use circulation_trigger::{
-    cancelled, scheduler_time, Outcome, PanicPolicy, RetryBackoff, Scheduler, Trigger,
+    is_cancelled, scheduler_time, Outcome, PanicPolicy, RetryBackoff, Scheduler, Trigger,
     TriggerState, WaitError,
 };
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -250,7 +250,7 @@ async fn cancelled_and_scheduler_time_answer_inside_the_future() {
         let s = s.clone();
         async move {
             tokio::task::yield_now().await;
-            *s.lock().unwrap() = Some((scheduler_time().is_some(), cancelled()));
+            *s.lock().unwrap() = Some((scheduler_time().is_some(), is_cancelled()));
             None
         }
     });
@@ -810,7 +810,7 @@ async fn abandoned_async_waiters_leave_no_waker_behind() {
     );
 }
 
-/// `scheduler_time()` (and `cancelled()`) answer in an async task's
+/// `scheduler_time()` (and `is_cancelled()`) answer in an async task's
 /// closure also when a `fire` calls it on the runtime, not a worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_time_answers_in_an_async_task_closure_on_the_fire_path() {

@@ -10,7 +10,7 @@ mod common;
 #[path = "common/redis_server.rs"]
 mod redis_server;
 
-use circulation_trigger::{cancelled, Outcome, RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::{is_cancelled, Outcome, RetryBackoff, Scheduler, Trigger};
 use common::{eventually, Counter};
 use redis_server::RedisServer;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -76,7 +76,7 @@ struct Service {
 }
 
 impl Service {
-    /// `slow`: applying each refresh takes this long (polling `cancelled()`).
+    /// `slow`: applying each refresh takes this long (polling `is_cancelled()`).
     fn start(scheduler: &Scheduler, url: &str, period: Duration, slow: Duration) -> Self {
         let observed = Observed::default();
         let o = observed.clone();
@@ -99,7 +99,7 @@ impl Service {
                     .query::<Option<u64>>(con)
             })();
             let started = Instant::now();
-            while started.elapsed() < slow && !cancelled() {
+            while started.elapsed() < slow && !is_cancelled() {
                 thread::sleep(Duration::from_millis(5));
             }
             o.running.fetch_sub(1, SeqCst);

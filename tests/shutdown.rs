@@ -3,7 +3,7 @@
 
 mod common;
 
-use circulation_trigger::{cancelled, FireError, Outcome, Scheduler, Trigger};
+use circulation_trigger::{is_cancelled, FireError, Outcome, Scheduler, Trigger};
 use common::{eventually, Counter, PATIENCE};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,7 +72,7 @@ fn shutdown_now_cancels_and_reports_each_outcome() {
         let s = started.clone();
         Trigger::builder(&scheduler).name("polite").bind(move || {
             s.wait();
-            while !cancelled() {
+            while !is_cancelled() {
                 thread::sleep(Duration::from_millis(1));
             }
             None
@@ -82,7 +82,7 @@ fn shutdown_now_cancels_and_reports_each_outcome() {
         let s = started.clone();
         Trigger::builder(&scheduler).name("panicky").bind(move || {
             s.wait();
-            while !cancelled() {
+            while !is_cancelled() {
                 thread::sleep(Duration::from_millis(1));
             }
             panic!("gave up");
@@ -103,7 +103,7 @@ fn shutdown_now_cancels_and_reports_each_outcome() {
         trigger.fire().unwrap();
     }
     started.wait();
-    assert!(!cancelled(), "false outside tasks");
+    assert!(!is_cancelled(), "false outside tasks");
     let began = Instant::now();
     let report = scheduler.shutdown_now();
     assert!(

@@ -59,7 +59,7 @@ pub(crate) struct Iteration<R: Runtime> {
     version: u32,
     /// `None` once the iteration ended.
     future: Option<TaskFuture>,
-    /// Whether the future saw [`cancelled`](crate::cancelled) return `true`.
+    /// Whether the future saw [`is_cancelled`](crate::is_cancelled) return `true`.
     observed: bool,
     /// The span of the iteration of `version` (see
     /// `context::iteration_span`), entered at every poll, so the future's
@@ -146,7 +146,7 @@ impl<R: Runtime> Iteration<R> {
             self.end(Ok(None), Outcome::Cancelled, true);
             return Step::Ended;
         }
-        // While polling, `cancelled()`, `scheduler_time()` and the "own
+        // While polling, `is_cancelled()`, `scheduler_time()` and the "own
         // task" check of `fire_and_wait` answer for this trigger.
         let previous = self.core.runtime.enter_context();
         let running = crate::context::running(self.core.address());
@@ -164,7 +164,7 @@ impl<R: Runtime> Iteration<R> {
             Err(payload) => (Err(payload), Outcome::Panicked),
         };
         // Still entered: a re-run adopted here calls the task for its next
-        // future, which may ask `scheduler_time()` or `cancelled()`.
+        // future, which may ask `scheduler_time()` or `is_cancelled()`.
         let adopted = self.end(result, outcome, true);
         context::leave_thread(previous);
         if adopted {
@@ -264,7 +264,7 @@ impl<R: Runtime> Future for DispatchJob<R> {
             core.runtime.alive_started();
             let mut adopted = None;
             // Entered, as a worker is: the task, called here for its
-            // future, may ask `scheduler_time()` or `cancelled()`.
+            // future, may ask `scheduler_time()` or `is_cancelled()`.
             let previous = core.runtime.enter_context();
             let push = core.dispatch_here(&mut adopted);
             context::leave_thread(previous);

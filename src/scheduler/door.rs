@@ -127,7 +127,7 @@ impl Runtime for Shared {
     fn random_below(&self, bound: u64) -> u64 {
         match &self.rng {
             Some(rng) => lock(rng).u64(..bound),
-            None => fastrand::u64(..bound),
+            None => crate::jitter::with_rng(|rng| rng.u64(..bound)),
         }
     }
 

@@ -50,7 +50,7 @@ pub(crate) struct Lifecycle<R: Runtime> {
     /// Triggers with a `stuck_after`, for the monitor to check.
     watched: Mutex<Vec<Weak<Core<R>>>>,
     draft: Mutex<Option<Draft>>,
-    /// Set by `shutdown_now`; polled by tasks through [`cancelled`].
+    /// Set by `shutdown_now`; polled by tasks through [`is_cancelled`].
     pub(crate) cancel: Arc<AtomicBool>,
 }
 

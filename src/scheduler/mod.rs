@@ -191,7 +191,7 @@ impl Scheduler {
     }
 
     /// Abrupt shutdown: as [`shutdown`](Self::shutdown), and iterations in
-    /// flight are told to stop early ([`cancelled`](crate::cancelled) turns
+    /// flight are told to stop early ([`is_cancelled`](crate::is_cancelled) turns
     /// `true`). Waits up to the grace period
     /// ([`Builder::shutdown_grace`]) for them, then returns the report:
     /// every armed run discarded, every iteration in flight with its
@@ -228,7 +228,7 @@ impl Scheduler {
         // Close (and scan) first, so the iterations told to stop are the
         // ones the report lists in flight.
         self.shared.begin_shutdown();
-        // Relaxed: `cancelled()` only answers "was shutdown_now called?",
+        // Relaxed: `is_cancelled()` only answers "was shutdown_now called?",
         // and an async iteration reads it under its cancel slot's lock,
         // which `wake_async` takes after this store (see `core/iteration.rs`);
         // no data is handed over through it.

@@ -125,7 +125,7 @@ impl Scheduler {
     }
 
     /// [`shutdown_now`](Self::shutdown_now) as a future: iterations in
-    /// flight are told to stop ([`cancelled`](crate::cancelled) turns
+    /// flight are told to stop ([`is_cancelled`](crate::is_cancelled) turns
     /// `true`; an async one is dropped at its next `.await`), then it waits
     /// for them and every thread, without blocking, and returns the report.
     /// Without a limit (a sync task that never looks at `cancelled` is

@@ -65,11 +65,22 @@ impl<'a> TriggerBuilder<'a> {
     }
 
     /// Starts the 30-bit version counter at `version` (masked to 30 bits)
-    /// instead of 0. Behaviour does not depend on it; it exists to test the
-    /// wrap-around (G12).
-    // Test-only knob (the tests of G12 start near the wrap); public for
-    // them, kept out of the docs.
-    #[doc(hidden)]
+    /// instead of 0. Behaviour does not depend on it: it exists to test
+    /// code that reads versions (or the crate itself) across the
+    /// wrap-around (G12) without a billion fires first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    ///
+    /// let scheduler = Scheduler::new();
+    /// let last = (1 << 30) - 1;
+    /// let trigger = Trigger::builder(&scheduler).start_version(last).bind(|| None);
+    /// assert_eq!(trigger.snapshot().version(), last);
+    /// trigger.suspend(); // the next version wraps to 0
+    /// assert_eq!(trigger.snapshot().version(), 0);
+    /// ```
     pub fn start_version(mut self, version: u32) -> Self {
         self.version = version;
         self

@@ -124,7 +124,7 @@ impl Trigger {
     ///   graceful shutdown and drop wait for them up to the grace period,
     ///   and a future dropped by its runtime (shut down) ends its iteration
     ///   as cancelled;
-    /// * inside the future, [`cancelled`](crate::cancelled) and
+    /// * inside the future, [`is_cancelled`](crate::is_cancelled) and
     ///   [`scheduler_time`](crate::scheduler_time) answer as in a sync task.
     ///
     /// Keep the returned handle: dropping the last one suspends the
@@ -288,7 +288,7 @@ impl Trigger {
     /// an iteration that serves this fire — one that started after the
     /// call, seeing everything the caller wrote before it — has finished,
     /// and returns its [`Outcome`](crate::Outcome) (`Completed`,
-    /// `Panicked`, or `Cancelled` if it saw [`cancelled`](crate::cancelled)).
+    /// `Panicked`, or `Cancelled` if it saw [`is_cancelled`](crate::is_cancelled)).
     /// An iteration already in flight at the call does not count: its
     /// follow-up does. Concurrent callers share one run (fires coalesce as
     /// always).
@@ -527,11 +527,8 @@ impl Trigger {
         self.handle.core.stats()
     }
 
-    /// A snapshot of the state word (running, reserved, version), for
-    /// diagnostics and tests.
-    // Test-only: the integration tests and loom models read the word
-    // directly; users have `stats()`. Public but kept out of the docs.
-    #[doc(hidden)]
+    /// The state word now (running, reserved, version), for diagnostics
+    /// and tests: one atomic load; see [`Snapshot`].
     pub fn snapshot(&self) -> Snapshot {
         self.handle.core.snapshot()
     }

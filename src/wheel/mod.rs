@@ -19,22 +19,7 @@
 //! microsecond, so every entry in it is due exactly at that slot's time:
 //! deadlines stay exact, never rounded to a coarse tick.
 //!
-//! # Examples
-//!
-//! ```
-//! use circulation_trigger::wheel::Wheel;
-//!
-//! let mut wheel = Wheel::new(0);
-//! let a = wheel.insert(1_500, "a");
-//! let _b = wheel.insert(700, "b");
-//! assert!(wheel.reschedule(a, 300)); // re-key: still one entry for "a"
-//! assert_eq!(wheel.next_expiration(), Some(300)); // the earliest deadline
-//!
-//! let mut due = Vec::new();
-//! wheel.poll(1_000, |_key, when, value| due.push((when, value)));
-//! assert_eq!(due, [(300, "a"), (700, "b")]);
-//! assert!(wheel.is_empty());
-//! ```
+//! The unit test `the_wheel_in_brief` shows it at work.
 
 mod level;
 
@@ -120,6 +105,7 @@ impl<T> Wheel<T> {
     }
 
     /// Whether the wheel holds no entry.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -177,6 +163,7 @@ impl<T> Wheel<T> {
     }
 
     /// The value of entry `key`, if it is live.
+    #[cfg(test)]
     pub fn get(&self, key: Key) -> Option<&T> {
         self.entries.get(key.0 as usize)?.value.as_ref()
     }
@@ -187,6 +174,7 @@ impl<T> Wheel<T> {
     }
 
     /// The deadline of entry `key`, if it is live.
+    #[cfg(test)]
     pub fn deadline(&self, key: Key) -> Option<u64> {
         let entry = self.entries.get(key.0 as usize)?;
         entry.value.as_ref().map(|_| entry.when)
@@ -351,8 +339,26 @@ fn prefetch<T>(entry: &T) {
 }
 
 #[cfg(all(test, not(loom)))]
+mod model_tests;
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wheel_in_brief() {
+        let mut wheel = Wheel::new(0);
+        let a = wheel.insert(1_500, "a");
+        let _b = wheel.insert(700, "b");
+        assert!(wheel.reschedule(a, 300)); // re-key: still one entry for "a"
+        assert_eq!(wheel.deadline(a), Some(300));
+        assert_eq!(wheel.next_expiration(), Some(300)); // the earliest deadline
+
+        let mut due = Vec::new();
+        wheel.poll(1_000, |_key, when, value| due.push((when, value)));
+        assert_eq!(due, [(300, "a"), (700, "b")]);
+        assert!(wheel.is_empty());
+    }
 
     fn drain(wheel: &mut Wheel<u32>, now: u64) -> Vec<(u64, u32)> {
         let mut out = Vec::new();

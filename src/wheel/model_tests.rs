@@ -2,7 +2,7 @@
 //! removals and polls, including deadlines at level boundaries and far
 //! beyond every level's range.
 
-use circulation_trigger::wheel::{Key, Wheel};
+use super::{Key, Wheel};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
