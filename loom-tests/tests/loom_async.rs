@@ -180,3 +180,41 @@ fn shutdown_now_cancels_an_awaiting_iteration_without_losing_its_wake_up() {
         assert!(!Harness::snapshot(&trigger).is_running());
     });
 }
+
+/// The async dispatch's side of the `queued` flag: a fire that finds the
+/// trigger's dispatch job already queued (and so spawns none) is served by
+/// that job — even when the request the job was queued for has since been
+/// withdrawn, so the job's only work is the later fire's. The job clears
+/// the flag with an Acquire `swap` that synchronizes with the firer's
+/// Release one; without it the job could read the withdrawn request, find
+/// nothing due and drop the fire.
+#[test]
+fn a_fire_finding_the_async_dispatch_queued_is_served_by_it() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let executor = Executor::default();
+        let starts = Count::default();
+        let st = starts.clone();
+        let trigger = h.async_trigger(0, &executor, move || {
+            st.bump();
+            async { None }
+        });
+        trigger.fire().unwrap(); // a dispatch job is queued on the executor
+        trigger.suspend(); // … and has nothing left to serve
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire().unwrap())
+        };
+        let poller = {
+            let executor = executor.clone();
+            thread::spawn(move || {
+                executor.poll_one();
+            })
+        };
+        firer.join().unwrap();
+        poller.join().unwrap();
+        drain(&h, &executor);
+        assert_eq!(starts.get(), 1, "the fire after the suspend was lost");
+        assert_eq!(executor.pending(), 0);
+    });
+}
