@@ -30,7 +30,7 @@ use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
-use crate::request::{is_newer, Installer, Kind, Refused, Word};
+use crate::request::{is_newer, Installer, Kind, Refused, Stamp, Word};
 use crate::state::Reserve;
 use crate::sync::{Arc, Ordering};
 use std::time::Duration;
@@ -53,14 +53,15 @@ pub(crate) enum OnClosed {
 #[must_use]
 pub(crate) struct InboxPush<R: Runtime> {
     pub(crate) core: Arc<Core<R>>,
-    pub(crate) now_us: u64,
+    /// The request pushed and the clock its deadline is relative to.
+    pub(crate) stamp: Stamp,
 }
 
 impl<R: Runtime> InboxPush<R> {
     /// Pushes now; a closed pool makes the request discarded (and listed)
     /// for the scheduler's own requests, or refused for a firer's.
     pub(super) fn deliver(self, on_closed: OnClosed) {
-        if !self.core.runtime.to_timer(&self.core, self.now_us) {
+        if !self.core.runtime.to_timer(&self.core, self.stamp) {
             self.core.closed_under(on_closed);
         }
     }
@@ -462,7 +463,8 @@ impl<R: Runtime> Core<R> {
         let installed = self
             .request
             .install(version, kind, true, Installer::Publish);
-        self.to_timer_now(installed, deadline, now_us, on_closed);
+        let stamp = Stamp::new(version, kind, now_us);
+        self.to_timer_now(installed, stamp, deadline, on_closed);
         (kind, installed)
     }
 
@@ -472,11 +474,11 @@ impl<R: Runtime> Core<R> {
     pub(super) fn to_timer_now(
         self: &Arc<Self>,
         installed: Result<Word, Refused>,
+        stamp: Stamp,
         deadline: u64,
-        now_us: u64,
         on_closed: OnClosed,
     ) {
-        if let Some(push) = self.hand_to_timer(installed, deadline, now_us, on_closed) {
+        if let Some(push) = self.hand_to_timer(installed, stamp, deadline, on_closed) {
             push.deliver(on_closed);
         }
     }
@@ -492,13 +494,12 @@ impl<R: Runtime> Core<R> {
         now_us: u64,
         on_closed: OnClosed,
     ) -> Option<InboxPush<R>> {
-        let installed = self.request.install(
-            version,
-            Kind::at(deadline, now_us),
-            true,
-            Installer::Publish,
-        );
-        self.hand_to_timer(installed, deadline, now_us, on_closed)
+        let kind = Kind::at(deadline, now_us);
+        let installed = self
+            .request
+            .install(version, kind, true, Installer::Publish);
+        let stamp = Stamp::new(version, kind, now_us);
+        self.hand_to_timer(installed, stamp, deadline, on_closed)
     }
 
     /// After an AT request for `deadline` was installed (or refused): the
@@ -509,14 +510,14 @@ impl<R: Runtime> Core<R> {
     pub(super) fn hand_to_timer(
         self: &Arc<Self>,
         installed: Result<Word, Refused>,
+        stamp: Stamp,
         deadline: u64,
-        now_us: u64,
         on_closed: OnClosed,
     ) -> Option<InboxPush<R>> {
         match installed {
             Ok(old) if !old.in_inbox() => Some(InboxPush {
                 core: Arc::clone(self),
-                now_us,
+                stamp,
             }),
             Ok(_) => {
                 self.runtime.poke_timer(deadline);

@@ -8,7 +8,7 @@ use super::fire::OnClosed;
 use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::error::FireError;
-use crate::request::{Installer, Kind, Refused};
+use crate::request::{Installer, Kind, Refused, Stamp};
 use crate::sync::Arc;
 use std::time::Duration;
 
@@ -113,7 +113,8 @@ impl<R: Runtime> Core<R> {
         match kind {
             Kind::Due if !self.reserve_inline() => self.schedule_run(OnClosed::Refuse),
             Kind::At { .. } => {
-                self.to_timer_now(Ok(replaced), deadline, now_ns / 1_000, OnClosed::Refuse)
+                let stamp = Stamp::new(version, kind, now_ns / 1_000);
+                self.to_timer_now(Ok(replaced), stamp, deadline, OnClosed::Refuse)
             }
             // Did the iteration end before it could see our RESUMING? An
             // RMW on the state word, not a load: this `touch` and the
@@ -189,7 +190,10 @@ impl<R: Runtime> Core<R> {
         };
         match kind {
             Kind::Due => self.schedule_run(on_closed),
-            Kind::At { .. } => self.to_timer_now(Ok(replaced), deadline, now_ns / 1_000, on_closed),
+            Kind::At { .. } => {
+                let stamp = Stamp::new(word.version(), kind, now_ns / 1_000);
+                self.to_timer_now(Ok(replaced), stamp, deadline, on_closed);
+            }
             _ => {}
         }
     }

@@ -23,6 +23,7 @@
 use super::Core;
 use crate::clock::Clock;
 use crate::context::{Context, Outcome};
+use crate::request::Stamp;
 use crate::sync::{Arc, Mutex, Weak};
 use std::any::Any;
 
@@ -54,7 +55,7 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
 
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer;
     /// `false` if the runtime is closed.
-    fn to_timer(&self, core: &Arc<Core<Self>>, now_us: u64) -> bool;
+    fn to_timer(&self, core: &Arc<Core<Self>>, stamp: Stamp) -> bool;
 
     /// A trigger already with the timer got an earlier `deadline`: wake the
     /// timer if it sleeps past it.

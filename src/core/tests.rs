@@ -81,7 +81,7 @@ impl Runtime for TestRuntime {
         self.queued.lock().unwrap().push(core);
         !self.is_closed()
     }
-    fn to_timer(&self, core: &Arc<Core<Self>>, _now_us: u64) -> bool {
+    fn to_timer(&self, core: &Arc<Core<Self>>, _stamp: crate::request::Stamp) -> bool {
         self.to_timer.lock().unwrap().push(Arc::downgrade(core));
         !self.is_closed()
     }

@@ -17,6 +17,7 @@ use crate::clock::Clock;
 use crate::context::Outcome;
 
 use crate::core::{Core, Runtime};
+use crate::request::Stamp;
 use crate::sync::{lock, Arc, Ordering, Weak};
 use std::any::Any;
 
@@ -61,8 +62,8 @@ impl Runtime for Shared {
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer
     /// (see `inbox.rs`); `false` if the scheduler is closed.
     #[inline]
-    fn to_timer(&self, core: &Arc<Core<Self>>, now_us: u64) -> bool {
-        self.pool.inbox_push(core, now_us)
+    fn to_timer(&self, core: &Arc<Core<Self>>, stamp: Stamp) -> bool {
+        self.pool.inbox_push(core, stamp)
     }
 
     /// A trigger already with the timer got an earlier `deadline`: wake the

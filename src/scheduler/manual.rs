@@ -5,9 +5,8 @@
 //! paths (`Core`, the pool's queue and inbox, the timer) minus the
 //! sleeping. The driver holds the timer role for good (its pool has none).
 
-use super::door::TriggerCore;
 use super::shared::Shared;
-use super::timer::Timer;
+use super::timer::{InboxItem, Timer};
 use crate::clock::ManualTime;
 use crate::core::Runtime;
 use crate::sync::{lock, Arc, Mutex, Weak};
@@ -18,7 +17,7 @@ pub(crate) struct Driver {
     timer: Mutex<Timer<Shared>>,
     /// Triggers a blocking wait took from the inbox, for the next turn.
     #[cfg_attr(not(loom), allow(dead_code))]
-    parked: Mutex<Vec<Weak<TriggerCore>>>,
+    parked: Mutex<Vec<InboxItem<Shared>>>,
 }
 
 impl Driver {

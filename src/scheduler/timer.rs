@@ -8,12 +8,15 @@
 //! "Pitfalls").
 
 use crate::core::{Core, Runtime, NO_KEY};
-use crate::request::Word;
+use crate::request::{Stamp, Word};
 use crate::sync::{Arc, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 
 /// "No deadline at all."
 pub(crate) const NEVER: u64 = u64::MAX;
+
+/// A trigger in the timer's inbox, with its pusher's [`Stamp`].
+pub(crate) type InboxItem<R> = (Weak<Core<R>>, Stamp);
 
 /// How long a turn's due runs took last time, in all: the role holder's
 /// guess of the batch (see [`Pool::after_turn`]).
@@ -53,12 +56,15 @@ impl<R: Runtime> Timer<R> {
     pub(crate) fn turn(
         &mut self,
         now_us: u64,
-        items: Vec<Weak<Core<R>>>,
+        items: Vec<InboxItem<R>>,
         due: &mut Vec<Weak<Core<R>>>,
     ) -> Estimate {
-        for core in items.iter().filter_map(Weak::upgrade) {
+        for (core, stamp) in items {
+            let Some(core) = core.upgrade() else {
+                continue;
+            };
             let seen = core.request().leave_inbox();
-            self.update(&core, seen, now_us);
+            self.update(&core, seen, stamp.deadline(seen, now_us));
         }
         let mut estimate = Estimate::default();
         self.wheel.poll(now_us, |_, due_at, entry| {
@@ -92,12 +98,12 @@ impl<R: Runtime> Timer<R> {
     }
 
     /// Moves (or adds, or removes) `core`'s entry to match its request.
-    fn update(&mut self, core: &Arc<Core<R>>, seen: Word, now_us: u64) {
+    fn update(&mut self, core: &Arc<Core<R>>, seen: Word, deadline: Option<u64>) {
         // Relaxed: `timer_key` is only touched by the role holder, and the
         // role passes between threads through the pool lock.
         let key = core.timer_key.load(Ordering::Relaxed);
         let key = (key != NO_KEY).then_some(Key::from_raw(key));
-        match (seen.kind().deadline(now_us), key) {
+        match (deadline, key) {
             (Some(deadline), Some(key)) => {
                 self.wheel.reschedule(key, deadline);
                 if let Some(entry) = self.wheel.get_mut(key) {

@@ -28,8 +28,8 @@
 //! `stuck_after`, and never parks while such a trigger lives (an async
 //! iteration occupies no worker).
 
-use super::door::TriggerCore;
 use super::pool::{Bed, Look, Step, Watch, Work};
+use super::timer::InboxItem;
 use super::Shared;
 use crate::core::Runtime;
 use crate::sync::{Arc, Condvar, Ordering, Weak};
@@ -94,7 +94,7 @@ fn fine_timer_slack() {
 fn hold_timer(
     shared: &Shared,
     mut timer: Box<super::timer::Timer<Shared>>,
-    mut items: Vec<Weak<TriggerCore>>,
+    mut items: Vec<InboxItem<Shared>>,
     extra: bool,
     now_hint: &mut Option<u64>,
 ) -> bool {

@@ -33,18 +33,18 @@
 //! Relaxed is enough on `sleep_until`: every edge above is carried by the
 //! lock or by the request word.
 
-use super::{Pool, State, Wakes, AWAKE, NEVER};
+use super::{InboxItem, Pool, State, Wakes, AWAKE, NEVER};
 use crate::core::{Core, Runtime};
-use crate::sync::Weak;
+use crate::request::Stamp;
 use crate::sync::{Arc, Ordering};
 
 impl<R: Runtime> Pool<R> {
     /// Adds `core` (whose IN_INBOX flag this caller set); wakes the role
     /// holder if the trigger's current deadline is earlier than its sleep
     /// target. Returns `false` if the pool is closed (shut down).
-    pub(crate) fn inbox_push(&self, core: &Arc<Core<R>>, now_us: u64) -> bool {
-        self.push_inbox(Arc::downgrade(core), || {
-            core.request().touch().kind().deadline(now_us)
+    pub(crate) fn inbox_push(&self, core: &Arc<Core<R>>, stamp: Stamp) -> bool {
+        self.push_inbox((Arc::downgrade(core), stamp), || {
+            core.request().touch().kind().deadline(stamp.now_us())
         })
     }
 
@@ -62,7 +62,7 @@ impl<R: Runtime> Pool<R> {
     /// trigger's deadline; `false` if closed.
     pub(super) fn push_inbox(
         &self,
-        core: Weak<Core<R>>,
+        item: InboxItem<R>,
         judge: impl FnOnce() -> Option<u64>,
     ) -> bool {
         let mut state = self.lock();
@@ -70,7 +70,7 @@ impl<R: Runtime> Pool<R> {
             return false;
         }
         let mut wakes = Wakes::default();
-        self.add_to_inbox(&mut state, core, judge, false, &mut wakes);
+        self.add_to_inbox(&mut state, item, judge, false, &mut wakes);
         drop(state);
         self.notify(wakes);
         true
@@ -80,12 +80,12 @@ impl<R: Runtime> Pool<R> {
     pub(super) fn add_to_inbox(
         &self,
         state: &mut State<R>,
-        core: Weak<Core<R>>,
+        item: InboxItem<R>,
         judge: impl FnOnce() -> Option<u64>,
         taker: bool,
         wakes: &mut Wakes,
     ) {
-        state.inbox.push(core);
+        state.inbox.push(item);
         // A free role is due for the news at its deadline (a worker's look
         // for work takes it then, ahead of queued runs); news with no
         // deadline (a suspend) asks nothing by a time.

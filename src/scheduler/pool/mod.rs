@@ -38,7 +38,7 @@
 //! | `inbox.rs` | the timer's inbox and its wake-up protocol |
 //! | `monitor.rs` | the monitor's looks: stalls, worker starts, parking |
 
-use super::timer::{Timer, NEVER};
+use super::timer::{InboxItem, Timer, NEVER};
 use crate::clock::Clock;
 use crate::core::{Core, InboxPush, Runtime};
 use crate::stats::WorkerCounts;
@@ -67,7 +67,7 @@ pub(crate) enum Work<R: Runtime> {
     /// Serve this trigger's due request.
     Run(Weak<Core<R>>),
     /// Hold the timer role: turn the wheel with these inbox items first.
-    Timer(Box<Timer<R>>, Vec<Weak<Core<R>>>),
+    Timer(Box<Timer<R>>, Vec<InboxItem<R>>),
     /// The pool is closed, or this extra worker retires.
     Exit,
 }
@@ -110,7 +110,7 @@ impl Wakes {
 
 pub(super) struct State<R: Runtime> {
     queue: VecDeque<Weak<Core<R>>>,
-    inbox: Vec<Weak<Core<R>>>,
+    inbox: Vec<InboxItem<R>>,
     /// The earliest deadline of the inbox's news (µs; `NEVER` if none or
     /// unknown to matter): a free role is due for it then, not before, so
     /// a worker delivering its own re-arm runs the rest of its batch first
@@ -179,7 +179,7 @@ impl<R: Runtime> State<R> {
     }
 
     /// Takes the inbox's news for a turn.
-    fn take_inbox(&mut self) -> Vec<Weak<Core<R>>> {
+    fn take_inbox(&mut self) -> Vec<InboxItem<R>> {
         self.inbox_next = NEVER;
         std::mem::take(&mut self.inbox)
     }
@@ -314,7 +314,7 @@ impl<R: Runtime> Pool<R> {
         // saving a read per periodic run and per turn (the first read after
         // a wake-up is the costly one).
         let mut just_released = now_hint.is_some();
-        let mut now_hint = now_hint.or(push.as_ref().map(|push| push.now_us));
+        let mut now_hint = now_hint.or(push.as_ref().map(|push| push.stamp.now_us()));
         // The re-arm's trigger, held until the lock is released: declared
         // before the guard, so it is dropped after it. If its last handle
         // went meanwhile, dropping it drops the task, whose captures may
@@ -322,10 +322,11 @@ impl<R: Runtime> Pool<R> {
         let mut delivered: Option<Arc<Core<R>>> = None;
         let mut state = self.lock();
         if !state.closed {
-            if let Some(InboxPush { core, now_us }) = push.take() {
+            if let Some(InboxPush { core, stamp }) = push.take() {
                 let mut wakes = Wakes::default();
-                let judge = || core.request().touch().kind().deadline(now_us);
-                self.add_to_inbox(&mut state, Arc::downgrade(&core), judge, true, &mut wakes);
+                let judge = || core.request().touch().kind().deadline(stamp.now_us());
+                let item = (Arc::downgrade(&core), stamp);
+                self.add_to_inbox(&mut state, item, judge, true, &mut wakes);
                 // Under the lock, before this worker may park: rare (an
                 // earlier deadline than the holder's, or a free role).
                 self.notify(wakes);
@@ -415,7 +416,7 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// Takes the inbox (thread-less drivers).
-    pub(crate) fn take_inbox(&self) -> Vec<Weak<Core<R>>> {
+    pub(crate) fn take_inbox(&self) -> Vec<InboxItem<R>> {
         self.lock().take_inbox()
     }
 

@@ -5,7 +5,7 @@
 use super::Limits;
 use super::{Pool, State, Wakes, AWAKE};
 use crate::core::{Core, Runtime};
-use crate::scheduler::timer::{Timer, NEVER};
+use crate::scheduler::timer::{InboxItem, Timer, NEVER};
 use crate::sync::{wait, wait_timeout, MutexGuard, Ordering, Weak};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ pub(crate) enum Look<R: Runtime> {
     /// Only the free timer role was due, at two looks without progress:
     /// the monitor holds it now, to turn the wheel once with these inbox
     /// items and hand the result to [`Pool::monitor_turned`].
-    Turn(Box<Timer<R>>, Vec<Weak<Core<R>>>),
+    Turn(Box<Timer<R>>, Vec<InboxItem<R>>),
 }
 
 /// Ticks without pending work or progress before the monitor parks.

@@ -20,14 +20,14 @@ use super::{Limits, Pool, State, Wakes, AWAKE};
 use crate::clock::{Clock, COARSEST_GRID_US};
 use crate::core::runtime::SHARE_US;
 use crate::core::{Core, Runtime};
-use crate::scheduler::timer::{Estimate, Timer, NEVER};
+use crate::scheduler::timer::{Estimate, InboxItem, Timer, NEVER};
 use crate::sync::{wait, wait_timeout, MutexGuard, Ordering, Weak};
 use std::time::Duration;
 
 /// What the timer role holder does after a turn.
 pub(crate) enum Step<R: Runtime> {
     /// Turn again (woken, or news in the inbox) with these items.
-    Turn(Box<Timer<R>>, Vec<Weak<Core<R>>>),
+    Turn(Box<Timer<R>>, Vec<InboxItem<R>>),
     /// The role is put back: go run the queued work.
     Released,
     /// The pool closed; these due runs were never queued (list them).
@@ -250,7 +250,7 @@ impl<R: Runtime> Pool<R> {
     /// timeout (loom models: a missed wake-up deadlocks the model); returns
     /// the inbox items to turn with.
     #[cfg(loom)]
-    pub(crate) fn wait_as_holder(&self, until_us: u64) -> Vec<Weak<Core<R>>> {
+    pub(crate) fn wait_as_holder(&self, until_us: u64) -> Vec<InboxItem<R>> {
         let mut state = self.lock();
         if state.inbox.is_empty() && !state.notified && !state.closed {
             state = self.sleep(state, until_us, None).0;

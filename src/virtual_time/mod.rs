@@ -490,3 +490,6 @@ impl fmt::Debug for VirtualClock {
         f.debug_tuple("VirtualClock").field(&self.now()).finish()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

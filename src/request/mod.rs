@@ -35,8 +35,13 @@
 //! The reader rebuilds the full deadline from its own clock: the unique
 //! value within ±2^27 units of now. Delays under 67 s keep microsecond
 //! precision; an hour rounds up by at most 64 µs; the horizon is the whole
-//! `u64` µs range. The timer reads every AT request promptly (it is queued
-//! to it at publish), so its lag stays far inside the 2^26-unit margin.
+//! `u64` µs range. The timer may read a request long after it was
+//! published — every worker busy for minutes, the process stopped, the VM
+//! paused — so the inbox push carries a [`Stamp`]: the request pushed and
+//! the pusher's clock. The timer rebuilds the pushed request's deadline
+//! against that clock, exactly however late; only a request re-published
+//! while the trigger sat in the inbox is rebuilt against the timer's own
+//! clock (it is recent: the timer role was held again before it aged).
 //!
 //! # Orderings
 //!
@@ -201,6 +206,47 @@ impl fmt::Debug for Word {
             .field("kind", &self.kind())
             .field("in_inbox", &self.in_inbox())
             .finish()
+    }
+}
+
+/// An inbox push's note to the timer: the request the pusher installed,
+/// and the clock (µs) it encoded that request's deadline against.
+///
+/// An AT deadline is relative (see the module docs): rebuilt against the
+/// reader's clock it is exact within 2^27 units of that clock — 134 s at
+/// microsecond precision — but the timer may read the inbox far later
+/// (every worker busy for minutes, the process stopped, the VM paused).
+/// Rebuilt against the pusher's own clock it is exact however late.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stamp {
+    request: u64,
+    now_us: u64,
+}
+
+impl Stamp {
+    #[inline]
+    pub(crate) fn new(version: u32, kind: Kind, now_us: u64) -> Self {
+        Self {
+            request: Word::new(version, kind).0,
+            now_us,
+        }
+    }
+
+    /// The pusher's clock.
+    pub(crate) fn now_us(self) -> u64 {
+        self.now_us
+    }
+
+    /// The deadline of `seen`, the word the timer read as it took the
+    /// trigger from the inbox at `now_us`: the pushed request's, exactly;
+    /// a newer one's (published while the trigger sat in the inbox, so
+    /// recent unless the timer role pauses again before it is read) rebuilt
+    /// near `now_us` — when even that is more than 2^27 units old, the
+    /// rebuilt deadline is a multiple of 2^28 units late, never early.
+    pub(crate) fn deadline(self, seen: Word, now_us: u64) -> Option<u64> {
+        let pushed = seen.0 & !IN_INBOX == self.request;
+        seen.kind()
+            .deadline(if pushed { self.now_us } else { now_us })
     }
 }
 
@@ -443,120 +489,4 @@ impl Request {
 type Step<T> = word::Step<u64, T>;
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn word_round_trips() {
-        for kind in [
-            Kind::Idle,
-            Kind::Due,
-            Kind::Taken,
-            Kind::At {
-                exp: 38,
-                mantissa: 12345,
-            },
-        ] {
-            let word = Word::new(VERSION_MASK, kind);
-            assert_eq!(word.version(), VERSION_MASK);
-            assert_eq!(word.kind(), kind);
-        }
-    }
-
-    #[test]
-    fn short_delays_keep_microseconds() {
-        let now = 1_000_000_007;
-        for delay in [1, 2, 999, 5_000, 500_000, 60_000_000] {
-            let kind = Kind::at(now + delay, now);
-            assert!(matches!(kind, Kind::At { exp: 0, .. }));
-            assert_eq!(kind.deadline(now), Some(now + delay));
-            // A reader a little later still decodes the same deadline.
-            assert_eq!(kind.deadline(now + 30_000_000), Some(now + delay));
-        }
-    }
-
-    #[test]
-    fn long_delays_round_up_never_early() {
-        let now = 123_456_789;
-        for delay in [3_600_000_000u64, 86_400_000_000, 10 * 365 * 86_400_000_000] {
-            let deadline = now + delay;
-            let decoded = Kind::at(deadline, now).deadline(now + 1).unwrap();
-            assert!(decoded >= deadline);
-            assert!(decoded - deadline < delay >> 24, "{decoded} vs {deadline}");
-        }
-        let kind = Kind::at(u64::MAX, 0);
-        assert_eq!(kind.deadline(0), Some(u64::MAX));
-    }
-
-    #[test]
-    fn publish_refuses_older_versions() {
-        let request = Request::new(10);
-        assert!(request.publish(12, Kind::Due, false).is_some());
-        assert!(request.publish(11, Kind::Idle, false).is_none());
-        assert!(request.publish(12, Kind::Taken, false).is_some());
-        assert_eq!(request.load().kind(), Kind::Taken);
-        // Across the wrap-around, 0 is newer than VERSION_MASK.
-        let request = Request::new(VERSION_MASK);
-        assert!(request.publish(0, Kind::Due, false).is_some());
-        assert!(request.publish(VERSION_MASK, Kind::Idle, false).is_none());
-    }
-
-    #[test]
-    fn the_inbox_bit_survives_every_transition_but_leave_inbox() {
-        let request = Request::new(0);
-        let old = request.publish(1, Kind::at(50, 0), true).unwrap();
-        assert!(!old.in_inbox());
-        let old = request.publish(2, Kind::at(40, 0), true).unwrap();
-        assert!(
-            old.in_inbox(),
-            "the second publish finds the trigger queued"
-        );
-        assert!(request.publish(3, Kind::Due, false).unwrap().in_inbox());
-        assert_eq!(request.take_due(), Some(3));
-        assert!(request.load().in_inbox());
-        let seen = request.leave_inbox();
-        assert!(!seen.in_inbox() && !request.load().in_inbox());
-        assert_eq!(seen.kind(), Kind::Taken);
-    }
-
-    #[test]
-    fn take_due_claims_once() {
-        let request = Request::new(0);
-        assert_eq!(request.take_due(), None);
-        assert!(request.publish(1, Kind::Due, false).is_some());
-        assert_eq!(request.take_due(), Some(1));
-        assert_eq!(request.take_due(), None);
-    }
-
-    #[test]
-    fn expire_only_matches_the_read_word() {
-        let request = Request::new(0);
-        assert!(request.publish(1, Kind::at(500, 0), true).is_some());
-        let seen = request.leave_inbox();
-        assert!(request.publish(2, Kind::at(900, 0), true).is_some());
-        assert!(!request.expire(seen));
-        let seen = request.leave_inbox();
-        assert!(request.expire(seen));
-        assert_eq!(request.take_due(), Some(2));
-    }
-
-    #[test]
-    fn every_accepted_deadline_stays_within_the_horizon_once_encoded() {
-        use crate::clock::{HORIZON_US, LAST_DEADLINE_US};
-        for now in [
-            0,
-            1,
-            1 << 20,
-            1 << 40,
-            LAST_DEADLINE_US / 2,
-            LAST_DEADLINE_US,
-        ] {
-            for back in [0, 1, 1 << 10, (1 << 30) - 1, 1 << 30, 1 << 50] {
-                let deadline = LAST_DEADLINE_US.saturating_sub(back).max(now);
-                let decoded = Kind::at(deadline, now).deadline(now).unwrap();
-                assert!(decoded >= deadline, "never early");
-                assert!(decoded <= HORIZON_US, "{now} {deadline} -> {decoded}");
-            }
-        }
-    }
-}
+mod tests;
