@@ -3,11 +3,18 @@
 //! the design (advance, enter, exit) as named transitions.
 //!
 //! ```text
-//!  bit 31       bit 30    bits 0..=29
-//! ┌───────────┬─────────┬──────────────────────────────┐
-//! │ RESERVED  │ RUNNING │ version (wraps 0x3FFF_FFFF→0) │
-//! └───────────┴─────────┴──────────────────────────────┘
+//!  bits 2..=31                       bit 1      bit 0
+//! ┌─────────────────────────────────┬──────────┬─────────┐
+//! │ version (wraps 0x3FFF_FFFF → 0) │ RESERVED │ RUNNING │
+//! └─────────────────────────────────┴──────────┴─────────┘
 //! ```
+//!
+//! The version sits in the high bits so that the two transitions a fire
+//! storm hammers need no compare-exchange: `fire`'s advance is one
+//! `fetch_add` of a version step (it keeps both bits, and the version
+//! wraps off the top of the word), and `exit` is one `fetch_and` clearing
+//! both bits. Neither can fail and retry, so two threads firing flat out
+//! never make the worker's `exit` — or each other — loop.
 //!
 //! | RESERVED | RUNNING | meaning                                                        |
 //! |----------|---------|----------------------------------------------------------------|
@@ -17,10 +24,13 @@
 //! |          |         | exactly one follow-up runs when it ends                        |
 //! | 1        | 0       | never stored: `exit` clears both bits together                 |
 //!
-//! Every mutation is a compare-exchange through one loop, `State::update`,
-//! each transition a small closure naming its arms and their orderings (as
-//! tokio's `runtime/task/state.rs`), so all transitions of one trigger sit
-//! in one modification order.
+//! The conditional transitions (`advance`, `enter`, `reserve`) are a
+//! compare-exchange through one loop, `State::update`, each a small closure
+//! naming its arms and their orderings (as tokio's
+//! `runtime/task/state.rs`); `enter` and `reserve` stop at the first
+//! version change (the run is then stale), so under a storm they do not
+//! loop either. All transitions of one trigger sit in one modification
+//! order.
 //!
 //! # Orderings
 //!
@@ -68,13 +78,30 @@ use crate::sync::{AtomicU32, Ordering};
 use crate::word;
 use std::fmt;
 
-/// Set while a due run found the trigger running: run once more at exit.
-pub(crate) const RESERVED: u32 = 1 << 31;
 /// Set while an iteration is in flight (guards the task: mutual exclusion).
-pub(crate) const RUNNING: u32 = 1 << 30;
-/// The low 30 bits: the version. Being a power of two minus one matters:
-/// `(v + 1) & VERSION_MASK` is the whole wrap-around rule.
-pub(crate) const VERSION_MASK: u32 = RUNNING - 1;
+pub(crate) const RUNNING: u32 = 1;
+/// Set while a due run found the trigger running: run once more at exit.
+pub(crate) const RESERVED: u32 = 1 << 1;
+/// Where the version starts in the word.
+const VERSION_SHIFT: u32 = 2;
+/// One version step in the word: adding it wraps the version off the top.
+const VERSION_ONE: u32 = 1 << VERSION_SHIFT;
+/// A version's 30 bits (as a number, not in the word). Being a power of
+/// two minus one matters: `(v + 1) & VERSION_MASK` is the whole
+/// wrap-around rule.
+pub(crate) const VERSION_MASK: u32 = u32::MAX >> VERSION_SHIFT;
+
+/// The version a state word holds.
+#[inline]
+const fn version_of(word: u32) -> u32 {
+    word >> VERSION_SHIFT
+}
+
+/// A word holding `version` (masked to 30 bits) and no bit.
+#[inline]
+const fn word_of(version: u32) -> u32 {
+    (version & VERSION_MASK) << VERSION_SHIFT
+}
 
 /// Returns the version after `version`, wrapping within 30 bits.
 #[inline]
@@ -128,7 +155,7 @@ impl Snapshot {
 
     /// The live version: bumped by every `fire`, `fire_after` and `suspend`.
     pub const fn version(self) -> u32 {
-        self.0 & VERSION_MASK
+        version_of(self.0)
     }
 }
 
@@ -195,7 +222,7 @@ impl State {
     /// A fresh word: idle, at `version` (masked to 30 bits).
     pub fn new(version: u32) -> Self {
         Self {
-            word: AtomicU32::new(version & VERSION_MASK),
+            word: AtomicU32::new(word_of(version)),
         }
     }
 
@@ -230,7 +257,7 @@ impl State {
     /// fire/fire/fire yield one chain (docs/DESIGN.md, "Pitfalls").
     pub fn advance(&self) -> u32 {
         self.update(|current| {
-            let version = next_version(current & VERSION_MASK);
+            let version = next_version(version_of(current));
             // AcqRel, for pause (G17), across the two words: `pause`
             // installs PAUSED in the request word, then advances here. A
             // firer whose advance reads this one (or a later value) must
@@ -243,7 +270,11 @@ impl State {
             // explores no load buffering): the argument is
             // docs/DESIGN.md's, "Pause". A `fire_after`'s data itself
             // reaches its run through the request word.
-            Step::Store((current & RUNNING) | version, Ordering::AcqRel, version)
+            Step::Store(
+                (current & RUNNING) | word_of(version),
+                Ordering::AcqRel,
+                version,
+            )
         })
     }
 
@@ -252,27 +283,25 @@ impl State {
     /// then it keeps both bits, so that re-run — which adopts the live
     /// version at `exit` — serves this fire too, and the fire needs no
     /// other step. Returns the new version and whether it coalesced so.
+    ///
+    /// One `fetch_add`, which cannot fail: RESERVED is only ever set with
+    /// RUNNING (`exit` clears both at once), so keeping both bits is
+    /// exactly the rule above, and a fire never retries.
     pub fn advance_fire(&self) -> (u32, bool) {
-        self.update(|current| {
-            let version = next_version(current & VERSION_MASK);
-            let reserved = current & (RUNNING | RESERVED) == RUNNING | RESERVED;
-            let kept = if reserved {
-                RUNNING | RESERVED
-            } else {
-                current & RUNNING
-            };
-            // Release (both arms): the serving run's Acquire `enter` reads
-            // a later value of this release sequence (G2). Acquire: a pause
-            // whose advance this reads installed PAUSED before it, and this
-            // fire's publish must see it (see `advance`).
-            Step::Store(kept | version, Ordering::AcqRel, (version, reserved))
-        })
+        // Release: the serving run's Acquire `enter` reads a later value of
+        // this release sequence (G2). Acquire: a pause whose advance this
+        // reads installed PAUSED before it, and this fire's publish must
+        // see it (see `advance`).
+        let previous = self.word.fetch_add(VERSION_ONE, Ordering::AcqRel);
+        let version = next_version(version_of(previous));
+        let reserved = previous & (RUNNING | RESERVED) == RUNNING | RESERVED;
+        (version, reserved)
     }
 
     /// **enter**: a due run of `version` asks to execute.
     pub fn enter(&self, version: u32) -> Enter {
         self.update(|current| {
-            if current & VERSION_MASK != version {
+            if version_of(current) != version {
                 Step::Keep(Enter::Stale)
             } else if current & RUNNING == 0 {
                 // Acquire: pairs with the Release in `exit`, so iteration N+1
@@ -291,7 +320,7 @@ impl State {
     /// an iteration is in flight, and never sets RUNNING.
     pub fn reserve(&self, version: u32) -> Reserve {
         self.update(|current| {
-            if current & VERSION_MASK != version {
+            if version_of(current) != version {
                 Step::Keep(Reserve::Stale)
             } else if current & RUNNING == 0 {
                 Step::Keep(Reserve::NotRunning)
@@ -303,27 +332,24 @@ impl State {
     }
 
     /// **exit**: the iteration that entered with `version` has returned.
+    /// One `fetch_and` clearing both bits, which cannot fail.
     pub fn exit(&self, version: u32) -> Exit {
-        self.update(|current| {
-            debug_assert!(current & RUNNING != 0, "exit without running bit");
-            let live = current & VERSION_MASK;
-            let outcome = if current & RESERVED != 0 {
-                // Release: publishes this iteration's writes to the re-run's
-                // Acquire `enter`; the firer's data reaches it through the
-                // release sequence of the firer's `advance`.
-                Exit::Rerun { version: live }
-            } else {
-                // Release: publishes this iteration's writes; pairs with the
-                // Acquire in `enter` of the next iteration.
-                Exit::Done {
-                    live: live == version,
-                }
-            };
-            // Acquire (both arms): reading the shutdown scan's AcqRel
-            // `touch`, the ending iteration then sees the scheduler closed
-            // and records its outcome in the report (see `Core::end`).
-            Step::Store(live, Ordering::AcqRel, outcome)
-        })
+        // Release: publishes this iteration's writes to the next one's
+        // Acquire `enter` — the re-run's, if one is reserved (the firer's
+        // data reaches it through the release sequence of its advance).
+        // Acquire: reading the shutdown scan's AcqRel `touch`, the ending
+        // iteration then sees the scheduler closed and records its outcome
+        // in the report (see `Core::end`).
+        let previous = self.word.fetch_and(!(RUNNING | RESERVED), Ordering::AcqRel);
+        debug_assert!(previous & RUNNING != 0, "exit without running bit");
+        let live = version_of(previous);
+        if previous & RESERVED != 0 {
+            Exit::Rerun { version: live }
+        } else {
+            Exit::Done {
+                live: live == version,
+            }
+        }
     }
 }
 
@@ -365,7 +391,7 @@ mod tests {
         assert_eq!(state.enter(v), Enter::Entered);
         assert_eq!(state.enter(v), Enter::Reserved);
         assert_eq!(state.exit(v), Exit::Rerun { version: v });
-        assert_eq!(state.snapshot(), Snapshot::from_raw(v));
+        assert_eq!(state.snapshot(), Snapshot::from_raw(word_of(v)));
     }
 
     #[test]
@@ -380,7 +406,7 @@ mod tests {
 
     #[test]
     fn snapshot_debug_decodes_fields() {
-        let text = format!("{:?}", Snapshot::from_raw(RESERVED | RUNNING | 5));
+        let text = format!("{:?}", Snapshot::from_raw(RESERVED | RUNNING | word_of(5)));
         assert_eq!(
             text,
             "Snapshot { reserved: true, running: true, version: 5 }"

@@ -431,7 +431,8 @@ mod tests {
 
     fn snapshot(counters: &Counters) -> TriggerStats {
         let word = Word::new(1, Kind::Idle);
-        counters.snapshot(None, Snapshot::from_raw(1), word, 0, false, false)
+        // Version 1, idle (the version sits above the two bits).
+        counters.snapshot(None, Snapshot::from_raw(1 << 2), word, 0, false, false)
     }
 
     #[test]
