@@ -26,6 +26,10 @@ pub struct Storm {
     pub overlaps: u64,
     /// Whether the heap cap cut the storm short.
     pub capped: bool,
+    /// CPU the peer's own threads (not the firers, not the measuring
+    /// thread) used per iteration, in µs: the task's 1 ms spin plus what
+    /// the runtime spends around it.
+    pub worker_cpu_per_iteration_us: f64,
 }
 
 /// Runs the storm for `length` on a fresh `P` (two workers).
@@ -54,6 +58,8 @@ pub fn measure<P: Peer>(length: Duration) -> Storm {
         Arc::new(AtomicBool::new(false)),
     );
     let before = settled_heap();
+    let process_cpu = crate::cpu::cpu_time();
+    let own_cpu = thread_cpu();
     let start = Instant::now();
     let firers: Vec<_> = (0..2)
         .map(|_| {
@@ -68,7 +74,7 @@ pub fn measure<P: Peer>(length: Duration) -> Storm {
                         stop.store(true, Relaxed);
                     }
                 }
-                fires
+                (fires, thread_cpu())
             })
         })
         .collect();
@@ -76,9 +82,17 @@ pub fn measure<P: Peer>(length: Duration) -> Storm {
         thread::sleep(Duration::from_millis(10));
     }
     stop.store(true, Relaxed);
-    let fires: u64 = firers.into_iter().map(|f| f.join().unwrap()).sum();
+    let ended: Vec<(u64, Duration)> = firers.into_iter().map(|f| f.join().unwrap()).collect();
     let secs = start.elapsed().as_secs_f64();
     let iterations = runs.load(Relaxed);
+    let fires: u64 = ended.iter().map(|&(fires, _)| fires).sum();
+    let firers_cpu: Duration = ended.iter().map(|&(_, cpu)| cpu).sum();
+    let process_cpu = crate::cpu::cpu_time()
+        .zip(process_cpu)
+        .map_or(Duration::ZERO, |(end, start)| end.saturating_sub(start));
+    let workers_cpu = process_cpu
+        .saturating_sub(firers_cpu)
+        .saturating_sub(thread_cpu().saturating_sub(own_cpu));
     let heap_growth = heap() - before;
     trigger.suspend();
     drop(trigger);
@@ -89,7 +103,30 @@ pub fn measure<P: Peer>(length: Duration) -> Storm {
         heap_growth,
         overlaps: overlaps.load(Relaxed),
         capped: capped.load(Relaxed),
+        worker_cpu_per_iteration_us: workers_cpu.as_secs_f64() * 1e6 / iterations.max(1) as f64,
     }
+}
+
+/// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the whole call, and
+    // `clock_gettime` writes only through that pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The least iterations/s of all rounds.
+pub fn least(rounds: &[Storm]) -> f64 {
+    rounds
+        .iter()
+        .map(|s| s.iterations_per_s)
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// The median round by iterations/s and by fires/s; the largest heap
@@ -105,5 +142,11 @@ pub fn median(rounds: &[Storm]) -> Storm {
         heap_growth: rounds.iter().map(|s| s.heap_growth).max().unwrap_or(0),
         overlaps: rounds.iter().map(|s| s.overlaps).sum(),
         capped: rounds.iter().any(|s| s.capped),
+        worker_cpu_per_iteration_us: middle(
+            rounds
+                .iter()
+                .map(|s| s.worker_cpu_per_iteration_us)
+                .collect(),
+        ),
     }
 }

@@ -64,6 +64,22 @@ pub fn round<P: Peer>() -> RearmCost {
     }
 }
 
+/// The floor under a re-arm, in ns: one monotonic clock read (the one
+/// `Instant` and the scheduler read) plus one uncontended read-modify-write
+/// — the least a request that must be timed and published costs.
+pub fn floor() -> f64 {
+    let word = std::sync::atomic::AtomicU64::new(0);
+    let round = || {
+        let start = Instant::now();
+        for _ in 0..CALLS {
+            black_box(Instant::now());
+            word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        start.elapsed().as_nanos() as f64 / f64::from(CALLS)
+    };
+    (0..5).map(|_| round()).fold(f64::INFINITY, f64::min)
+}
+
 /// The best of `rounds` rounds, field by field.
 pub fn best(rounds: &[RearmCost]) -> RearmCost {
     RearmCost {

@@ -57,6 +57,39 @@ pub(crate) struct InboxPush<R: Runtime> {
     pub(crate) stamp: Stamp,
 }
 
+/// Fires into an already reserved re-run a thread makes before it yields
+/// its CPU once (see [`give_way_in_a_storm`]).
+const STORM_STREAK: u32 = 256;
+
+thread_local! {
+    /// This thread's fires that coalesced into a reserved re-run.
+    static COALESCED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// After a fire that only coalesced into a reserved re-run: every
+/// [`STORM_STREAK`]th such fire on this thread yields the CPU once.
+///
+/// Such a fire has nothing left to do — the reserved re-run serves it —
+/// and a thread firing in a loop makes only these. On a machine with fewer
+/// cores than busy threads, firers that never block would hold the cores
+/// and starve the very worker that runs the task (a fire storm's
+/// iterations/s then follows the kernel's fair share: two firers and one
+/// worker on two cores leave the worker two thirds of one). One
+/// `sched_yield` per 256 coalesced fires lets the worker run: a fraction
+/// of a percent of the firer's time, and nothing for any caller that does
+/// other work between fires.
+#[inline]
+fn give_way_in_a_storm() {
+    #[cfg(not(loom))]
+    COALESCED.with(|count| {
+        let next = count.get().wrapping_add(1);
+        count.set(next);
+        if next % STORM_STREAK == 0 {
+            std::thread::yield_now();
+        }
+    });
+}
+
 impl<R: Runtime> InboxPush<R> {
     /// Pushes now; a closed pool makes the request discarded (and listed)
     /// for the scheduler's own requests, or refused for a firer's.
@@ -145,6 +178,7 @@ impl<R: Runtime> Core<R> {
             if self.runtime.is_closed() {
                 return Err(FireError::Shutdown);
             }
+            give_way_in_a_storm();
             return Ok(version);
         }
         let installed = self

@@ -219,15 +219,19 @@ impl fmt::Debug for Word {
 /// Rebuilt against the pusher's own clock it is exact however late.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stamp {
-    request: u64,
+    version: u32,
+    kind: Kind,
     now_us: u64,
 }
 
 impl Stamp {
+    /// Plain moves: built on every `fire_after`, needed only by the one
+    /// that pushes.
     #[inline]
     pub(crate) fn new(version: u32, kind: Kind, now_us: u64) -> Self {
         Self {
-            request: Word::new(version, kind).0,
+            version,
+            kind,
             now_us,
         }
     }
@@ -244,7 +248,7 @@ impl Stamp {
     /// near `now_us` — when even that is more than 2^27 units old, the
     /// rebuilt deadline is a multiple of 2^28 units late, never early.
     pub(crate) fn deadline(self, seen: Word, now_us: u64) -> Option<u64> {
-        let pushed = seen.0 & !IN_INBOX == self.request;
+        let pushed = seen.version() == self.version & VERSION_MASK && seen.kind() == self.kind;
         seen.kind()
             .deadline(if pushed { self.now_us } else { now_us })
     }
