@@ -12,6 +12,17 @@ fn hold_timer_role(sim: &VirtualScheduler, hold: Duration) {
     sim.driver.time.set_us(now + micros_up(hold));
 }
 
+/// A one-shot trigger that logs the virtual times it runs at.
+fn logged_trigger(sim: &VirtualScheduler) -> (Trigger, Arc<StdMutex<Vec<Duration>>>) {
+    let (clock, runs) = (sim.clock(), Arc::new(StdMutex::new(Vec::new())));
+    let r = runs.clone();
+    let trigger = Trigger::bind(sim, move || {
+        r.lock().unwrap().push(clock.now());
+        None
+    });
+    (trigger, runs)
+}
+
 /// A delayed run requested before a long pause of the timer role fires
 /// at its deadline, or at once when the pause outlasted it: never
 /// early, never late, never lost — whatever the pause's length against
@@ -43,12 +54,7 @@ fn a_delayed_run_survives_any_pause_of_the_timer_role() {
     for delay in delays {
         for hold in holds {
             let sim = Scheduler::builder().build_virtual();
-            let (clock, runs) = (sim.clock(), Arc::new(StdMutex::new(Vec::new())));
-            let r = runs.clone();
-            let trigger = Trigger::bind(&sim, move || {
-                r.lock().unwrap().push(clock.now());
-                None
-            });
+            let (trigger, runs) = logged_trigger(&sim);
             sim.advance(secs(7)); // not at zero
             let deadline = sim.now() + delay;
             trigger.fire_after(delay).unwrap();
@@ -77,12 +83,7 @@ fn a_request_re_published_during_the_pause_is_exact_too() {
     let secs = Duration::from_secs;
     for hold in [secs(10), secs(600), secs(10 * 3600)] {
         let sim = Scheduler::builder().build_virtual();
-        let (clock, runs) = (sim.clock(), Arc::new(StdMutex::new(Vec::new())));
-        let r = runs.clone();
-        let trigger = Trigger::bind(&sim, move || {
-            r.lock().unwrap().push(clock.now());
-            None
-        });
+        let (trigger, runs) = logged_trigger(&sim);
         trigger.fire_after(secs(30)).unwrap();
         hold_timer_role(&sim, hold);
         let deadline = sim.now() + secs(45);
