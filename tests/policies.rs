@@ -422,7 +422,10 @@ fn hostile_values_for_the_new_entry_points_never_panic() {
 #[test]
 fn a_cooldown_deferral_is_never_reported_stuck() {
     // Fires during a cooldown take RUNNING for a moment without running
-    // the task; no run lasts 1 ms here, so the stuck hook must stay quiet.
+    // the task, hundreds of times here; none is a run, so none may be
+    // reported stuck. The one real run may be: on a loaded machine its
+    // thread can be preempted past 1 ms mid-run — and a run is reported
+    // once. A deferral counted as a run would be reported over and over.
     let stuck = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let s = stuck.clone();
     let scheduler = Scheduler::builder()
@@ -443,7 +446,8 @@ fn a_cooldown_deferral_is_never_reported_stuck() {
     while std::time::Instant::now() < end {
         trigger.fire().unwrap();
     }
-    assert_eq!(stuck.load(std::sync::atomic::Ordering::Relaxed), 0);
+    let reports = stuck.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(reports <= 1, "{reports} stuck reports for one run");
     assert_eq!(trigger.stats().iterations, 1, "the cooldown held");
 }
 
