@@ -1,0 +1,214 @@
+//! One member of a config-refresh fleet against a real Redis, as the
+//! crate recommends building it: a trigger refreshes `HGETALL config` on a
+//! phase-keeping period, answers "refresh now" on the broadcast channel
+//! with `fire_within(window)`, and after a failed fetch retries with a
+//! jittered back-off that never waits past its next phase slot — so a
+//! store that comes back meets the fleet spread over its phases, not a
+//! herd. A listener thread keeps the subscription, reconnecting when the
+//! store goes away. Shared by `examples/fleet_faults.rs` (one process per
+//! client) and `tests/redis_faults.rs` (one thread each).
+
+#![allow(dead_code)]
+
+use circulation_trigger::{seed_jitter, PhaseKeeper, RetryBackoff, Scheduler, Trigger};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+/// The broadcast channel.
+pub const CHANNEL: &str = "config:broadcast";
+
+/// How a client refreshes.
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// The refresh period.
+    pub period: Duration,
+    /// A broadcast's `fire_within` window.
+    pub window: Duration,
+    /// The first retry after a failed fetch (doubling, jittered ± 50 %).
+    pub retry: Duration,
+    /// A fetch (connect, or a command) that takes longer has failed.
+    pub fetch_timeout: Duration,
+}
+
+/// What a client saw; read by the test or reported by the process.
+#[derive(Debug, Default)]
+pub struct ClientStats {
+    /// The config version of the last good fetch.
+    pub version: AtomicU64,
+    /// Fetches under way now, and the most at once (G1: never 2).
+    pub in_flight: AtomicU32,
+    pub max_in_flight: AtomicU32,
+    /// Good and failed fetches.
+    pub refreshes: AtomicU64,
+    pub failures: AtomicU64,
+    /// Broadcast messages received.
+    pub messages: AtomicU64,
+}
+
+/// A running client.
+pub struct Client {
+    pub stats: Arc<ClientStats>,
+    pub trigger: Trigger,
+    stop: Arc<AtomicBool>,
+    listener: Option<JoinHandle<()>>,
+    scheduler: Option<Scheduler>,
+}
+
+impl Client {
+    /// Starts client `id` (its jitter seed) against `url`.
+    pub fn start(url: &str, id: u64, tuning: Tuning) -> Client {
+        seed_jitter(id);
+        let scheduler = Scheduler::builder().workers(1).build().expect("scheduler");
+        let stats = Arc::new(ClientStats::default());
+        let phase = PhaseKeeper::new(tuning.period).random_offset();
+        let task = refresh_task(url.to_owned(), id, tuning, phase, stats.clone());
+        let trigger = Trigger::builder(&scheduler)
+            .name(format!("client-{id}"))
+            .bind(task);
+        trigger
+            .fire_after(phase.first_delay_from(Duration::ZERO))
+            .expect("running");
+        let stop = Arc::new(AtomicBool::new(false));
+        let listener = {
+            let (url, trigger, stats, stop) =
+                (url.to_owned(), trigger.clone(), stats.clone(), stop.clone());
+            thread::spawn(move || listen(&url, &trigger, tuning, &stats, &stop))
+        };
+        Client {
+            stats,
+            trigger,
+            stop,
+            listener: Some(listener),
+            scheduler: Some(scheduler),
+        }
+    }
+
+    /// Stops listening and shuts the client's scheduler down.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(listener) = self.listener.take() {
+            let _ = listener.join();
+        }
+        if let Some(scheduler) = self.scheduler.take() {
+            let _ = scheduler.shutdown_and_join();
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The trigger's task: one fetch; the delay to the next.
+fn refresh_task(
+    url: String,
+    id: u64,
+    tuning: Tuning,
+    phase: PhaseKeeper,
+    stats: Arc<ClientStats>,
+) -> impl FnMut() -> Option<Duration> + Send + 'static {
+    let mut backoff = RetryBackoff::new(tuning.retry, tuning.period).jitter(0.5);
+    let mut con: Option<redis::Connection> = None;
+    move || {
+        let now = stats.in_flight.fetch_add(1, Relaxed) + 1;
+        stats.max_in_flight.fetch_max(now, Relaxed);
+        let fetched = fetch(&url, &mut con, tuning.fetch_timeout).and_then(|version| {
+            // Where the test (or the parent) sees who holds what.
+            let con = con.as_mut().ok_or("no connection")?;
+            redis::cmd("HSET")
+                .arg("fleet:seen")
+                .arg(id)
+                .arg(version)
+                .query::<()>(con)
+                .map_err(|e| e.to_string())?;
+            Ok(version)
+        });
+        stats.in_flight.fetch_sub(1, Relaxed);
+        match fetched {
+            Ok(version) => {
+                stats.version.store(version, Relaxed);
+                stats.refreshes.fetch_add(1, Relaxed);
+                backoff.succeeded(tuning.period);
+                Some(phase.next_delay())
+            }
+            Err(_) => {
+                con = None; // reconnect next time
+                stats.failures.fetch_add(1, Relaxed);
+                // Back off, but never past the next phase slot: a fleet
+                // whose store was down for a while retries on its phases.
+                let retry = backoff.failed().unwrap_or(tuning.period);
+                Some(retry.min(phase.next_delay()))
+            }
+        }
+    }
+}
+
+/// `HGETALL config` (connecting first if needed); the `version` field.
+fn fetch(url: &str, con: &mut Option<redis::Connection>, timeout: Duration) -> Result<u64, String> {
+    if con.is_none() {
+        *con = Some(connect(url, timeout)?);
+    }
+    let con = con.as_mut().ok_or("no connection")?;
+    let config: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg("config")
+        .query(con)
+        .map_err(|e| e.to_string())?;
+    config
+        .get("version")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| "no version in config".to_owned())
+}
+
+fn connect(url: &str, timeout: Duration) -> Result<redis::Connection, String> {
+    let con = redis::Client::open(url)
+        .and_then(|client| client.get_connection_with_timeout(timeout))
+        .map_err(|e| e.to_string())?;
+    con.set_read_timeout(Some(timeout))
+        .and_then(|()| con.set_write_timeout(Some(timeout)))
+        .map_err(|e| e.to_string())?;
+    Ok(con)
+}
+
+/// Keeps a subscription to [`CHANNEL`] until `stop`, re-subscribing after
+/// the store went away (pub/sub keeps nothing for a disconnected client:
+/// the next periodic refresh catches up what it missed).
+fn listen(url: &str, trigger: &Trigger, tuning: Tuning, stats: &ClientStats, stop: &AtomicBool) {
+    while !stop.load(Relaxed) {
+        let Ok(mut con) = connect(url, tuning.fetch_timeout) else {
+            thread::sleep(circulation_trigger::jittered(
+                Duration::from_millis(200),
+                0.5,
+            ));
+            continue;
+        };
+        // Short reads: the loop looks at `stop` between messages.
+        let _ = con.set_read_timeout(Some(Duration::from_millis(100)));
+        let mut pubsub = con.as_pubsub();
+        if pubsub.subscribe(CHANNEL).is_err() {
+            continue;
+        }
+        while !stop.load(Relaxed) {
+            match pubsub.get_message() {
+                Ok(_) => {
+                    stats.messages.fetch_add(1, Relaxed);
+                    let _ = trigger.fire_within(tuning.window);
+                }
+                Err(error) if error.is_timeout() => {}
+                Err(_) => break, // the store went away: subscribe again
+            }
+        }
+    }
+}
+
+/// Resident set size of this process, in KiB (Linux).
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4)
+}
