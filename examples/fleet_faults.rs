@@ -1,0 +1,548 @@
+//! A real multi-process fleet against a real Redis through the store's
+//! faults: one `redis-server` and N client processes (this program, re-run
+//! with `--client`), each the crate's recommended refresher
+//! (`tests/common/fleet_client.rs`: phase-keeping periods, `fire_within`
+//! on a broadcast, a jittered back-off that never waits past its next
+//! phase slot, a listener that resubscribes). Three runs, each on a fresh
+//! server:
+//!
+//! * **restart**: the server is killed (SIGKILL) for two periods and
+//!   restarted empty; the parent then writes a new version and broadcasts
+//!   it — clients not yet subscribed again catch up on their next refresh;
+//! * **pause**: `CLIENT PAUSE` for two periods (fetches time out), then a
+//!   new version;
+//! * **flood**: 20,000 "refresh now" messages (`--flood N`), pipelined —
+//!   4 million deliveries to 200 clients, which a 2-core machine running
+//!   the server and every client takes seconds to deliver; once the last
+//!   is delivered, a new version and one broadcast.
+//!
+//! The parent samples Redis's own counters (`INFO commandstats`) every
+//! 100 ms and prints one `key=value` line per fault: the load's peak/mean
+//! over the four periods after the store returns and the broadcast window
+//! that follows it, the time until every client holds the new version
+//! (from `fleet:seen`, which each client writes after a good fetch)
+//! against the goal of one period plus the window, and, from each client's
+//! own report as it exits, the most fetches it ever had in flight (1 by
+//! G1) and how much its RSS grew through the run. It writes an SVG of the
+//! three runs' load.
+//!
+//! ```text
+//! cargo run --release --example fleet_faults [-- --clients 200 --svg target/fleet_faults.svg]
+//! ```
+
+#[path = "../tests/common/fleet_client.rs"]
+mod fleet_client;
+#[path = "../tests/common/redis_server.rs"]
+mod redis_server;
+
+use fleet_client::{Client, Tuning, CHANNEL};
+use redis_server::RedisServer;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering::Relaxed;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A minute, scaled (as in `fleet_redis.rs`).
+const PERIOD: Duration = Duration::from_secs(3);
+const TUNING: Tuning = Tuning {
+    period: PERIOD,
+    window: Duration::from_millis(500),
+    retry: Duration::from_secs(1),
+    fetch_timeout: Duration::from_millis(300),
+};
+/// Flat running before the fault.
+const WARM_UP: Duration = Duration::from_secs(6);
+/// How long the store is away (restart, pause).
+const AWAY: Duration = Duration::from_secs(6);
+/// Watched after the store returns: four periods.
+const WATCH: Duration = Duration::from_secs(12);
+const BUCKET: Duration = Duration::from_millis(100);
+/// Peak and mean are judged over windows of this many buckets.
+const JUDGED: usize = 5;
+/// "Refresh now" messages in the flood (`--flood N`): each reaches every
+/// client, so the store delivers `clients ×` this many.
+const FLOOD: u64 = 20_000;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fault {
+    Restart,
+    Pause,
+    Flood,
+}
+
+impl Fault {
+    const ALL: [Fault; 3] = [Fault::Restart, Fault::Pause, Fault::Flood];
+
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Restart => "restart",
+            Fault::Pause => "pause",
+            Fault::Flood => "flood",
+        }
+    }
+
+    /// How long the store is away (the flood: while it is sent).
+    fn away(self) -> Duration {
+        match self {
+            Fault::Restart | Fault::Pause => AWAY,
+            Fault::Flood => Duration::ZERO,
+        }
+    }
+}
+
+/// `--client URL ID FLOOD`: one member of the fleet, until its stdin
+/// closes (counting itself in `fleet:drained` once it received `FLOOD`
+/// messages);
+/// then prints `max_in_flight=… rss_growth_kib=… refreshes=…`.
+fn run_client(url: &str, id: u64, flood: u64) {
+    let rss_start = fleet_client::rss_kib();
+    let mut client = Client::start(url, id, TUNING);
+    let mut rss_max = rss_start;
+    let mut drained = false;
+    let (done_tx, done) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        let _ = done_tx.send(());
+    });
+    while done.recv_timeout(Duration::from_millis(50)).is_err() {
+        rss_max = rss_max.max(fleet_client::rss_kib());
+        // Tell the parent once this client has taken in the whole flood.
+        if !drained && client.stats.messages.load(Relaxed) >= flood {
+            drained = redis::Client::open(url)
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                .and_then(|mut con| {
+                    redis::cmd("INCR")
+                        .arg("fleet:drained")
+                        .query::<u64>(&mut con)
+                })
+                .is_ok();
+        }
+    }
+    client.stop();
+    let stats = &client.stats;
+    println!(
+        "max_in_flight={} rss_growth_kib={} refreshes={} failures={} messages={}",
+        stats.max_in_flight.load(Relaxed),
+        rss_max.saturating_sub(rss_start),
+        stats.refreshes.load(Relaxed),
+        stats.failures.load(Relaxed),
+        stats.messages.load(Relaxed),
+    );
+}
+
+/// A client process, with the pipe whose closing stops it.
+struct Member(Child);
+
+impl Member {
+    /// Closes its stdin and reads its report.
+    fn finish(mut self) -> String {
+        drop(self.0.stdin.take());
+        let mut report = String::new();
+        if let Some(stdout) = self.0.stdout.take() {
+            let _ = BufReader::new(stdout).read_line(&mut report);
+        }
+        let _ = self.0.wait();
+        report
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `key=value` of a client's report line.
+fn field(report: &str, key: &str) -> u64 {
+    report
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn hgetall_calls(con: &mut redis::Connection) -> Option<u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).ok()?;
+    Some(
+        info.lines()
+            .find_map(|line| line.strip_prefix("cmdstat_hgetall:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|calls| calls.parse().ok())
+            .unwrap_or(0),
+    )
+}
+
+fn admin(server: &RedisServer) -> redis::Connection {
+    let con = redis::Client::open(server.url())
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+        .expect("admin connection");
+    con.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    con
+}
+
+fn set_version(con: &mut redis::Connection, version: u64) {
+    let _: Result<(), _> = redis::cmd("HSET")
+        .arg("config")
+        .arg("version")
+        .arg(version)
+        .query(con);
+}
+
+/// Clients that have taken in the whole flood (each counts itself).
+fn drained_clients(con: &mut redis::Connection) -> usize {
+    redis::cmd("GET")
+        .arg("fleet:drained")
+        .query::<Option<usize>>(con)
+        .ok()
+        .flatten()
+        .unwrap_or(0)
+}
+
+/// Clients whose last good fetch saw `version`.
+fn holding(con: &mut redis::Connection, version: u64) -> usize {
+    let seen: Vec<String> = redis::cmd("HVALS")
+        .arg("fleet:seen")
+        .query(con)
+        .unwrap_or_default();
+    seen.iter().filter(|v| **v == version.to_string()).count()
+}
+
+/// What one fault's run measured.
+struct Run {
+    fault: Fault,
+    buckets: Vec<u64>,
+    /// Bucket index at which the store returned (the flood: was delivered).
+    returned: usize,
+    /// How long the store was away (the flood: took to deliver).
+    away: Duration,
+    converged_after: Option<Duration>,
+    reports: Vec<String>,
+}
+
+impl Run {
+    /// (peak, mean, peak/mean) of HGETALL/s over [`WATCH`] from `from`.
+    fn load_after(&self, from: usize) -> (f64, f64, f64) {
+        let to = (from + WATCH.as_millis() as usize / BUCKET.as_millis() as usize)
+            .min(self.buckets.len());
+        let windows: Vec<u64> = self.buckets[from.min(to)..to]
+            .chunks_exact(JUDGED)
+            .map(|w| w.iter().sum())
+            .collect();
+        let per_second = 1.0 / (BUCKET.as_secs_f64() * JUDGED as f64);
+        let mean = windows.iter().sum::<u64>() as f64 / windows.len().max(1) as f64;
+        let peak = windows.iter().copied().max().unwrap_or(0) as f64;
+        (
+            peak * per_second,
+            mean * per_second,
+            peak / mean.max(f64::MIN_POSITIVE),
+        )
+    }
+}
+
+fn run(fault: Fault, clients: usize, flood: u64) -> Run {
+    let mut server = RedisServer::start().expect("redis-server");
+    let mut con = admin(&server);
+    set_version(&mut con, 1);
+    let exe = std::env::current_exe().expect("own path");
+    let members: Vec<Member> = (0..clients as u64)
+        .map(|id| {
+            Member(
+                Command::new(&exe)
+                    .args(["--client", &server.url(), &id.to_string()])
+                    .arg(flood.to_string())
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit())
+                    .spawn()
+                    .expect("client process"),
+            )
+        })
+        .collect();
+    // Every client on version 1 (bounded).
+    let ready_by = Instant::now() + Duration::from_secs(60);
+    while holding(&mut con, 1) < clients && Instant::now() < ready_by {
+        thread::sleep(Duration::from_millis(50));
+    }
+    // For the flood: a subscriber of the parent's own says when the last
+    // message is delivered — the flood is over then, not when sent.
+    let delivered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if fault == Fault::Flood {
+        let (url, delivered) = (server.url(), delivered.clone());
+        let (subscribed_tx, subscribed) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let mut sub = redis::Client::open(url)
+                .and_then(|c| c.get_connection())
+                .expect("subscriber");
+            let _ = sub.set_read_timeout(Some(Duration::from_secs(120)));
+            let mut pubsub = sub.as_pubsub();
+            pubsub.subscribe(CHANNEL).expect("subscribe");
+            let _ = subscribed_tx.send(());
+            let mut got = 0;
+            while got < flood && pubsub.get_message().is_ok() {
+                got += 1;
+            }
+            delivered.store(true, Relaxed);
+        });
+        subscribed
+            .recv_timeout(Duration::from_secs(10))
+            .expect("subscribed");
+    }
+    let start = Instant::now();
+    let mut buckets = Vec::new();
+    let mut last = hgetall_calls(&mut con).unwrap_or(0);
+    let mut returned_at = WARM_UP + fault.away();
+    // The flood's end is known when it comes (bounded: two minutes).
+    let mut end = returned_at
+        + WATCH
+        + PERIOD
+        + if fault == Fault::Flood {
+            Duration::from_secs(120)
+        } else {
+            Duration::ZERO
+        };
+    let (mut faulted, mut returned, mut converged_after) = (false, false, None);
+    let mut next = BUCKET;
+    while next <= end {
+        thread::sleep((start + next).saturating_duration_since(Instant::now()));
+        if !faulted && next >= WARM_UP {
+            faulted = true;
+            match fault {
+                Fault::Restart => server.kill(),
+                Fault::Pause => {
+                    let _: Result<(), _> = redis::cmd("CLIENT")
+                        .arg("PAUSE")
+                        .arg(AWAY.as_millis() as u64)
+                        .arg("ALL")
+                        .query(&mut con);
+                }
+                Fault::Flood => {
+                    let mut pipe = redis::pipe();
+                    for _ in 0..flood {
+                        pipe.cmd("PUBLISH").arg(CHANNEL).arg("now").ignore();
+                    }
+                    let _: Result<(), _> = pipe.query(&mut con);
+                }
+            }
+        }
+        // The flood is over when every client has taken it all in.
+        let flood_over = fault == Fault::Flood
+            && faulted
+            && !returned
+            && delivered.load(Relaxed)
+            && drained_clients(&mut con) >= clients;
+        if flood_over {
+            returned_at = next;
+            end = returned_at + WATCH + PERIOD;
+        }
+        if faulted && !returned && next >= returned_at && (fault != Fault::Flood || flood_over) {
+            returned = true;
+            if fault == Fault::Restart {
+                server.restart().expect("restart");
+                con = admin(&server);
+            }
+            // The new version, and a broadcast: only clients subscribed
+            // (again) hear it; the others catch up on their next refresh.
+            set_version(&mut con, 2);
+            let _: Result<u64, _> = redis::cmd("PUBLISH")
+                .arg(CHANNEL)
+                .arg("now")
+                .query(&mut con);
+        }
+        let calls = hgetall_calls(&mut con).unwrap_or(last);
+        // A restarted server counts from zero again.
+        buckets.push(calls.checked_sub(last).unwrap_or(calls));
+        last = calls;
+        if returned && converged_after.is_none() && holding(&mut con, 2) == clients {
+            converged_after = Some(next.saturating_sub(returned_at));
+        }
+        next += BUCKET;
+    }
+    let reports = members.into_iter().map(Member::finish).collect();
+    Run {
+        fault,
+        buckets,
+        returned: (returned_at.as_millis() / BUCKET.as_millis()) as usize,
+        away: returned_at.saturating_sub(WARM_UP),
+        converged_after,
+        reports,
+    }
+}
+
+fn svg(runs: &[Run], clients: usize) -> String {
+    const W: f64 = 820.0;
+    const H: f64 = 380.0;
+    const LEFT: f64 = 60.0;
+    const BOTTOM: f64 = 40.0;
+    const COLORS: [&str; 3] = ["#c0392b", "#2471a3", "#1e8449"];
+    let span =
+        runs.iter().map(|r| r.buckets.len()).max().unwrap_or(1) as f64 * BUCKET.as_secs_f64();
+    let max = runs
+        .iter()
+        .flat_map(|r| r.buckets.iter().copied())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let x = |s: f64| LEFT + s / span * (W - LEFT - 20.0);
+    let y = |q: f64| H - BOTTOM - q / max * (H - BOTTOM - 80.0);
+    let per_second = 1.0 / BUCKET.as_secs_f64();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{}" y="16" text-anchor="middle" font-size="14">Redis HGETALL per second: {clients} client processes through a store restart, a pause and a flood</text>
+<rect x="{}" y="24" width="{}" height="{}" fill="#f2f2f2"/>
+<text x="{}" y="{}" text-anchor="middle" fill="#777">store away (restart, pause); the flood is sent at its start</text>"##,
+        W / 2.0,
+        x(WARM_UP.as_secs_f64()),
+        x((WARM_UP + AWAY).as_secs_f64()) - x(WARM_UP.as_secs_f64()),
+        H - BOTTOM - 24.0,
+        x((WARM_UP + AWAY / 2).as_secs_f64()),
+        H - BOTTOM - 6.0,
+    );
+    for step in 0..=4 {
+        let q = max * step as f64 / 4.0;
+        let _ = writeln!(
+            out,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y0}" y2="{y0}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{:.0}</text>"##,
+            W - 20.0,
+            LEFT - 6.0,
+            y(q) + 4.0,
+            q * per_second,
+            y0 = y(q)
+        );
+    }
+    for second in (0..=span as u64).step_by(3) {
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" text-anchor="middle">{second} s</text>"#,
+            x(second as f64),
+            H - BOTTOM + 16.0
+        );
+    }
+    for (i, (run, color)) in runs.iter().zip(COLORS).enumerate() {
+        let points: Vec<String> = run
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, &q)| {
+                let t = (i as f64 + 0.5) * BUCKET.as_secs_f64();
+                format!("{:.1},{:.1}", x(t), y(q as f64))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="1.4" points="{}"/>"#,
+            points.join(" ")
+        );
+        let (_, _, ratio) = run.load_after(judged_from(run));
+        let ly = 40.0 + 16.0 * i as f64;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{}" y="{}" width="14" height="4" fill="{color}"/><text x="{}" y="{}">{} (after the store returns, peak/mean {ratio:.2})</text>"#,
+            LEFT + 20.0,
+            ly - 4.0,
+            LEFT + 40.0,
+            ly,
+            run.fault.name()
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Where the load is judged from: the store's return plus the broadcast
+/// window, as `fleet_redis.rs` judges a broadcast — the broadcast sent on
+/// the return is meant to bring the fleet in within the window; what
+/// follows shows whether it (and the clients' reconnections and retries)
+/// left a herd behind.
+fn judged_from(run: &Run) -> usize {
+    run.returned + (TUNING.window.as_millis() / BUCKET.as_millis()) as usize
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--client") {
+        run_client(
+            &args[1],
+            args[2].parse().expect("client id"),
+            args[3].parse().expect("flood size"),
+        );
+        return;
+    }
+    let mut clients = 200usize;
+    let mut flood = FLOOD;
+    let mut only: Option<String> = None;
+    let mut path = "target/fleet_faults.svg".to_owned();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match (arg.as_str(), rest.next()) {
+            ("--clients", Some(n)) => clients = n.parse().expect("--clients N"),
+            ("--svg", Some(p)) => path = p.clone(),
+            ("--flood", Some(n)) => flood = n.parse().expect("--flood N"),
+            ("--only", Some(name)) => only = Some(name.clone()),
+            _ => {
+                eprintln!(
+                    "options: --clients N (200), --flood N (20000), --only restart|pause|flood, --svg PATH"
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    let goal = PERIOD + TUNING.window;
+    let mut runs = Vec::new();
+    let mut failed = false;
+    for fault in Fault::ALL {
+        if only.as_deref().is_some_and(|name| name != fault.name()) {
+            continue;
+        }
+        let started = Instant::now();
+        let run = run(fault, clients, flood);
+        let (peak, mean, ratio) = run.load_after(judged_from(&run));
+        let max_in_flight = run
+            .reports
+            .iter()
+            .map(|r| field(r, "max_in_flight"))
+            .max()
+            .unwrap_or(0);
+        let rss = run
+            .reports
+            .iter()
+            .map(|r| field(r, "rss_growth_kib"))
+            .max()
+            .unwrap_or(0);
+        let refreshes: u64 = run.reports.iter().map(|r| field(r, "refreshes")).sum();
+        let messages: u64 = run.reports.iter().map(|r| field(r, "messages")).sum();
+        let converged = run
+            .converged_after
+            .map_or("never".to_owned(), |d| format!("{:.1}", d.as_secs_f64()));
+        println!(
+            "fault={} clients={clients} away_s={:.1} after_return_peak_qps={peak:.0} after_return_mean_qps={mean:.0} after_return_peak_over_mean={ratio:.2} converged_after_s={converged} goal_s={:.1} max_in_flight={max_in_flight} rss_growth_kib_max={rss} refreshes_per_client={:.1} messages_per_client={:.0} run_s={:.0}",
+            fault.name(),
+            run.away.as_secs_f64(),
+            goal.as_secs_f64(),
+            refreshes as f64 / clients as f64,
+            messages as f64 / clients as f64,
+            started.elapsed().as_secs_f64(),
+        );
+        // Hard failures only: overlap, a report missing, no convergence.
+        failed |= max_in_flight != 1 || run.reports.iter().any(|r| r.is_empty());
+        failed |= run.converged_after.is_none();
+        runs.push(run);
+    }
+    if let Some(parent) = std::path::Path::new(&path).parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(&path, svg(&runs, clients)) {
+        Ok(()) => println!("plot: {path}"),
+        Err(error) => eprintln!("could not write {path}: {error}"),
+    }
+    if failed {
+        eprintln!("a fault run broke a guarantee: see the lines above");
+        std::process::exit(1);
+    }
+}
