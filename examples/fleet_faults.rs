@@ -30,14 +30,15 @@
 //! cargo run --release --example fleet_faults [-- --clients 200 --svg target/fleet_faults.svg]
 //! ```
 
+#[path = "../tests/common/fleet_chart.rs"]
+mod fleet_chart;
 #[path = "../tests/common/fleet_client.rs"]
 mod fleet_client;
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
 
 use fleet_client::{Client, Tuning, CHANNEL};
-use redis_server::RedisServer;
-use std::fmt::Write as _;
+use redis_server::{set_version, RedisServer};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
@@ -164,17 +165,6 @@ fn field(report: &str, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn hgetall_calls(con: &mut redis::Connection) -> Option<u64> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(con).ok()?;
-    Some(
-        info.lines()
-            .find_map(|line| line.strip_prefix("cmdstat_hgetall:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|calls| calls.parse().ok())
-            .unwrap_or(0),
-    )
-}
-
 fn admin(server: &RedisServer) -> redis::Connection {
     let con = redis::Client::open(server.url())
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
@@ -182,14 +172,6 @@ fn admin(server: &RedisServer) -> redis::Connection {
     con.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     con
-}
-
-fn set_version(con: &mut redis::Connection, version: u64) {
-    let _: Result<(), _> = redis::cmd("HSET")
-        .arg("config")
-        .arg("version")
-        .arg(version)
-        .query(con);
 }
 
 /// Clients that have taken in the whole flood (each counts itself).
@@ -226,20 +208,8 @@ struct Run {
 impl Run {
     /// (peak, mean, peak/mean) of HGETALL/s over [`WATCH`] from `from`.
     fn load_after(&self, from: usize) -> (f64, f64, f64) {
-        let to = (from + WATCH.as_millis() as usize / BUCKET.as_millis() as usize)
-            .min(self.buckets.len());
-        let windows: Vec<u64> = self.buckets[from.min(to)..to]
-            .chunks_exact(JUDGED)
-            .map(|w| w.iter().sum())
-            .collect();
-        let per_second = 1.0 / (BUCKET.as_secs_f64() * JUDGED as f64);
-        let mean = windows.iter().sum::<u64>() as f64 / windows.len().max(1) as f64;
-        let peak = windows.iter().copied().max().unwrap_or(0) as f64;
-        (
-            peak * per_second,
-            mean * per_second,
-            peak / mean.max(f64::MIN_POSITIVE),
-        )
+        let to = from + (WATCH.as_millis() / BUCKET.as_millis()) as usize;
+        fleet_chart::peak_over_mean(&self.buckets, from, to, JUDGED, BUCKET)
     }
 }
 
@@ -293,7 +263,7 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
     }
     let start = Instant::now();
     let mut buckets = Vec::new();
-    let mut last = hgetall_calls(&mut con).unwrap_or(0);
+    let mut last = fleet_chart::hgetall_calls(&mut con).unwrap_or(0);
     let mut returned_at = WARM_UP + fault.away();
     // The flood's end is known when it comes (bounded: two minutes).
     let mut end = returned_at
@@ -352,7 +322,7 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
                 .arg("now")
                 .query(&mut con);
         }
-        let calls = hgetall_calls(&mut con).unwrap_or(last);
+        let calls = fleet_chart::hgetall_calls(&mut con).unwrap_or(last);
         // A restarted server counts from zero again.
         buckets.push(calls.checked_sub(last).unwrap_or(calls));
         last = calls;
@@ -373,86 +343,33 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
 }
 
 fn svg(runs: &[Run], clients: usize) -> String {
-    const W: f64 = 820.0;
-    const H: f64 = 380.0;
-    const LEFT: f64 = 60.0;
-    const BOTTOM: f64 = 40.0;
     const COLORS: [&str; 3] = ["#c0392b", "#2471a3", "#1e8449"];
-    let span =
-        runs.iter().map(|r| r.buckets.len()).max().unwrap_or(1) as f64 * BUCKET.as_secs_f64();
+    let buckets = runs.iter().map(|r| r.buckets.len()).max().unwrap_or(1);
+    let span = buckets as f64 * BUCKET.as_secs_f64();
     let max = runs
         .iter()
         .flat_map(|r| r.buckets.iter().copied())
         .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let x = |s: f64| LEFT + s / span * (W - LEFT - 20.0);
-    let y = |q: f64| H - BOTTOM - q / max * (H - BOTTOM - 80.0);
-    let per_second = 1.0 / BUCKET.as_secs_f64();
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-<text x="{}" y="16" text-anchor="middle" font-size="14">Redis HGETALL per second: {clients} client processes through a store restart, a pause and a flood</text>
-<rect x="{}" y="24" width="{}" height="{}" fill="#f2f2f2"/>
-<text x="{}" y="{}" text-anchor="middle" fill="#777">store away (restart, pause); the flood is sent at its start</text>"##,
-        W / 2.0,
-        x(WARM_UP.as_secs_f64()),
-        x((WARM_UP + AWAY).as_secs_f64()) - x(WARM_UP.as_secs_f64()),
-        H - BOTTOM - 24.0,
-        x((WARM_UP + AWAY / 2).as_secs_f64()),
-        H - BOTTOM - 6.0,
+        .unwrap_or(1);
+    let title = format!(
+        "Redis HGETALL per second: {clients} client processes through a store restart, a pause and a flood"
     );
-    for step in 0..=4 {
-        let q = max * step as f64 / 4.0;
-        let _ = writeln!(
-            out,
-            r##"<line x1="{LEFT}" x2="{}" y1="{y0}" y2="{y0}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{:.0}</text>"##,
-            W - 20.0,
-            LEFT - 6.0,
-            y(q) + 4.0,
-            q * per_second,
-            y0 = y(q)
-        );
-    }
-    for second in (0..=span as u64).step_by(3) {
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="middle">{second} s</text>"#,
-            x(second as f64),
-            H - BOTTOM + 16.0
-        );
-    }
+    let mut chart = fleet_chart::Chart::new(&title, span, max, BUCKET);
+    chart.shade(
+        WARM_UP.as_secs_f64(),
+        (WARM_UP + AWAY).as_secs_f64(),
+        "store away (restart, pause); the flood is sent at its start",
+    );
     for (i, (run, color)) in runs.iter().zip(COLORS).enumerate() {
-        let points: Vec<String> = run
-            .buckets
-            .iter()
-            .enumerate()
-            .map(|(i, &q)| {
-                let t = (i as f64 + 0.5) * BUCKET.as_secs_f64();
-                format!("{:.1},{:.1}", x(t), y(q as f64))
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="1.4" points="{}"/>"#,
-            points.join(" ")
-        );
+        chart.line(&run.buckets, color, "");
         let (_, _, ratio) = run.load_after(judged_from(run));
-        let ly = 40.0 + 16.0 * i as f64;
-        let _ = writeln!(
-            out,
-            r#"<rect x="{}" y="{}" width="14" height="4" fill="{color}"/><text x="{}" y="{}">{} (after the store returns, peak/mean {ratio:.2})</text>"#,
-            LEFT + 20.0,
-            ly - 4.0,
-            LEFT + 40.0,
-            ly,
+        let text = format!(
+            "{} (after the store returns, peak/mean {ratio:.2})",
             run.fault.name()
         );
+        chart.legend(i, color, &text);
     }
-    out.push_str("</svg>\n");
-    out
+    chart.finish()
 }
 
 /// Where the load is judged from: the store's return plus the broadcast

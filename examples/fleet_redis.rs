@@ -17,13 +17,13 @@
 //! cargo run --release --example fleet_redis [-- --clients 200 --svg target/fleet_redis.svg]
 //! ```
 
+#[path = "../tests/common/fleet_chart.rs"]
+mod fleet_chart;
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
 
 use circulation_trigger::{jittered, seed_jitter, PhaseKeeper, Scheduler, Trigger};
-use std::fmt::Write as _;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -126,15 +126,7 @@ fn run_client(url: &str, seed: u64, policy: Policy) {
 
 /// `HGETALL` calls Redis has served so far.
 fn hgetall_calls(con: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(con)
-        .unwrap_or_default();
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_hgetall:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
+    fleet_chart::hgetall_calls(con).unwrap_or(0)
 }
 
 /// One policy's load: refreshes per bucket, from the start of the fleet.
@@ -153,16 +145,8 @@ impl Load {
     /// window, judged on windows of [`JUDGED`] buckets.
     fn after_broadcast(&self) -> (f64, f64, f64) {
         let from = Self::bucket(WARM_UP + WINDOW);
-        let to = Self::bucket(WARM_UP + WINDOW + WATCH).min(self.buckets.len());
-        let windows: Vec<u64> = self.buckets[from..to]
-            .chunks_exact(JUDGED)
-            .map(|w| w.iter().sum())
-            .collect();
-        let per_second = 1.0 / (BUCKET.as_secs_f64() * JUDGED as f64);
-        let mean = windows.iter().sum::<u64>() as f64 / windows.len().max(1) as f64;
-        let peak = windows.iter().copied().max().unwrap_or(0) as f64;
-        let ratio = peak / mean.max(f64::MIN_POSITIVE);
-        (peak * per_second, mean * per_second, ratio)
+        let to = Self::bucket(WARM_UP + WINDOW + WATCH);
+        fleet_chart::peak_over_mean(&self.buckets, from, to, JUDGED, BUCKET)
     }
 
     fn peak(&self) -> u64 {
@@ -263,11 +247,7 @@ fn simulated(policy: Policy, clients: usize) -> Load {
     Load { policy, buckets }
 }
 
-fn svg(real: &[Load], simulated: &[Load]) -> String {
-    const W: f64 = 820.0;
-    const H: f64 = 380.0;
-    const LEFT: f64 = 60.0;
-    const BOTTOM: f64 = 40.0;
+fn svg(real: &[Load], simulated: &[Load], clients: usize) -> String {
     const COLORS: [&str; 3] = ["#e67e22", "#2471a3", "#1e8449"];
     let span = (WARM_UP + WINDOW + WATCH).as_secs_f64();
     let max = real
@@ -275,77 +255,27 @@ fn svg(real: &[Load], simulated: &[Load]) -> String {
         .chain(simulated)
         .map(Load::peak)
         .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let x = |s: f64| LEFT + s / span * (W - LEFT - 20.0);
-    let y = |q: f64| H - BOTTOM - q / max * (H - BOTTOM - 70.0);
-    let per_second = 1.0 / BUCKET.as_secs_f64();
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-<text x="{}" y="16" text-anchor="middle" font-size="14">Redis HGETALL per second: {} client processes, broadcast at t = {} s (solid: real, dashed: virtual time)</text>"#,
-        W / 2.0,
-        real.first().map_or(0, |_| CLIENTS_SHOWN.load(SeqCst)),
+        .unwrap_or(1);
+    let title = format!(
+        "Redis HGETALL per second: {clients} client processes, broadcast at t = {} s (solid: real, dashed: virtual time)",
         WARM_UP.as_secs()
     );
-    for step in 0..=4 {
-        let q = max * step as f64 / 4.0;
-        let _ = writeln!(
-            out,
-            r##"<line x1="{LEFT}" x2="{}" y1="{y0}" y2="{y0}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{:.0}</text>"##,
-            W - 20.0,
-            LEFT - 6.0,
-            y(q) + 4.0,
-            q * per_second,
-            y0 = y(q)
-        );
-    }
-    for second in (0..=span as u64).step_by(3) {
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="middle">{second} s</text>"#,
-            x(second as f64),
-            H - BOTTOM + 16.0
-        );
-    }
+    let mut chart = fleet_chart::Chart::new(&title, span, max, BUCKET);
     for (loads, dash) in [(real, ""), (simulated, r#" stroke-dasharray="5 3""#)] {
         for (load, color) in loads.iter().zip(COLORS) {
-            let points: Vec<String> = load
-                .buckets
-                .iter()
-                .enumerate()
-                .map(|(i, &q)| {
-                    let t = (i as f64 + 0.5) * BUCKET.as_secs_f64();
-                    format!("{:.1},{:.1}", x(t), y(q as f64))
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                r#"<polyline fill="none" stroke="{color}" stroke-width="1.6"{dash} points="{}"/>"#,
-                points.join(" ")
-            );
+            chart.line(&load.buckets, color, dash);
         }
     }
     for (i, (load, color)) in real.iter().zip(COLORS).enumerate() {
         let (_, _, ratio) = load.after_broadcast();
-        let ly = 40.0 + 16.0 * i as f64;
-        let _ = writeln!(
-            out,
-            r#"<rect x="{}" y="{}" width="14" height="4" fill="{color}"/><text x="{}" y="{}">{} (after the broadcast, peak/mean {ratio:.2})</text>"#,
-            LEFT + 20.0,
-            ly - 4.0,
-            LEFT + 40.0,
-            ly,
+        let text = format!(
+            "{} (after the broadcast, peak/mean {ratio:.2})",
             load.policy.name()
         );
+        chart.legend(i, color, &text);
     }
-    out.push_str("</svg>\n");
-    out
+    chart.finish()
 }
-
-static CLIENTS_SHOWN: AtomicU64 = AtomicU64::new(0);
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -371,7 +301,6 @@ fn main() {
             }
         }
     }
-    CLIENTS_SHOWN.store(clients as u64, SeqCst);
     let per_second = 1.0 / BUCKET.as_secs_f64();
     let mut reals = Vec::new();
     let mut sims = Vec::new();
@@ -392,7 +321,7 @@ fn main() {
     if let Some(parent) = std::path::Path::new(&path).parent() {
         let _ = std::fs::create_dir_all(parent);
     }
-    match std::fs::write(&path, svg(&reals, &sims)) {
+    match std::fs::write(&path, svg(&reals, &sims, clients)) {
         Ok(()) => println!("plot: {path}"),
         Err(error) => eprintln!("could not write {path}: {error}"),
     }

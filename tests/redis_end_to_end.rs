@@ -12,7 +12,7 @@ mod redis_server;
 
 use circulation_trigger::{is_cancelled, Outcome, RetryBackoff, Scheduler, Trigger};
 use common::{eventually, Counter};
-use redis_server::RedisServer;
+use redis_server::{set_version, RedisServer};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -26,15 +26,6 @@ fn connect(url: &str) -> redis::RedisResult<redis::Connection> {
     con.set_read_timeout(Some(IO_TIMEOUT))?;
     con.set_write_timeout(Some(IO_TIMEOUT))?;
     Ok(con)
-}
-
-fn set_version(con: &mut redis::Connection, version: u64) {
-    redis::cmd("HSET")
-        .arg("config")
-        .arg("version")
-        .arg(version)
-        .query::<()>(con)
-        .expect("HSET");
 }
 
 fn publish(con: &mut redis::Connection) {

@@ -15,7 +15,7 @@ mod redis_server;
 
 use circulation_trigger::{Scheduler, Trigger};
 use fleet_client::{Client, Tuning, CHANNEL};
-use redis_server::RedisServer;
+use redis_server::{set_version, RedisServer};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,15 +34,6 @@ fn admin(server: &RedisServer) -> redis::Connection {
     redis::Client::open(server.url())
         .and_then(|c| c.get_connection())
         .expect("admin connection")
-}
-
-fn set_version(con: &mut redis::Connection, version: u64) {
-    redis::cmd("HSET")
-        .arg("config")
-        .arg("version")
-        .arg(version)
-        .query::<()>(con)
-        .expect("HSET config");
 }
 
 /// A fleet on version 1.

@@ -107,6 +107,16 @@ impl Drop for RedisServer {
     }
 }
 
+/// Writes the config's `version` field (`HSET config version N`).
+pub fn set_version(con: &mut redis::Connection, version: u64) {
+    redis::cmd("HSET")
+        .arg("config")
+        .arg("version")
+        .arg(version)
+        .query::<()>(con)
+        .expect("HSET config version");
+}
+
 /// A port free on 127.0.0.1 now (the OS picks it).
 fn free_port() -> Result<u16, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
