@@ -58,9 +58,12 @@ pub(crate) struct InboxPush<R: Runtime> {
 }
 
 /// Fires into an already reserved re-run a thread makes before it yields
-/// its CPU once (see [`give_way_in_a_storm`]).
+/// its CPU once (see [`give_way_in_a_storm`]). Not under loom: a model
+/// thread's yield is loom's to schedule.
+#[cfg(not(loom))]
 const STORM_STREAK: u32 = 256;
 
+#[cfg(not(loom))]
 thread_local! {
     /// This thread's fires that coalesced into a reserved re-run.
     static COALESCED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
