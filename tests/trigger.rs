@@ -658,3 +658,27 @@ fn g4_g12_more_than_half_the_version_ring_of_coalesced_fires_keeps_the_follow_up
     assert_eq!(runs.get(), 2, "fired while running: exactly one more run");
     assert_eq!(trigger.stats().coalesced_fires, u64::from(FIRES) - 1);
 }
+
+#[test]
+fn g15_fire_after_is_never_early_at_microsecond_delays() {
+    // Long enough for the fire path's clock to have learned its rate and
+    // to read the TSC through an anchor (see `src/clock/tsc.rs`).
+    thread::sleep(Duration::from_millis(30));
+    let scheduler = scheduler(2);
+    let (tx, rx) = mpsc::channel();
+    let trigger = Trigger::bind(&scheduler, move || {
+        tx.send(Instant::now()).unwrap();
+        None
+    });
+    for round in 0..300u64 {
+        let delay = Duration::from_micros(20 + round % 7 * 70);
+        let called = Instant::now();
+        trigger.fire_after(delay).unwrap();
+        let started = rx.recv_timeout(common::PATIENCE).unwrap();
+        assert!(
+            started - called >= delay,
+            "{delay:?} ran after {:?}",
+            started - called
+        );
+    }
+}

@@ -159,7 +159,18 @@ fn scenario_rearm(rounds: usize) -> Vec<Row> {
         Unit::Nanos,
     )
     .set(OURS, rearm::floor());
-    vec![fire_after.goal(goal, m1), fire.goal(goal, m2), floor]
+    let mut rows = vec![fire_after.goal(goal, m1), fire.goal(goal, m2), floor];
+    if let Some(ns) = rearm::floor_tsc() {
+        rows.push(
+            Row::new(
+                1,
+                "floor of the fire path's clock: one unfenced TSC read + one RMW (best of 5)",
+                Unit::Nanos,
+            )
+            .set(OURS, ns),
+        );
+    }
+    rows
 }
 
 /// Scenario 2: bytes still held per re-arm.

@@ -80,6 +80,32 @@ pub fn floor() -> f64 {
     (0..5).map(|_| round()).fold(f64::INFINITY, f64::min)
 }
 
+/// The floor of the fire path's own clock, in ns, on x86-64: one
+/// unfenced time-stamp counter read (what `fire_after` reads, through a
+/// per-thread anchor that turns it into a deadline never early) plus one
+/// uncontended read-modify-write.
+#[cfg(target_arch = "x86_64")]
+pub fn floor_tsc() -> Option<f64> {
+    let word = std::sync::atomic::AtomicU64::new(0);
+    let round = || {
+        let start = Instant::now();
+        for _ in 0..CALLS {
+            // SAFETY: `rdtsc` reads a register and touches no memory.
+            #[allow(unused_unsafe)]
+            black_box(unsafe { std::arch::x86_64::_rdtsc() });
+            word.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        start.elapsed().as_nanos() as f64 / f64::from(CALLS)
+    };
+    Some((0..5).map(|_| round()).fold(f64::INFINITY, f64::min))
+}
+
+/// See the x86-64 version: no such clock elsewhere.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn floor_tsc() -> Option<f64> {
+    None
+}
+
 /// The best of `rounds` rounds, field by field.
 pub fn best(rounds: &[RearmCost]) -> RearmCost {
     RearmCost {

@@ -286,7 +286,7 @@ impl<R: Runtime> Core<R> {
     /// Requests a run `delay` from now (latest request wins).
     #[inline]
     pub(crate) fn fire_after(self: &Arc<Self>, delay: Duration) -> Result<(), FireError> {
-        self.fire_after_from(self.runtime.clock().now_ns(), delay)
+        self.fire_after_from(self.runtime.clock().deadline_base_ns(), delay)
     }
 
     /// Requests a run `delay` after `now_ns`.
@@ -352,7 +352,7 @@ impl<R: Runtime> Core<R> {
         if nanos == 0 {
             return self.fire_now().map(|_| ());
         }
-        let now_ns = self.runtime.clock().now_ns();
+        let now_ns = self.runtime.clock().deadline_base_ns();
         if deadline_us(now_ns, window, self.runtime.tick_us()).is_none() {
             return Err(FireError::DelayTooLong(window));
         }
