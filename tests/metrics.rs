@@ -38,20 +38,26 @@ fn readings(recorder: &DebuggingRecorder) -> HashMap<String, f64> {
         .collect()
 }
 
-#[test]
-fn iterations_fires_refusals_durations_and_lateness_are_counted_exactly() {
+/// Five fires, a timed run, a panicking timed run and a refused fire, on a
+/// trigger named `name` (or unnamed): every metric counted exactly, under
+/// the label `label`.
+fn counted_exactly(name: Option<&str>, label: &str) {
     common::quiet_panics();
     let recorder = DebuggingRecorder::new();
     let metrics = metrics::with_local_recorder(&recorder, || {
         let sim = Scheduler::builder().build_virtual();
         let mut runs = 0;
-        let trigger = Trigger::builder(&sim).name("counted").bind(move || {
+        let task = move || {
             runs += 1;
             if runs == 3 {
                 panic!("boom: the third run fails");
             }
             Some(Duration::from_secs(10))
-        });
+        };
+        let trigger = match name {
+            Some(name) => Trigger::builder(&sim).name(name).bind(task),
+            None => Trigger::bind(&sim, task),
+        };
         for _ in 0..5 {
             trigger.fire().unwrap(); // 5 fires, one run: 4 coalesced
         }
@@ -67,33 +73,34 @@ fn iterations_fires_refusals_durations_and_lateness_are_counted_exactly() {
             .copied()
             .unwrap_or_else(|| panic!("{name}: {metrics:#?}"))
     };
-    assert_eq!(
-        get("circulation_trigger_iterations_total{outcome=completed,trigger=counted}"),
-        2.0
-    );
-    assert_eq!(
-        get("circulation_trigger_iterations_total{outcome=panicked,trigger=counted}"),
-        1.0
-    );
-    assert_eq!(get("circulation_trigger_fires_total{trigger=counted}"), 5.0);
-    assert_eq!(
-        get("circulation_trigger_coalesced_fires_total{trigger=counted}"),
-        4.0
-    );
-    assert_eq!(
-        get("circulation_trigger_refused_fires_total{reason=paused,trigger=counted}"),
-        1.0
-    );
-    assert_eq!(
-        get("circulation_trigger_run_duration_seconds{trigger=counted}"),
-        3.0
-    );
+    let counted = |metric: &str, other: &str| {
+        let labels = match other {
+            "" => format!("trigger={label}"),
+            // Sorted: `outcome` and `reason` come before `trigger`.
+            other => format!("{other},trigger={label}"),
+        };
+        get(&format!("circulation_trigger_{metric}{{{labels}}}"))
+    };
+    assert_eq!(counted("iterations_total", "outcome=completed"), 2.0);
+    assert_eq!(counted("iterations_total", "outcome=panicked"), 1.0);
+    assert_eq!(counted("fires_total", ""), 5.0);
+    assert_eq!(counted("coalesced_fires_total", ""), 4.0);
+    assert_eq!(counted("refused_fires_total", "reason=paused"), 1.0);
+    assert_eq!(counted("run_duration_seconds", ""), 3.0);
     // The two runs the timer started (the first was fired, not timed).
-    assert_eq!(
-        get("circulation_trigger_lateness_seconds{trigger=counted}"),
-        2.0
-    );
+    assert_eq!(counted("lateness_seconds", ""), 2.0);
     assert_eq!(get("circulation_trigger_triggers{}"), 1.0);
+}
+
+#[test]
+fn iterations_fires_refusals_durations_and_lateness_are_counted_exactly() {
+    counted_exactly(Some("counted"), "counted");
+}
+
+#[test]
+fn an_unnamed_trigger_is_counted_under_its_label() {
+    // Its keys are static (no allocation per iteration): the same counts.
+    counted_exactly(None, "<unnamed>");
 }
 
 /// A Prometheus exporter on a free loopback port, scraped for real.

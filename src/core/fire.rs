@@ -496,12 +496,10 @@ impl<R: Runtime> Core<R> {
         now_us: u64,
         on_closed: OnClosed,
     ) -> (Kind, Result<Word, Refused>) {
-        let kind = Kind::at(deadline, now_us);
-        let installed = self
-            .request
-            .install(version, kind, true, Installer::Publish);
-        let stamp = Stamp::new(version, kind, now_us);
-        self.to_timer_now(installed, stamp, deadline, on_closed);
+        let (kind, installed, push) = self.install_at(version, deadline, now_us, on_closed);
+        if let Some(push) = push {
+            push.deliver(on_closed);
+        }
         (kind, installed)
     }
 
@@ -531,12 +529,26 @@ impl<R: Runtime> Core<R> {
         now_us: u64,
         on_closed: OnClosed,
     ) -> Option<InboxPush<R>> {
+        self.install_at(version, deadline, now_us, on_closed).2
+    }
+
+    /// What both publishes share: install the AT request, then
+    /// [`hand_to_timer`](Self::hand_to_timer).
+    #[inline]
+    fn install_at(
+        self: &Arc<Self>,
+        version: u32,
+        deadline: u64,
+        now_us: u64,
+        on_closed: OnClosed,
+    ) -> (Kind, Result<Word, Refused>, Option<InboxPush<R>>) {
         let kind = Kind::at(deadline, now_us);
         let installed = self
             .request
             .install(version, kind, true, Installer::Publish);
         let stamp = Stamp::new(version, kind, now_us);
-        self.hand_to_timer(installed, stamp, deadline, on_closed)
+        let push = self.hand_to_timer(installed, stamp, deadline, on_closed);
+        (kind, installed, push)
     }
 
     /// After an AT request for `deadline` was installed (or refused): the
