@@ -451,7 +451,7 @@ impl<R: Runtime> Core<R> {
     /// Puts this trigger, its queue slot claimed, in the run queue, waking
     /// a worker if `wake`.
     pub(crate) fn push_to_pool(self: &Arc<Self>, on_closed: OnClosed, wake: bool) {
-        if !self.runtime.queue_run(Arc::downgrade(self), wake) {
+        if !self.runtime.queue_run(Arc::clone(self), wake) {
             self.closed_under(on_closed);
         }
     }

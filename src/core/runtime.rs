@@ -51,7 +51,7 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
 
     /// Queues a due run of `core` for a worker (`wake`: also wake an idle
     /// one); `false` if the runtime is closed.
-    fn queue_run(&self, core: Weak<Core<Self>>, wake: bool) -> bool;
+    fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool;
 
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer;
     /// `false` if the runtime is closed.

@@ -17,7 +17,7 @@ pub(crate) struct TestRuntime {
     clock: Clock,
     closed: AtomicBool,
     /// Runs handed to a worker, in order.
-    pub(crate) queued: Mutex<Vec<Weak<Core<TestRuntime>>>>,
+    pub(crate) queued: Mutex<Vec<Arc<Core<TestRuntime>>>>,
     /// Triggers handed to the timer, in order.
     pub(crate) to_timer: Mutex<Vec<Weak<Core<TestRuntime>>>>,
     /// Panics reported.
@@ -57,7 +57,7 @@ impl TestRuntime {
     /// Plays a worker: serves every queued run; returns how many it took.
     pub(crate) fn run_queued(&self) -> usize {
         let queued = std::mem::take(&mut *self.queued.lock().unwrap());
-        for core in queued.iter().filter_map(Weak::upgrade) {
+        for core in &queued {
             assert!(core.dispatch().is_none(), "no re-arm in these tests");
         }
         queued.len()
@@ -77,7 +77,7 @@ impl Runtime for TestRuntime {
     fn coalesces(&self) -> bool {
         false
     }
-    fn queue_run(&self, core: Weak<Core<Self>>, _wake: bool) -> bool {
+    fn queue_run(&self, core: Arc<Core<Self>>, _wake: bool) -> bool {
         self.queued.lock().unwrap().push(core);
         !self.is_closed()
     }
@@ -171,7 +171,7 @@ fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
     assert_eq!(seen.kind().deadline(0), Some(3_000));
     runtime.time.set_us(3_000);
     assert!(core.expire(seen, 3_000), "the live deadline is due");
-    core.runtime.queue_run(Arc::downgrade(&core), false);
+    core.runtime.queue_run(Arc::clone(&core), false);
     assert_eq!(runtime.run_queued(), 1);
     assert_eq!(core.stats().iterations, 1);
 }

@@ -55,7 +55,7 @@ impl Runtime for Shared {
     /// Queues a due run of `core` for a worker (`wake`: also wake an idle
     /// one); `false` if the scheduler is closed.
     #[inline]
-    fn queue_run(&self, core: Weak<Core<Self>>, wake: bool) -> bool {
+    fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool {
         self.pool.push(core, wake)
     }
 

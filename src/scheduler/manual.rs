@@ -9,7 +9,7 @@ use super::shared::Shared;
 use super::timer::{InboxItem, Timer};
 use crate::clock::ManualTime;
 use crate::core::Runtime;
-use crate::sync::{lock, Arc, Mutex, Weak};
+use crate::sync::{lock, Arc, Mutex};
 
 /// The timer and the clock of a thread-less scheduler.
 pub(crate) struct Driver {
@@ -34,7 +34,7 @@ impl Driver {
     pub(crate) fn run_one(&self, shared: &Shared) -> bool {
         match shared.pool.try_pop() {
             Some(core) => {
-                if let Some(push) = core.upgrade().and_then(|core| core.dispatch()) {
+                if let Some(push) = core.dispatch() {
                     push.deliver_now();
                 }
                 true
@@ -58,8 +58,8 @@ impl Driver {
         let _ = lock(&self.timer).turn(now_us, items, &mut due);
         if !due.is_empty() && !shared.pool.push_batch(&mut due) {
             // Closed under us: list what was due as discarded.
-            for core in due.iter().filter_map(Weak::upgrade) {
-                shared.lifecycle.discard_live(&core);
+            for core in &due {
+                shared.lifecycle.discard_live(core);
             }
         }
     }

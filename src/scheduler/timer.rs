@@ -57,7 +57,7 @@ impl<R: Runtime> Timer<R> {
         &mut self,
         now_us: u64,
         items: Vec<InboxItem<R>>,
-        due: &mut Vec<Weak<Core<R>>>,
+        due: &mut Vec<Arc<Core<R>>>,
     ) -> Estimate {
         for (core, stamp) in items {
             let Some(core) = core.upgrade() else {
@@ -75,7 +75,7 @@ impl<R: Runtime> Timer<R> {
                         Some(us) => estimate.known_us = estimate.known_us.saturating_add(us),
                         None => estimate.unknown = true,
                     }
-                    due.push(entry.core);
+                    due.push(core);
                 }
             }
         });

@@ -32,7 +32,7 @@ use super::pool::{Bed, Look, Step, Watch, Work};
 use super::timer::InboxItem;
 use super::Shared;
 use crate::core::Runtime;
-use crate::sync::{Arc, Condvar, Ordering, Weak};
+use crate::sync::{Arc, Condvar, Ordering};
 use std::time::Duration;
 
 /// A worker's life: take work until the pool closes (or, for an `extra`
@@ -52,7 +52,7 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
             .pool
             .next_work(&bed, extra, limits, clock, &mut push, hint)
         {
-            Work::Run(core) => push = core.upgrade().and_then(|core| core.dispatch()),
+            Work::Run(core) => push = core.dispatch(),
             Work::Timer(timer, items) => {
                 if hold_timer(shared, timer, items, extra, &mut now_hint) {
                     return; // retired, the role handed over
@@ -114,8 +114,8 @@ fn hold_timer(
             }
             Step::Retired => return true,
             Step::Closed(never_queued) => {
-                for core in never_queued.iter().filter_map(Weak::upgrade) {
-                    shared.lifecycle.discard_live(&core);
+                for core in &never_queued {
+                    shared.lifecycle.discard_live(core);
                 }
                 return false;
             }
@@ -138,8 +138,8 @@ pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> b
                 .monitor_turned(watch, timer, &mut due, &shared.limits);
             // Left only if the pool closed meanwhile: never queued, so the
             // shutdown report lists them (as a holder's `Step::Closed`).
-            for core in due.iter().filter_map(Weak::upgrade) {
-                shared.lifecycle.discard_live(&core);
+            for core in &due {
+                shared.lifecycle.discard_live(core);
             }
             start
         }

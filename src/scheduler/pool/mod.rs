@@ -42,9 +42,7 @@ use super::timer::{InboxItem, Timer, NEVER};
 use crate::clock::Clock;
 use crate::core::{Core, InboxPush, Runtime};
 use crate::stats::WorkerCounts;
-use crate::sync::{
-    lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, Weak,
-};
+use crate::sync::{lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -65,7 +63,7 @@ const FREE: u64 = u64::MAX;
 /// What a worker does next.
 pub(crate) enum Work<R: Runtime> {
     /// Serve this trigger's due request.
-    Run(Weak<Core<R>>),
+    Run(Arc<Core<R>>),
     /// Hold the timer role: turn the wheel with these inbox items first.
     Timer(Box<Timer<R>>, Vec<InboxItem<R>>),
     /// The pool is closed, or this extra worker retires.
@@ -109,7 +107,7 @@ impl Wakes {
 }
 
 pub(super) struct State<R: Runtime> {
-    queue: VecDeque<Weak<Core<R>>>,
+    queue: VecDeque<Arc<Core<R>>>,
     inbox: Vec<InboxItem<R>>,
     /// The earliest deadline of the inbox's news (µs; `NEVER` if none or
     /// unknown to matter): a free role is due for it then, not before, so
@@ -274,9 +272,13 @@ impl<R: Runtime> Pool<R> {
     /// re-queueing its own trigger does not (it loops back to the queue
     /// itself) unless that iteration ran long (`Core::ran_long`). Returns
     /// `false` if the pool is closed.
-    pub(crate) fn push(&self, core: Weak<Core<R>>, wake: bool) -> bool {
+    pub(crate) fn push(&self, core: Arc<Core<R>>, wake: bool) -> bool {
         let mut state = self.lock();
         if state.closed {
+            // The trigger is let go outside the lock (it may be the last
+            // reference: its task's captures may run any code).
+            drop(state);
+            drop(core);
             return false;
         }
         state.queue.push_back(core);
@@ -312,7 +314,10 @@ impl<R: Runtime> Pool<R> {
         // The clock as the worker's last run ended (its re-arm read it) or
         // as its last timer turn began: good for the first look below,
         // saving a read per periodic run and per turn (the first read after
-        // a wake-up is the costly one).
+        // a wake-up is the costly one). The re-arm's reading is an upper
+        // bound (at most about 2 µs ahead, see `Clock::deadline_base_ns`):
+        // taking the role that much early only costs a turn that finds
+        // nothing due; the turn itself reads the exact clock.
         let mut just_released = now_hint.is_some();
         let mut now_hint = now_hint.or(push.as_ref().map(|push| push.stamp.now_us()));
         // The re-arm's trigger, held until the lock is released: declared
@@ -396,7 +401,7 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// Queues the due runs a thread-less driver found; `false` if closed.
-    pub(crate) fn push_batch(&self, due: &mut Vec<Weak<Core<R>>>) -> bool {
+    pub(crate) fn push_batch(&self, due: &mut Vec<Arc<Core<R>>>) -> bool {
         let mut state = self.lock();
         if state.closed {
             return false;
@@ -406,7 +411,7 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// Takes the next queued trigger without waiting (thread-less drivers).
-    pub(crate) fn try_pop(&self) -> Option<Weak<Core<R>>> {
+    pub(crate) fn try_pop(&self) -> Option<Arc<Core<R>>> {
         self.lock().queue.pop_front()
     }
 
@@ -425,11 +430,13 @@ impl<R: Runtime> Pool<R> {
     pub(crate) fn close(&self) {
         let mut state = self.lock();
         state.closed = true;
-        state.queue.clear();
+        let queue = std::mem::take(&mut state.queue);
         let _ = state.take_inbox();
         let beds = std::mem::take(&mut state.idle);
         state.holder_asleep = false;
         drop(state);
+        // Outside the lock: a queued trigger may be the last reference.
+        drop(queue);
         for bed in beds {
             bed.notify_one();
         }
@@ -489,7 +496,8 @@ mod tests {
         }
         // Work arrives without a wake-up, as behind a quick batch that
         // blocked: past its keep-alive the worker takes it, not retires.
-        pool.lock().queue.push_back(Weak::new());
+        let runtime = crate::core::tests::TestRuntime::new();
+        pool.lock().queue.push_back(runtime.bind(|| None));
         assert!(worker.join().unwrap(), "the extra worker took the run");
         assert_eq!(pool.counts().current, 1);
     }

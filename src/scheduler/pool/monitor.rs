@@ -6,7 +6,7 @@ use super::Limits;
 use super::{Pool, State, Wakes, AWAKE};
 use crate::core::{Core, Runtime};
 use crate::scheduler::timer::{InboxItem, Timer, NEVER};
-use crate::sync::{wait, wait_timeout, MutexGuard, Ordering, Weak};
+use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering};
 use std::time::Duration;
 
 /// What the monitor's look at the pool found.
@@ -87,7 +87,7 @@ impl<R: Runtime> Pool<R> {
         &self,
         watch: &mut Watch,
         timer: Box<Timer<R>>,
-        due: &mut Vec<Weak<Core<R>>>,
+        due: &mut Vec<Arc<Core<R>>>,
         limits: &Limits,
     ) -> bool {
         let mut state = self.lock();

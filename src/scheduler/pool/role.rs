@@ -21,7 +21,7 @@ use crate::clock::{Clock, COARSEST_GRID_US};
 use crate::core::runtime::SHARE_US;
 use crate::core::{Core, Runtime};
 use crate::scheduler::timer::{Estimate, InboxItem, Timer, NEVER};
-use crate::sync::{wait, wait_timeout, MutexGuard, Ordering, Weak};
+use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering};
 use std::time::Duration;
 
 /// What the timer role holder does after a turn.
@@ -31,7 +31,7 @@ pub(crate) enum Step<R: Runtime> {
     /// The role is put back: go run the queued work.
     Released,
     /// The pool closed; these due runs were never queued (list them).
-    Closed(Vec<Weak<Core<R>>>),
+    Closed(Vec<Arc<Core<R>>>),
     /// This extra worker handed the role over after its keep-alive and is
     /// uncounted: it exits.
     Retired,
@@ -75,7 +75,7 @@ impl<R: Runtime> Pool<R> {
     pub(crate) fn after_turn(
         &self,
         timer: Box<Timer<R>>,
-        due: &mut Vec<Weak<Core<R>>>,
+        due: &mut Vec<Arc<Core<R>>>,
         estimate: Estimate,
         turned_at_us: u64,
         clock: &Clock,
