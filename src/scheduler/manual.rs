@@ -55,7 +55,7 @@ impl Driver {
         let mut items = std::mem::take(&mut *lock(&self.parked));
         items.extend(shared.pool.take_inbox());
         let mut due = Vec::new();
-        let _ = lock(&self.timer).turn(now_us, items, &mut due);
+        let _ = lock(&self.timer).turn(now_us, &mut items, &mut due);
         if !due.is_empty() && !shared.pool.push_batch(&mut due) {
             // Closed under us: list what was due as discarded.
             for core in &due {

@@ -56,10 +56,12 @@ impl<R: Runtime> Timer<R> {
     pub(crate) fn turn(
         &mut self,
         now_us: u64,
-        items: Vec<InboxItem<R>>,
+        items: &mut Vec<InboxItem<R>>,
         due: &mut Vec<Arc<Core<R>>>,
     ) -> Estimate {
-        for (core, stamp) in items {
+        // Drained, not consumed: the caller keeps the buffer for the next
+        // turn's news (see `Pool::next_work`).
+        for (core, stamp) in items.drain(..) {
             let Some(core) = core.upgrade() else {
                 continue;
             };

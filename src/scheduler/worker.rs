@@ -28,8 +28,7 @@
 //! `stuck_after`, and never parks while such a trigger lives (an async
 //! iteration occupies no worker).
 
-use super::pool::{Bed, Look, Step, Watch, Work};
-use super::timer::InboxItem;
+use super::pool::{Bed, Carry, Look, Step, Watch, Work};
 use super::Shared;
 use crate::core::Runtime;
 use crate::sync::{Arc, Condvar, Ordering};
@@ -41,25 +40,25 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
     let _ = shared.enter_context();
     fine_timer_slack();
     let bed: Bed = Arc::new(Condvar::new());
-    // A re-arm's inbox push, handed to the pool with the next lock.
-    let mut push = None;
     // The clock as this worker's last timer turn began.
     let mut now_hint = None;
+    // A re-arm's inbox push and the timer turns' buffers (see `Carry`).
+    let mut carry = Carry::default();
     loop {
         let (limits, clock) = (&shared.limits, &shared.clock);
         let hint = now_hint.take();
         match shared
             .pool
-            .next_work(&bed, extra, limits, clock, &mut push, hint)
+            .next_work(&bed, extra, limits, clock, &mut carry, hint)
         {
-            Work::Run(core) => push = core.dispatch(),
-            Work::Timer(timer, items) => {
-                if hold_timer(shared, timer, items, extra, &mut now_hint) {
+            Work::Run(core) => carry.push = core.dispatch(),
+            Work::Timer(timer) => {
+                if hold_timer(shared, timer, &mut carry, extra, &mut now_hint) {
                     return; // retired, the role handed over
                 }
             }
             Work::Exit => {
-                if let Some(push) = push {
+                if let Some(push) = carry.push {
                     push.closed();
                 }
                 return;
@@ -94,20 +93,19 @@ fn fine_timer_slack() {
 fn hold_timer(
     shared: &Shared,
     mut timer: Box<super::timer::Timer<Shared>>,
-    mut items: Vec<InboxItem<Shared>>,
+    carry: &mut Carry<Shared>,
     extra: bool,
     now_hint: &mut Option<u64>,
 ) -> bool {
-    let mut due = Vec::new();
     let retire = extra.then_some(&shared.limits);
     loop {
         let now_us = shared.clock.now_us();
-        let estimate = timer.turn(now_us, items, &mut due);
+        let estimate = timer.turn(now_us, &mut carry.inbox, &mut carry.due);
         match shared
             .pool
-            .after_turn(timer, &mut due, estimate, now_us, &shared.clock, retire)
+            .after_turn(timer, carry, estimate, now_us, &shared.clock, retire)
         {
-            Step::Turn(held, news) => (timer, items) = (held, news),
+            Step::Turn(held) => timer = held,
             Step::Released => {
                 *now_hint = Some(now_us);
                 return false;
@@ -130,9 +128,9 @@ pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> b
     match shared.pool.monitor_check(watch, &shared.limits, now_us) {
         Look::Fine => false,
         Look::Start => true,
-        Look::Turn(mut timer, items) => {
+        Look::Turn(mut timer, mut items) => {
             let mut due = Vec::new();
-            let _estimate = timer.turn(now_us, items, &mut due);
+            let _estimate = timer.turn(now_us, &mut items, &mut due);
             let start = shared
                 .pool
                 .monitor_turned(watch, timer, &mut due, &shared.limits);

@@ -65,7 +65,7 @@ pub(crate) enum Work<R: Runtime> {
     /// Serve this trigger's due request.
     Run(Arc<Core<R>>),
     /// Hold the timer role: turn the wheel with these inbox items first.
-    Timer(Box<Timer<R>>, Vec<InboxItem<R>>),
+    Timer(Box<Timer<R>>),
     /// The pool is closed, or this extra worker retires.
     Exit,
 }
@@ -182,6 +182,15 @@ impl<R: Runtime> State<R> {
         std::mem::take(&mut self.inbox)
     }
 
+    /// Takes the inbox's news for a turn into `buffer` (empty: the holder's
+    /// buffer from its last turn), which the inbox keeps, with its
+    /// capacity: no allocation per turn for the news of about one turn.
+    fn swap_inbox(&mut self, buffer: &mut Vec<InboxItem<R>>) {
+        debug_assert!(buffer.is_empty());
+        self.inbox_next = NEVER;
+        std::mem::swap(&mut self.inbox, buffer);
+    }
+
     fn timer_due(&self, now_us: u64) -> bool {
         self.timer_next.min(self.inbox_next) <= now_us
     }
@@ -191,6 +200,27 @@ impl<R: Runtime> State<R> {
         self.workers
             .current
             .saturating_sub(self.idle.len() + usize::from(self.holder_asleep))
+    }
+}
+
+/// What a worker carries from one look at the pool to the next: a re-arm's
+/// inbox push (handed to the pool with the next lock), and two buffers its
+/// timer turns reuse, with their capacity — the inbox's news (swapped with
+/// the pool's inbox) and the due runs a turn found (drained into the run
+/// queue): no allocation per turn.
+pub(crate) struct Carry<R: Runtime> {
+    pub(crate) push: Option<InboxPush<R>>,
+    pub(crate) inbox: Vec<InboxItem<R>>,
+    pub(crate) due: Vec<Arc<Core<R>>>,
+}
+
+impl<R: Runtime> Default for Carry<R> {
+    fn default() -> Self {
+        Self {
+            push: None,
+            inbox: Vec::new(),
+            due: Vec::new(),
+        }
     }
 }
 
@@ -295,22 +325,24 @@ impl<R: Runtime> Pool<R> {
     /// timer role comes first when it is free and due, so a queue that
     /// never empties cannot starve deadlines (G10).
     ///
-    /// `push`: the inbox push the worker's last run left (a re-arm),
+    /// `carry.push`: the inbox push the worker's last run left (a re-arm),
     /// delivered under this lock instead of one of its own; left in place if
     /// the pool is closed (the caller lists it). `now_hint`: the clock as
     /// the caller's last timer turn began, given only right after that
     /// turn put the role back ([`after_turn`](Self::after_turn)'s
     /// `Released`): the caller then runs a queued run, leaving the role to
-    /// the successor it may have woken.
+    /// the successor it may have woken. Taking the role swaps the inbox's
+    /// news into `carry.inbox` (empty: drained by the caller's last turn).
     pub(crate) fn next_work(
         &self,
         bed: &Bed,
         extra: bool,
         limits: &Limits,
         clock: &Clock,
-        push: &mut Option<InboxPush<R>>,
+        carry: &mut Carry<R>,
         now_hint: Option<u64>,
     ) -> Work<R> {
+        let Carry { push, inbox, .. } = carry;
         // The clock as the worker's last run ended (its re-arm read it) or
         // as its last timer turn began: good for the first look below,
         // saving a read per periodic run and per turn (the first read after
@@ -356,11 +388,11 @@ impl<R: Runtime> Pool<R> {
             if role_free && (state.queue.is_empty() || successor || due(&state)) {
                 state.successor = false;
                 state.progress += 1;
-                let items = state.take_inbox();
+                state.swap_inbox(inbox);
                 let timer = state.timer.take().expect("the role is free");
                 // Relaxed: see the protocol in `inbox.rs`.
                 self.sleep_until.store(AWAKE, Ordering::Relaxed);
-                return Work::Timer(timer, items);
+                return Work::Timer(timer);
             }
             if let Some(core) = state.queue.pop_front() {
                 state.progress += 1;
@@ -484,7 +516,8 @@ mod tests {
             let pool = Arc::clone(&pool);
             std::thread::spawn(move || {
                 let bed = Arc::new(Condvar::new());
-                let work = pool.next_work(&bed, true, &limits, &Clock::real(), &mut None, None);
+                let carry = &mut Carry::default();
+                let work = pool.next_work(&bed, true, &limits, &Clock::real(), carry, None);
                 matches!(work, Work::Run(_))
             })
         };

@@ -16,18 +16,19 @@
 //! first one to finish, or for the monitor (see `worker.rs`) to wake or
 //! start one within the stall threshold.
 
-use super::{Limits, Pool, State, Wakes, AWAKE};
+use super::{Carry, Limits, Pool, State, Wakes, AWAKE};
 use crate::clock::{Clock, COARSEST_GRID_US};
 use crate::core::runtime::SHARE_US;
 use crate::core::{Core, Runtime};
-use crate::scheduler::timer::{Estimate, InboxItem, Timer, NEVER};
+use crate::scheduler::timer::{Estimate, Timer, NEVER};
 use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering};
 use std::time::Duration;
 
 /// What the timer role holder does after a turn.
 pub(crate) enum Step<R: Runtime> {
-    /// Turn again (woken, or news in the inbox) with these items.
-    Turn(Box<Timer<R>>, Vec<InboxItem<R>>),
+    /// Turn again (woken, or news in the inbox, now in the holder's
+    /// buffer).
+    Turn(Box<Timer<R>>),
     /// The role is put back: go run the queued work.
     Released,
     /// The pool closed; these due runs were never queued (list them).
@@ -75,12 +76,13 @@ impl<R: Runtime> Pool<R> {
     pub(crate) fn after_turn(
         &self,
         timer: Box<Timer<R>>,
-        due: &mut Vec<Arc<Core<R>>>,
+        carry: &mut Carry<R>,
         estimate: Estimate,
         turned_at_us: u64,
         clock: &Clock,
         retire: Option<&Limits>,
     ) -> Step<R> {
+        let Carry { inbox, due, .. } = carry;
         let mut state = self.lock();
         if state.closed {
             return Step::Closed(std::mem::take(due));
@@ -130,7 +132,8 @@ impl<R: Runtime> Pool<R> {
             }
         }
         state.notified = false;
-        Step::Turn(timer, state.take_inbox())
+        state.swap_inbox(inbox);
+        Step::Turn(timer)
     }
 
     /// An extra worker's keep-alive ran out while it held the role with
@@ -250,7 +253,10 @@ impl<R: Runtime> Pool<R> {
     /// timeout (loom models: a missed wake-up deadlocks the model); returns
     /// the inbox items to turn with.
     #[cfg(loom)]
-    pub(crate) fn wait_as_holder(&self, until_us: u64) -> Vec<InboxItem<R>> {
+    pub(crate) fn wait_as_holder(
+        &self,
+        until_us: u64,
+    ) -> Vec<crate::scheduler::timer::InboxItem<R>> {
         let mut state = self.lock();
         if state.inbox.is_empty() && !state.notified && !state.closed {
             state = self.sleep(state, until_us, None).0;
