@@ -125,9 +125,15 @@ const DELAY_VALUE_BITS: u32 = 30;
 /// `NONE` too (shortening it would make the resumed run early): such a
 /// trigger resumes idle, as one that returned `None`.
 fn encode_delay(delay: Duration) -> u32 {
-    let nanos = delay.as_nanos();
+    // In 64 bits (every run's end encodes its delay: no 128-bit division);
+    // a delay past 584 years saturates, and encodes as `NONE` either way.
+    let nanos = delay
+        .as_secs()
+        .checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(u64::from(delay.subsec_nanos())))
+        .unwrap_or(u64::MAX);
     for (unit, &unit_ns) in DELAY_UNITS_NS.iter().enumerate() {
-        let count = nanos.div_ceil(u128::from(unit_ns));
+        let count = nanos.div_ceil(unit_ns);
         if count < 1 << DELAY_VALUE_BITS {
             return ((unit as u32) << DELAY_VALUE_BITS) | count as u32;
         }

@@ -234,8 +234,13 @@ const GRIDS_US: [u64; 10] = [COARSEST_GRID_US, 500, 200, 100, 50, 20, 10, 5, 2, 
 /// wake-up; none starts early (G15).
 #[inline]
 pub(crate) fn coalesce(deadline_us: u64, delay: Duration) -> u64 {
-    let slack_us = delay.as_micros() / 1_000;
-    match GRIDS_US.iter().find(|&&grid| u128::from(grid) <= slack_us) {
+    // `delay` in whole ms is its µs / 1000, in 64 bits (every periodic
+    // re-arm comes here: no 128-bit division).
+    let slack_us = delay
+        .as_secs()
+        .saturating_mul(1_000)
+        .saturating_add(u64::from(delay.subsec_millis()));
+    match GRIDS_US.iter().find(|&&grid| grid <= slack_us) {
         Some(&grid) => deadline_us
             .checked_next_multiple_of(grid)
             .unwrap_or(deadline_us),
