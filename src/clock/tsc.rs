@@ -235,28 +235,53 @@ fn refresh() -> Option<u64> {
         }
     }
     let pair = read_pair()?;
-    let previous = ANCHOR.with(Cell::get);
-    if previous.span != 0 && !previous.holds_at(pair) {
-        // Relaxed: a flag; until other threads see it, their anchors stay
-        // within a quarter millisecond of their own last check.
-        SHARED.off.store(true, Ordering::Relaxed);
-        ANCHOR.with(|anchor| anchor.set(Anchor::NONE));
-        return Some(pair.ns);
-    }
     let first = *SHARED.first.get_or_init(|| pair);
     // Relaxed: the rate is a plain value, and every stored one (from any
     // thread's pairs) is an upper bound.
-    let mult = match learn(first, pair) {
-        Some(mult) => {
-            SHARED.mult.store(mult, Ordering::Relaxed);
-            mult
+    let known = SHARED.mult.load(Ordering::Relaxed);
+    match renew(ANCHOR.with(Cell::get), pair, first, known) {
+        Renewal::Off => {
+            // Relaxed: a flag; until other threads see it, their anchors
+            // stay within a quarter millisecond of their own last check.
+            SHARED.off.store(true, Ordering::Relaxed);
+            ANCHOR.with(|anchor| anchor.set(Anchor::NONE));
         }
-        None => SHARED.mult.load(Ordering::Relaxed),
-    };
-    if mult != 0 {
-        ANCHOR.with(|anchor| anchor.set(Anchor::new(pair, mult)));
+        Renewal::Anchor(anchor, learned) => {
+            if let Some(mult) = learned {
+                SHARED.mult.store(mult, Ordering::Relaxed);
+            }
+            ANCHOR.with(|cell| cell.set(anchor));
+        }
+        Renewal::Learning => {}
     }
     Some(pair.ns)
+}
+
+/// What a refresh does with a new pair (see [`renew`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Renewal {
+    /// The previous anchor fell behind the clock: the fast path goes off
+    /// for good.
+    Off,
+    /// A new anchor, and the rate it learned if it learned one (to share).
+    Anchor(Anchor, Option<u64>),
+    /// No rate known yet: no anchor.
+    Learning,
+}
+
+/// The refresh's decision, without its reads: the thread's `previous`
+/// anchor is checked against `pair`, then a new anchor is made at the rate
+/// learned from the process's `first` pair, or at the `known` one (0:
+/// none yet).
+fn renew(previous: Anchor, pair: Pair, first: Pair, known: u64) -> Renewal {
+    if previous.span != 0 && !previous.holds_at(pair) {
+        return Renewal::Off;
+    }
+    match learn(first, pair) {
+        Some(mult) => Renewal::Anchor(Anchor::new(pair, mult), Some(mult)),
+        None if known != 0 => Renewal::Anchor(Anchor::new(pair, known), None),
+        None => Renewal::Learning,
+    }
 }
 
 #[cfg(test)]
@@ -338,6 +363,35 @@ mod tests {
             after: 9_000_001,
         };
         assert!(!anchor.holds_at(fast));
+    }
+
+    #[test]
+    fn a_refresh_learns_renews_and_switches_off_when_behind() {
+        let first = pair_at(1_000, 1.0);
+        let early = pair_at(1_000_000, 1.0); // 1 ms: too short to learn
+        assert_eq!(renew(Anchor::NONE, early, first, 0), Renewal::Learning);
+        let known = 1 << 32;
+        assert_eq!(
+            renew(Anchor::NONE, early, first, known),
+            Renewal::Anchor(Anchor::new(early, known), None)
+        );
+        let later = pair_at(100_000_000, 1.0); // 100 ms: learns
+        let Renewal::Anchor(anchor, Some(mult)) = renew(Anchor::NONE, later, first, 0) else {
+            panic!("no rate learned");
+        };
+        assert_eq!(anchor, Anchor::new(later, mult));
+        // The next refresh: the anchor held (extrapolated, at or ahead).
+        let next = pair_at(100_300_000, 1.0);
+        assert!(matches!(
+            renew(anchor, next, first, mult),
+            Renewal::Anchor(_, Some(_))
+        ));
+        // The clock ran ahead of the anchor's extrapolation: off for good.
+        let ahead = Pair {
+            ns: next.ns + 1_000_000,
+            ..next
+        };
+        assert_eq!(renew(anchor, ahead, first, mult), Renewal::Off);
     }
 
     #[test]
