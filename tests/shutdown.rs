@@ -374,3 +374,52 @@ fn a_concurrent_second_shutdown_returns_the_full_report() {
     }
     assert_eq!(short, 0, "rounds where a report was read half made");
 }
+
+#[test]
+fn a_task_dropped_by_the_shutdown_may_call_the_scheduler() {
+    // A trigger whose last handle went while its run sat in the queue is
+    // let go by the shutdown: its task's destructor runs outside the
+    // scheduler's locks, so it may call the scheduler — here, for the
+    // report, which waits for the shutdown's scan.
+    struct AsksForTheReport(std::sync::Weak<Scheduler>, mpsc::Sender<bool>);
+    impl Drop for AsksForTheReport {
+        fn drop(&mut self) {
+            if let Some(scheduler) = self.0.upgrade() {
+                let _ = self.1.send(scheduler.shutdown_report().is_some());
+            }
+        }
+    }
+    let scheduler = Arc::new(Scheduler::builder().workers(1).build().unwrap());
+    let (dropped_tx, dropped_rx) = mpsc::channel();
+    let guard = AsksForTheReport(Arc::downgrade(&scheduler), dropped_tx);
+    let (ran_tx, ran_rx) = mpsc::channel();
+    let queued = Trigger::bind(&*scheduler, move || {
+        let _ = &guard;
+        ran_tx.send(()).unwrap();
+        None
+    });
+    queued.fire().unwrap();
+    ran_rx.recv_timeout(PATIENCE).unwrap(); // it has run: no first-run warning
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let busy = Trigger::bind(&*scheduler, move || {
+        entered_tx.send(()).unwrap();
+        let _ = release_rx.recv();
+        None
+    });
+    busy.fire().unwrap();
+    entered_rx.recv_timeout(PATIENCE).unwrap(); // the only worker is busy
+    queued.fire().unwrap(); // queued behind it
+    drop(queued); // the queue holds the last reference now
+    let shutting = {
+        let scheduler = Arc::clone(&scheduler);
+        thread::spawn(move || scheduler.shutdown())
+    };
+    assert_eq!(
+        dropped_rx.recv_timeout(PATIENCE),
+        Ok(true),
+        "the task was dropped, outside the shutdown's lock"
+    );
+    release_tx.send(()).unwrap();
+    shutting.join().unwrap();
+}

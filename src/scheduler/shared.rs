@@ -137,6 +137,9 @@ impl Shared {
     /// Begins shutdown: refuse fires, discard armed runs (listing them in
     /// the report), wake every thread.
     pub(super) fn begin_shutdown(&self) {
+        // The runs the pool had queued: declared first, so they are dropped
+        // last, after the lock below (a task's destructor may run any code).
+        let _queued;
         // Held until the scan is done: a second, concurrent caller returns
         // only once the report it will read is complete.
         let _one_at_a_time = lock(&self.shutting);
@@ -149,7 +152,7 @@ impl Shared {
         if self.closed.swap(true, Ordering::Release) {
             return;
         }
-        self.pool.close();
+        _queued = self.pool.close();
         self.lifecycle.scan(self.clock.now_us());
         #[cfg(feature = "tracing")]
         if let Some(report) = self.lifecycle.report() {

@@ -457,9 +457,12 @@ impl<R: Runtime> Pool<R> {
         self.lock().take_inbox()
     }
 
-    /// Closes the pool: drops queued work (the shutdown scan lists it) and
-    /// wakes every thread so it exits.
-    pub(crate) fn close(&self) {
+    /// Closes the pool: takes the queued work out (the shutdown scan lists
+    /// it) and wakes every thread so it exits. Returns that work for the
+    /// caller to drop once it holds no lock: a queued trigger may be the
+    /// last reference, and dropping it runs its task's destructor.
+    #[must_use = "the queued triggers are dropped by the caller, outside its locks"]
+    pub(crate) fn close(&self) -> VecDeque<Arc<Core<R>>> {
         let mut state = self.lock();
         state.closed = true;
         let queue = std::mem::take(&mut state.queue);
@@ -467,13 +470,12 @@ impl<R: Runtime> Pool<R> {
         let beds = std::mem::take(&mut state.idle);
         state.holder_asleep = false;
         drop(state);
-        // Outside the lock: a queued trigger may be the last reference.
-        drop(queue);
         for bed in beds {
             bed.notify_one();
         }
         self.timer_bed.notify_all();
         self.monitor_bed.notify_all();
+        queue
     }
 
     /// Counts a worker the builder starts.
