@@ -53,7 +53,10 @@ const RATE_MARGIN_SHIFT: u32 = 9;
 const LEARN_NS: u64 = 20_000_000;
 /// A clock reading counts as a calibration pair only if the two TSC reads
 /// around it are at most this many ticks apart (no preemption between).
-const PAIR_TICKS: u64 = 1 << 13;
+const PAIR_TICKS: u64 = 1 << 10;
+/// How far the suspended time may seem to move between two pairs without
+/// a suspend (the two clocks are read a few ns apart), in ns.
+const SUSPEND_TOLERANCE_NS: u64 = 100_000;
 /// Tries to read a tight pair before giving up on this refresh.
 const PAIR_TRIES: usize = 4;
 
@@ -66,6 +69,10 @@ struct Pair {
     ns: u64,
     /// TSC, read (ordered) after the clock.
     after: u64,
+    /// `CLOCK_BOOTTIME` less `CLOCK_MONOTONIC`: the time the system spent
+    /// suspended (the TSC may count on through a suspend that the
+    /// monotonic clock skips).
+    asleep_ns: u64,
 }
 
 /// One thread's anchor: readings `tsc - tsc₀ < span` map to an upper
@@ -128,6 +135,12 @@ impl Anchor {
 /// above, whatever the two reads' positions within their pairs. The margin
 /// covers the rate's later corrections.
 fn learn(a: Pair, b: Pair) -> Option<u64> {
+    // A suspend in between: the TSC may have counted through it, and the
+    // rate would come out low. No lesson (the two reads of the offset are
+    // a few ns apart; a suspend is far longer than the tolerance).
+    if a.asleep_ns.abs_diff(b.asleep_ns) > SUSPEND_TOLERANCE_NS {
+        return None;
+    }
     let ns = b.ns.checked_sub(a.ns)?;
     let ticks = b.before.checked_sub(a.after)?;
     if ns < LEARN_NS || ticks == 0 {
@@ -181,15 +194,31 @@ fn tsc() -> u64 {
 
 /// The TSC, after every earlier instruction has executed.
 fn tsc_ordered() -> u64 {
-    let mut cpu = 0;
-    // SAFETY: `rdtscp` reads two registers into `cpu` (a valid, writable
-    // local) and the result; the CPU flag `rdtscp` is checked by the
-    // caller's `trusted` (a TSC clocksource implies a CPU that has it: the
-    // kernel requires it on x86-64 for a reliable TSC).
+    // SAFETY: `lfence` (SSE2, which every x86-64 CPU has) waits for the
+    // instructions before it; `rdtsc` reads a register. Neither touches
+    // memory. (Not `rdtscp`: some virtual CPUs lack it.)
     #[allow(unused_unsafe)]
     unsafe {
-        core::arch::x86_64::__rdtscp(&mut cpu)
+        core::arch::x86_64::_mm_lfence();
+        core::arch::x86_64::_rdtsc()
     }
+}
+
+/// `CLOCK_BOOTTIME` in ns.
+fn boot_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the whole call, and
+    // `clock_gettime` writes only through that pointer; an error is `None`.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    if status != 0 {
+        return None;
+    }
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    secs.checked_mul(1_000_000_000)?
+        .checked_add(u64::try_from(ts.tv_nsec).ok()?)
 }
 
 /// A clock reading between two ordered TSC reads close together.
@@ -198,8 +227,14 @@ fn read_pair() -> Option<Pair> {
         let before = tsc_ordered();
         let ns = super::raw::now_ns()?;
         let after = tsc_ordered();
+        let asleep_ns = boot_ns()?.wrapping_sub(ns);
         if after.wrapping_sub(before) <= PAIR_TICKS {
-            return Some(Pair { before, ns, after });
+            return Some(Pair {
+                before,
+                ns,
+                after,
+                asleep_ns,
+            });
         }
     }
     None
@@ -248,7 +283,8 @@ fn refresh() -> Option<u64> {
         }
         Renewal::Anchor(anchor, learned) => {
             if let Some(mult) = learned {
-                SHARED.mult.store(mult, Ordering::Relaxed);
+                // Never lowered: a higher bound is only later, never early.
+                SHARED.mult.fetch_max(mult, Ordering::Relaxed);
             }
             ANCHOR.with(|cell| cell.set(anchor));
         }
@@ -278,7 +314,10 @@ fn renew(previous: Anchor, pair: Pair, first: Pair, known: u64) -> Renewal {
         return Renewal::Off;
     }
     match learn(first, pair) {
-        Some(mult) => Renewal::Anchor(Anchor::new(pair, mult), Some(mult)),
+        Some(mult) => {
+            let mult = mult.max(known);
+            Renewal::Anchor(Anchor::new(pair, mult), Some(mult))
+        }
         None if known != 0 => Renewal::Anchor(Anchor::new(pair, known), None),
         None => Renewal::Learning,
     }
@@ -294,6 +333,7 @@ mod tests {
             before: tsc,
             ns: (tsc as f64 * ns_per_tick) as u64,
             after: tsc + 1,
+            asleep_ns: 0,
         }
     }
 
@@ -318,6 +358,13 @@ mod tests {
                 "{mult} vs {exact}"
             );
         }
+        // A suspend in between teaches nothing either.
+        let a = pair_at(1_000, 1.0);
+        let slept = Pair {
+            asleep_ns: 3_600_000_000_000,
+            ..pair_at(2_000_000_000, 1.0)
+        };
+        assert_eq!(learn(a, slept), None);
         // Readings out of order teach nothing.
         let a = pair_at(1_000_000_000, 1.0);
         assert_eq!(learn(a, pair_at(1_000, 1.0)), None);
@@ -361,6 +408,7 @@ mod tests {
             before: 9_000_000,
             ns: 9_080_000,
             after: 9_000_001,
+            asleep_ns: 0,
         };
         assert!(!anchor.holds_at(fast));
     }
