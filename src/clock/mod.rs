@@ -91,6 +91,12 @@ mod raw {
     /// Reads `CLOCK_MONOTONIC` in nanoseconds.
     #[inline]
     pub(super) fn now_ns() -> Option<u64> {
+        read_ns(libc::CLOCK_MONOTONIC)
+    }
+
+    /// Reads clock `id` in nanoseconds; `None` on an error.
+    #[inline]
+    pub(super) fn read_ns(id: libc::clockid_t) -> Option<u64> {
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -98,9 +104,9 @@ mod raw {
         // SAFETY:
         // - `ts` is a valid, writable `timespec` for the whole call, and
         //   `clock_gettime` writes only through that pointer;
-        // - `CLOCK_MONOTONIC` is a clock every Linux kernel has; an error
-        //   (-1) becomes `None`, and the caller falls back to `Instant`.
-        let status = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        // - an unknown clock or any other error (-1) becomes `None`, and
+        //   the caller falls back (to `Instant`, or to no fast clock).
+        let status = unsafe { libc::clock_gettime(id, &mut ts) };
         if status != 0 {
             return None;
         }

@@ -204,30 +204,13 @@ fn tsc_ordered() -> u64 {
     }
 }
 
-/// `CLOCK_BOOTTIME` in ns.
-fn boot_ns() -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable `timespec` for the whole call, and
-    // `clock_gettime` writes only through that pointer; an error is `None`.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    if status != 0 {
-        return None;
-    }
-    let secs = u64::try_from(ts.tv_sec).ok()?;
-    secs.checked_mul(1_000_000_000)?
-        .checked_add(u64::try_from(ts.tv_nsec).ok()?)
-}
-
 /// A clock reading between two ordered TSC reads close together.
 fn read_pair() -> Option<Pair> {
     for _ in 0..PAIR_TRIES {
         let before = tsc_ordered();
         let ns = super::raw::now_ns()?;
         let after = tsc_ordered();
-        let asleep_ns = boot_ns()?.wrapping_sub(ns);
+        let asleep_ns = super::raw::read_ns(libc::CLOCK_BOOTTIME)?.wrapping_sub(ns);
         if after.wrapping_sub(before) <= PAIR_TICKS {
             return Some(Pair {
                 before,
