@@ -162,8 +162,13 @@ impl<R: Runtime> Lifecycle<R> {
     }
 
     /// The shutdown scan (see the module docs). Called once, by the thread
-    /// that closed the scheduler, after the queues are closed.
-    pub(crate) fn scan(&self, now_us: u64) {
+    /// that closed the scheduler, after the queues are closed. Returns the
+    /// triggers it looked at, for the caller to let go after its own lock:
+    /// a worker may drop its reference meanwhile, and the scan's is then
+    /// the last (the task's destructor may run any code, the scheduler's
+    /// calls included).
+    #[must_use = "dropping the scanned triggers here may run a task's destructor under the caller's lock"]
+    pub(crate) fn scan(&self, now_us: u64) -> Vec<Arc<Core<R>>> {
         let cores = self.live();
         {
             let mut guard = lock(&self.draft);
@@ -188,6 +193,7 @@ impl<R: Runtime> Lifecycle<R> {
         for core in &cores {
             core.wake_waiters();
         }
+        cores
     }
 
     /// A request met a closed scheduler: claim whatever `core` has armed and
@@ -277,5 +283,30 @@ impl Draft {
             trigger: core.name().map(str::to_owned),
             due_in: Duration::from_micros(due_in),
         });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Lifecycle;
+    use crate::core::tests::TestRuntime;
+    use crate::sync::Arc;
+
+    #[test]
+    fn the_scan_hands_its_references_to_the_caller() {
+        // A worker may let go of a trigger while the scan holds it; the
+        // scan's reference is then the last, and must be dropped by the
+        // caller, after its lock — not inside the scan.
+        let runtime = TestRuntime::new();
+        let lifecycle = Lifecycle::<TestRuntime>::default();
+        let core = runtime.bind(|| None);
+        lifecycle.register(Arc::downgrade(&core));
+        let weak = Arc::downgrade(&core);
+        let scanned = lifecycle.scan(0);
+        drop(core); // the other holder goes
+        assert_eq!(scanned.len(), 1);
+        assert!(weak.upgrade().is_some(), "the caller still holds it");
+        drop(scanned);
+        assert!(weak.upgrade().is_none(), "the caller's drop was the last");
     }
 }

@@ -137,9 +137,11 @@ impl Shared {
     /// Begins shutdown: refuse fires, discard armed runs (listing them in
     /// the report), wake every thread.
     pub(super) fn begin_shutdown(&self) {
-        // The runs the pool had queued: declared first, so they are dropped
-        // last, after the lock below (a task's destructor may run any code).
-        let _queued;
+        // The runs the pool had queued and the triggers the scan looked at:
+        // declared first, so they are dropped last, after the lock below
+        // (either may hold a trigger's last reference, and a task's
+        // destructor may run any code).
+        let (_queued, _scanned);
         // Held until the scan is done: a second, concurrent caller returns
         // only once the report it will read is complete.
         let _one_at_a_time = lock(&self.shutting);
@@ -153,7 +155,7 @@ impl Shared {
             return;
         }
         _queued = self.pool.close();
-        self.lifecycle.scan(self.clock.now_us());
+        _scanned = self.lifecycle.scan(self.clock.now_us());
         #[cfg(feature = "tracing")]
         if let Some(report) = self.lifecycle.report() {
             tracing::info!(

@@ -99,6 +99,16 @@ impl Builder {
 /// assert_eq!(runs, [0, 2, 6, 14, 30, 62, 92]);
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
+///
+/// # A run waits for the next advance
+///
+/// No thread serves this scheduler: a run queued by a fire holds its
+/// trigger (task and all) until an advance serves it, or until the
+/// scheduler shuts down or drops. So a task that owns the scheduler it
+/// runs on (an `Arc<VirtualScheduler>` moved into it) keeps the scheduler
+/// alive while its run waits, even after every handle is dropped: call
+/// [`shutdown`](Self::shutdown) on it, or give the task a
+/// [`Weak`](std::sync::Weak) instead.
 pub struct VirtualScheduler {
     scheduler: Scheduler,
     driver: Driver,
