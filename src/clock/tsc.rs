@@ -18,17 +18,32 @@
 //!
 //! - `ns₀` is read after `tsc₀` (both reads are ordered in the slow path),
 //!   so `ns₀ ≥ M(tsc₀)`, where `M` maps a TSC value to the monotonic clock.
-//! - `rate⁺` is an upper bound on the clock's nanoseconds per tick: the
-//!   rate learned over at least [`LEARN_NS`], bounded from above by the
-//!   uncertainty of its two readings, plus a margin of 2^-9 (0.2 %) for
-//!   NTP's frequency corrections, which the kernel limits to 500 ppm.
+//! - `rate⁺` is an upper bound on the clock's nanoseconds per tick, the
+//!   product of two bounds:
+//!   - the rate of `CLOCK_MONOTONIC_RAW`, which no time daemon adjusts:
+//!     learned over at least [`LEARN_NS`], bounded from above by the
+//!     uncertainty of its two readings;
+//!   - how much faster than that the monotonic clock runs *now*: the
+//!     kernel's current adjustments (`adjtimex`, read at every refresh —
+//!     tick length, frequency, the phase-locked loop's offset), plus 500
+//!     ppm for an `adjtime` slew it does not show ([`slew_ppm`]). A time
+//!     daemon slewing an offset away (chrony changes the tick length by up
+//!     to 8.3 %) is taken into account at the next refresh.
 //! - The unfenced read may execute before instructions that precede it
 //!   (out of order), by at most the time they take: [`REORDER_NS`] covers
 //!   that, so the result is not behind a clock reading taken before the
 //!   call.
 //!
-//! The cost of the bound is lateness: at most `REORDER_NS` + 1 ns + 0.2 %
-//! (plus the rate's uncertainty) of the anchor's 250 µs age, about 1.6 µs.
+//! The cost of the bound is lateness: at most `REORDER_NS` + 1 ns + about
+//! 0.05 % (plus the rate's uncertainty, and the kernel's adjustment while a
+//! daemon slews) of the anchor's 250 µs age: about 1.2 µs.
+//!
+//! What it cannot see: a rate *raised* by a time daemon after a thread's
+//! last refresh holds for that thread's anchor until its next one (at most
+//! 250 µs later). A raise of up to the 500 ppm allowance costs nothing (the
+//! allowance covers it); a daemon starting an 8.3 % slew in that window
+//! could make a deadline computed in it early by at most that excess of
+//! the anchor's age — and the next refresh's check catches it.
 //!
 //! It is used only where the kernel itself trusts the TSC (the current
 //! clocksource is `tsc`: invariant and synchronized across CPUs), and each
@@ -46,8 +61,10 @@ const ANCHOR_NS: u64 = 250_000;
 /// How far the unfenced TSC read may run ahead of the instructions before
 /// it, in ns (a few hundred at most: the time those instructions take).
 const REORDER_NS: u64 = 1_000;
-/// The rate's margin for NTP frequency corrections: 2^-9 (1,953 ppm).
-const RATE_MARGIN_SHIFT: u32 = 9;
+/// What the kernel may add to the monotonic clock's rate that `adjtimex`
+/// does not show, in ppm: an `adjtime` slew (at most 500 ppm), plus a
+/// residue for its own rounding of the rate (well below 1 ppm).
+const HIDDEN_PPM: i64 = 510;
 /// The baseline the rate is learned over before the fast path starts, in
 /// ns; until then every reading is `clock_gettime`'s.
 const LEARN_NS: u64 = 20_000_000;
@@ -67,6 +84,8 @@ struct Pair {
     before: u64,
     /// `CLOCK_MONOTONIC`, ns.
     ns: u64,
+    /// `CLOCK_MONOTONIC_RAW`, ns, read after `ns`: the rate's lesson.
+    raw_ns: u64,
     /// TSC, read (ordered) after the clock.
     after: u64,
     /// `CLOCK_BOOTTIME` less `CLOCK_MONOTONIC`: the time the system spent
@@ -96,12 +115,17 @@ impl Anchor {
         span: 0,
     };
 
-    fn new(pair: Pair, mult: u64) -> Self {
+    /// An anchor at `pair`'s reading, at the raw clock's rate bound
+    /// `raw_mult` sped up by `slew_ppm` (see [`slew_ppm`]), rounded up.
+    fn new(pair: Pair, raw_mult: u64, slew_ppm: i64) -> Self {
+        let scale = u128::try_from(1_000_000 + slew_ppm).unwrap_or(0);
+        let mult = (u128::from(raw_mult) * scale).div_ceil(1_000_000);
+        let mult = u64::try_from(mult).unwrap_or(u64::MAX).max(1);
         Anchor {
             tsc: pair.before,
             ns: pair.ns,
             mult,
-            span: ((u128::from(ANCHOR_NS) << 32) / u128::from(mult.max(1))) as u64,
+            span: ((u128::from(ANCHOR_NS) << 32) / u128::from(mult)) as u64,
         }
     }
 
@@ -127,13 +151,15 @@ impl Anchor {
     }
 }
 
-/// An upper bound (2^-32 ns per tick) of the monotonic clock's rate from
-/// two pairs at least [`LEARN_NS`] apart, or `None` if they are closer.
+/// An upper bound (2^-32 ns per tick) of the raw monotonic clock's rate
+/// from two pairs at least [`LEARN_NS`] apart, or `None` if they are
+/// closer.
 ///
-/// Between the clock's two reads at most `b.ns - a.ns` ns passed, over at
-/// least `b.before - a.after` ticks: their ratio bounds the mean rate from
-/// above, whatever the two reads' positions within their pairs. The margin
-/// covers the rate's later corrections.
+/// Between the raw clock's two reads at most `b.raw_ns - a.raw_ns` ns
+/// passed, over at least `b.before - a.after` ticks: their ratio bounds
+/// the mean rate from above, whatever the two reads' positions within
+/// their pairs. No time daemon adjusts the raw clock: its rate is the
+/// clocksource's, fixed.
 fn learn(a: Pair, b: Pair) -> Option<u64> {
     // A suspend in between: the TSC may have counted through it, and the
     // rate would come out low. No lesson (the two reads of the offset are
@@ -141,14 +167,87 @@ fn learn(a: Pair, b: Pair) -> Option<u64> {
     if a.asleep_ns.abs_diff(b.asleep_ns) > SUSPEND_TOLERANCE_NS {
         return None;
     }
-    let ns = b.ns.checked_sub(a.ns)?;
+    let ns = b.raw_ns.checked_sub(a.raw_ns)?;
     let ticks = b.before.checked_sub(a.after)?;
     if ns < LEARN_NS || ticks == 0 {
         return None;
     }
-    let mult = (u128::from(ns) << 32).div_ceil(u128::from(ticks));
-    let mult = mult + (mult >> RATE_MARGIN_SHIFT) + 1;
+    let mult = (u128::from(ns) << 32).div_ceil(u128::from(ticks)) + 1;
     u64::try_from(mult).ok().filter(|&mult| mult < 1 << 48)
+}
+
+/// What `adjtimex` shows of the kernel's adjustments to the monotonic
+/// clock's rate (the fields of `struct timex` that matter here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Adjustments {
+    /// µs per scheduler tick (`USER_HZ` of them a second).
+    tick: i64,
+    /// The nominal `tick`: 1,000,000 / `USER_HZ`.
+    nominal_tick: i64,
+    /// Frequency offset, ppm · 2^16.
+    freq: i64,
+    /// The phase-locked loop's remaining offset (ns with `STA_NANO`, µs
+    /// otherwise), and its time constant.
+    offset: i64,
+    constant: i64,
+    status: i32,
+}
+
+/// The kernel's adjustments now, if it tells them.
+fn adjustments() -> Option<Adjustments> {
+    // SAFETY: `timex` is plain data, valid all zeroes; `modes == 0` asks
+    // `adjtimex` only to read, which any process may, into that struct.
+    let mut timex: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the pointer is valid and writable for the call.
+    if unsafe { libc::adjtimex(&mut timex) } < 0 {
+        return None;
+    }
+    // SAFETY: `sysconf` reads a constant.
+    let user_hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(Adjustments {
+        tick: timex.tick,
+        nominal_tick: 1_000_000 / user_hz.max(1),
+        freq: timex.freq,
+        offset: timex.offset,
+        constant: timex.constant,
+        status: timex.status,
+    })
+}
+
+/// How much faster than its raw rate the monotonic clock may run now, in
+/// ppm (negative: slower), rounded up; `None` if the adjustments allow no
+/// useful bound (a pulse-per-second signal steering the phase: the kernel
+/// then corrects a whole offset in a second).
+///
+/// The kernel's rate is the tick length, plus the frequency offset, plus
+/// each second a share `offset / 2^(2 + constant)` of the loop's remaining
+/// offset (the share now applied was taken from last second's offset, at
+/// most twice today's), plus what [`HIDDEN_PPM`] covers.
+fn slew_ppm(adj: Adjustments) -> Option<i64> {
+    const STA_PPSTIME: i32 = 0x0004;
+    const STA_PPSSIGNAL: i32 = 0x0100;
+    const STA_NANO: i32 = 0x2000;
+    /// The kernel bounds the loop's offset by half a second.
+    const MAXPHASE_NS: i64 = 500_000_000;
+    if adj.status & STA_PPSTIME != 0 && adj.status & STA_PPSSIGNAL != 0 {
+        return None;
+    }
+    let tick_ppm = (adj.tick - adj.nominal_tick) * 1_000_000 / adj.nominal_tick.max(1);
+    let freq_ppm = adj.freq.div_euclid(1 << 16) + 1;
+    let offset_ns = if adj.status & STA_NANO != 0 {
+        adj.offset.unsigned_abs()
+    } else if adj.offset > MAXPHASE_NS / 1_000 {
+        // The kernel hands a negative µs offset through a 32-bit unsigned
+        // cast: undo it (to within a µs).
+        ((1i64 << 32) - adj.offset * 1_000).unsigned_abs() + 1_000
+    } else {
+        adj.offset.unsigned_abs() * 1_000
+    };
+    let offset_ns = offset_ns.min(MAXPHASE_NS as u64) as i64;
+    let shift = 2 + adj.constant.clamp(0, 10);
+    // ns per second are thousandths of a ppm.
+    let offset_ppm = ((2 * offset_ns) >> shift) / 1_000 + 1;
+    Some(tick_ppm + freq_ppm + offset_ppm + HIDDEN_PPM)
 }
 
 /// What every thread shares: the first pair, the learned rate, and the
@@ -209,12 +308,14 @@ fn read_pair() -> Option<Pair> {
     for _ in 0..PAIR_TRIES {
         let before = tsc_ordered();
         let ns = super::raw::now_ns()?;
+        let raw_ns = super::raw::read_ns(libc::CLOCK_MONOTONIC_RAW)?;
         let after = tsc_ordered();
         let asleep_ns = super::raw::read_ns(libc::CLOCK_BOOTTIME)?.wrapping_sub(ns);
         if after.wrapping_sub(before) <= PAIR_TICKS {
             return Some(Pair {
                 before,
                 ns,
+                raw_ns,
                 after,
                 asleep_ns,
             });
@@ -257,7 +358,8 @@ fn refresh() -> Option<u64> {
     // Relaxed: the rate is a plain value, and every stored one (from any
     // thread's pairs) is an upper bound.
     let known = SHARED.mult.load(Ordering::Relaxed);
-    match renew(ANCHOR.with(Cell::get), pair, first, known) {
+    let slew = adjustments().and_then(slew_ppm);
+    match renew(ANCHOR.with(Cell::get), pair, first, known, slew) {
         Renewal::Off => {
             // Relaxed: a flag; until other threads see it, their anchors
             // stay within a quarter millisecond of their own last check.
@@ -279,7 +381,9 @@ fn refresh() -> Option<u64> {
 /// What a refresh does with a new pair (see [`renew`]).
 #[derive(Debug, PartialEq, Eq)]
 enum Renewal {
-    /// The previous anchor fell behind the clock: the fast path goes off
+    /// The previous anchor fell behind the clock, or the kernel's
+    /// adjustments cannot be read or allow no bound (a pulse-per-second
+    /// signal steers the clock: a time server's): the fast path goes off
     /// for good.
     Off,
     /// A new anchor, and the rate it learned if it learned one (to share).
@@ -289,20 +393,20 @@ enum Renewal {
 }
 
 /// The refresh's decision, without its reads: the thread's `previous`
-/// anchor is checked against `pair`, then a new anchor is made at the rate
-/// learned from the process's `first` pair, or at the `known` one (0:
-/// none yet).
-fn renew(previous: Anchor, pair: Pair, first: Pair, known: u64) -> Renewal {
+/// anchor is checked against `pair`, then a new anchor is made at the raw
+/// rate learned from the process's `first` pair, or at the `known` one (0:
+/// none yet), sped up by the kernel's current `slew` (see [`slew_ppm`]).
+fn renew(previous: Anchor, pair: Pair, first: Pair, known: u64, slew: Option<i64>) -> Renewal {
     if previous.span != 0 && !previous.holds_at(pair) {
         return Renewal::Off;
     }
-    match learn(first, pair) {
-        Some(mult) => {
-            let mult = mult.max(known);
-            Renewal::Anchor(Anchor::new(pair, mult), Some(mult))
-        }
-        None if known != 0 => Renewal::Anchor(Anchor::new(pair, known), None),
-        None => Renewal::Learning,
+    let learned = learn(first, pair).map(|mult| mult.max(known));
+    let Some(raw_mult) = learned.or((known != 0).then_some(known)) else {
+        return Renewal::Learning;
+    };
+    match slew {
+        Some(ppm) => Renewal::Anchor(Anchor::new(pair, raw_mult, ppm), learned),
+        None => Renewal::Off,
     }
 }
 
@@ -310,18 +414,31 @@ fn renew(previous: Anchor, pair: Pair, first: Pair, known: u64) -> Renewal {
 mod tests {
     use super::*;
 
-    /// A clock running at `ns_per_tick` exactly, read with no delay.
+    /// A clock running at `ns_per_tick` exactly (the raw one too: no
+    /// adjustment), read with no delay.
     fn pair_at(tsc: u64, ns_per_tick: f64) -> Pair {
+        let ns = (tsc as f64 * ns_per_tick) as u64;
         Pair {
             before: tsc,
-            ns: (tsc as f64 * ns_per_tick) as u64,
+            ns,
+            raw_ns: ns,
             after: tsc + 1,
             asleep_ns: 0,
         }
     }
 
+    /// A kernel with no time daemon (this machine's, as `adjtimex` shows).
+    const QUIET: Adjustments = Adjustments {
+        tick: 10_000,
+        nominal_tick: 10_000,
+        freq: 0,
+        offset: 0,
+        constant: 2,
+        status: 0x0040, // STA_UNSYNC
+    };
+
     #[test]
-    fn the_learned_rate_bounds_the_true_one_from_above_by_a_margin() {
+    fn the_learned_raw_rate_bounds_the_true_one_from_above() {
         for ns_per_tick in [0.25, 0.408_929, 1.0, 3.3] {
             let a = pair_at(1_000, ns_per_tick);
             let short = pair_at(
@@ -332,14 +449,8 @@ mod tests {
             let b = pair_at(1_000 + (1e9 / ns_per_tick) as u64, ns_per_tick);
             let mult = learn(a, b).expect("a second of baseline");
             let exact = ns_per_tick * 2f64.powi(32);
-            assert!(
-                mult as f64 >= exact * (1.0 + 1.0 / 512.0),
-                "{mult} vs {exact}"
-            );
-            assert!(
-                (mult as f64) < exact * (1.0 + 1.0 / 256.0),
-                "{mult} vs {exact}"
-            );
+            assert!(mult as f64 >= exact, "{mult} vs {exact}");
+            assert!((mult as f64) < exact * (1.0 + 1e-6), "{mult} vs {exact}");
         }
         // A suspend in between teaches nothing either.
         let a = pair_at(1_000, 1.0);
@@ -358,7 +469,7 @@ mod tests {
         let ns_per_tick = 0.5;
         let first = pair_at(0, ns_per_tick);
         let pair = pair_at(4_000_000_000, ns_per_tick);
-        let anchor = Anchor::new(pair, learn(first, pair).unwrap());
+        let anchor = Anchor::new(pair, learn(first, pair).unwrap(), slew_ppm(QUIET).unwrap());
         let mut served = 0;
         for ticks in (0..1_000_000).step_by(997) {
             let tsc = pair.before + ticks;
@@ -384,12 +495,13 @@ mod tests {
     #[test]
     fn an_anchor_that_fell_behind_the_clock_is_caught() {
         let pair = pair_at(1_000_000, 1.0);
-        let anchor = Anchor::new(pair, 1 << 32); // 1 ns per tick, no margin
+        let anchor = Anchor::new(pair, 1 << 32, 0); // 1 ns per tick, no margin
         assert!(anchor.holds_at(pair_at(9_000_000, 1.0)));
         // The clock ran 1 % faster than the anchor assumed.
         let fast = Pair {
             before: 9_000_000,
             ns: 9_080_000,
+            raw_ns: 9_000_000,
             after: 9_000_001,
             asleep_ns: 0,
         };
@@ -398,31 +510,121 @@ mod tests {
 
     #[test]
     fn a_refresh_learns_renews_and_switches_off_when_behind() {
+        let quiet = slew_ppm(QUIET);
         let first = pair_at(1_000, 1.0);
         let early = pair_at(1_000_000, 1.0); // 1 ms: too short to learn
-        assert_eq!(renew(Anchor::NONE, early, first, 0), Renewal::Learning);
+        assert_eq!(
+            renew(Anchor::NONE, early, first, 0, quiet),
+            Renewal::Learning
+        );
         let known = 1 << 32;
         assert_eq!(
-            renew(Anchor::NONE, early, first, known),
-            Renewal::Anchor(Anchor::new(early, known), None)
+            renew(Anchor::NONE, early, first, known, quiet),
+            Renewal::Anchor(Anchor::new(early, known, quiet.unwrap()), None)
         );
         let later = pair_at(100_000_000, 1.0); // 100 ms: learns
-        let Renewal::Anchor(anchor, Some(mult)) = renew(Anchor::NONE, later, first, 0) else {
+        let Renewal::Anchor(anchor, Some(mult)) = renew(Anchor::NONE, later, first, 0, quiet)
+        else {
             panic!("no rate learned");
         };
-        assert_eq!(anchor, Anchor::new(later, mult));
+        assert_eq!(anchor, Anchor::new(later, mult, quiet.unwrap()));
         // The next refresh: the anchor held (extrapolated, at or ahead).
         let next = pair_at(100_300_000, 1.0);
         assert!(matches!(
-            renew(anchor, next, first, mult),
+            renew(anchor, next, first, mult, quiet),
             Renewal::Anchor(_, Some(_))
         ));
+        // Adjustments that allow no bound (or none read): off for good.
+        assert_eq!(renew(anchor, next, first, mult, None), Renewal::Off);
         // The clock ran ahead of the anchor's extrapolation: off for good.
         let ahead = Pair {
             ns: next.ns + 1_000_000,
             ..next
         };
-        assert_eq!(renew(anchor, ahead, first, mult), Renewal::Off);
+        assert_eq!(renew(anchor, ahead, first, mult, quiet), Renewal::Off);
+    }
+
+    #[test]
+    fn the_kernels_adjustments_bound_the_rate_from_above() {
+        // No daemon: the hidden allowance and the rounding only.
+        let quiet = slew_ppm(QUIET).unwrap();
+        assert!((HIDDEN_PPM..HIDDEN_PPM + 5).contains(&quiet), "{quiet}");
+        // chrony slewing at its fastest: the tick 8.33 % long.
+        let slewing = Adjustments {
+            tick: 10_833,
+            ..QUIET
+        };
+        assert!(slew_ppm(slewing).unwrap() >= 83_300 + HIDDEN_PPM);
+        // A tick as much short, and a negative frequency: slower.
+        let slower = Adjustments {
+            tick: 9_167,
+            freq: -500 << 16,
+            ..QUIET
+        };
+        assert!(slew_ppm(slower).unwrap() <= -83_300 - 500 + HIDDEN_PPM + 5);
+        // +500 ppm of frequency.
+        let fast = Adjustments {
+            freq: 500 << 16,
+            ..QUIET
+        };
+        assert_eq!(slew_ppm(fast).unwrap(), quiet + 500);
+        // The loop's offset: 100 ms with time constant 0 is a quarter of it
+        // a second (of last second's, up to twice as much): 50,000 ppm.
+        let offset_ns = Adjustments {
+            offset: 100_000_000,
+            constant: 0,
+            status: 0x2000, // STA_NANO
+            ..QUIET
+        };
+        assert!(slew_ppm(offset_ns).unwrap() >= 50_000 + HIDDEN_PPM);
+        // The same offset negative, in µs: the kernel's 32-bit cast undone.
+        let negative_us = Adjustments {
+            offset: i64::from((-100_000_000i64 as u32) / 1_000),
+            constant: 0,
+            status: 0,
+            ..QUIET
+        };
+        let ppm = slew_ppm(negative_us).unwrap();
+        assert!(
+            (50_000 + HIDDEN_PPM..50_000 + HIDDEN_PPM + 10).contains(&ppm),
+            "{ppm}"
+        );
+        // A pulse-per-second signal steering the phase: no bound.
+        let pps = Adjustments {
+            status: 0x0004 | 0x0100,
+            ..QUIET
+        };
+        assert_eq!(slew_ppm(pps), None);
+    }
+
+    #[test]
+    fn an_anchor_at_the_kernels_slew_stays_ahead_of_a_slewed_clock() {
+        // The raw clock at 0.4 ns per tick; the monotonic one 8.33 % faster.
+        let raw_per_tick = 0.4;
+        let first = pair_at(0, raw_per_tick);
+        let later = pair_at(1_000_000_000, raw_per_tick);
+        let raw_mult = learn(first, later).unwrap();
+        let slewing = Adjustments {
+            tick: 10_833,
+            ..QUIET
+        };
+        let anchor = Anchor::new(later, raw_mult, slew_ppm(slewing).unwrap());
+        let mono_per_tick = raw_per_tick * 1.0833;
+        let mut served = 0;
+        for ticks in (0..1_000_000).step_by(991) {
+            let Some(upper) = anchor.upper_ns(later.before + ticks) else {
+                continue;
+            };
+            served += 1;
+            let exact = later.ns + (ticks as f64 * mono_per_tick) as u64;
+            assert!(upper >= exact + REORDER_NS, "early: {upper} < {exact}");
+        }
+        assert!(served > 500, "served {served}");
+        // Without the kernel's adjustments it would have been early.
+        let unaware = Anchor::new(later, raw_mult, slew_ppm(QUIET).unwrap());
+        let ticks = unaware.span - 1;
+        let exact = later.ns + (ticks as f64 * mono_per_tick) as u64;
+        assert!(unaware.upper_ns(later.before + ticks).unwrap() < exact);
     }
 
     #[test]
@@ -448,8 +650,9 @@ mod tests {
                             assert!(upper <= after + 5_000, "{upper} vs {after}");
                         }
                     }
-                    // Where the kernel trusts the TSC, the fast path ran.
-                    if trusted() {
+                    // Where the kernel trusts the TSC and tells its
+                    // adjustments, the fast path ran.
+                    if trusted() && adjustments().and_then(slew_ppm).is_some() {
                         assert_ne!(ANCHOR.with(Cell::get).span, 0, "no anchor");
                     }
                 })
@@ -458,6 +661,11 @@ mod tests {
         for thread in threads {
             thread.join().unwrap();
         }
-        assert!(!SHARED.off.load(Ordering::Relaxed), "the self-check fired");
+        // Off only where the kernel's adjustments allow no bound, never by
+        // the self-check (no time daemon slews this machine's clock).
+        assert!(
+            !SHARED.off.load(Ordering::Relaxed) || adjustments().and_then(slew_ppm).is_none(),
+            "the self-check fired"
+        );
     }
 }
