@@ -526,7 +526,12 @@ fn dropping_the_last_handle_during_a_run_frees_the_task_after_it() {
     });
     trigger.fire().unwrap();
     entered_rx.recv().unwrap();
+    let (weak, clone) = (trigger.downgrade(), trigger.clone());
     drop(trigger);
+    assert_eq!(weak.upgrade().as_ref(), Some(&clone), "a handle is left");
+    drop(clone);
+    // The run in flight holds the trigger, but no handle comes back.
+    assert!(weak.upgrade().is_none(), "upgraded after the last handle");
     thread::sleep(Duration::from_millis(20));
     assert!(!dropped.load(Ordering::SeqCst), "still running");
     release_tx.send(()).unwrap();

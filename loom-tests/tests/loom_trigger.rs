@@ -414,3 +414,23 @@ fn g2_a_fire_coalescing_into_a_reserved_re_run_hands_its_data_to_it() {
         assert_eq!(seen.load(Ordering::Relaxed), 1, "the last run saw the data");
     });
 }
+
+#[test]
+fn the_last_handle_sees_the_fires_of_the_others() {
+    // One handle fires and goes; the other goes too. Whichever is last
+    // finds the first run pending (no worker runs it) and says so: the
+    // handle count's Release/Acquire hands it the other handle's fire.
+    run_model(|| {
+        let h = Harness::new();
+        let first = h.trigger(0, || None);
+        let warnings = Harness::first_run_warnings(&first);
+        let second = first.clone();
+        let firer = thread::spawn(move || {
+            first.fire().unwrap();
+            drop(first);
+        });
+        drop(second);
+        firer.join().unwrap();
+        assert_eq!(warnings.count(), 1, "the last handle missed the fire");
+    });
+}

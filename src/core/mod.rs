@@ -66,13 +66,14 @@
 //! | `stats` | counters written by firers and the runner, each with its own rule (see `stats.rs`) |
 //! | `policies`, `slot`, `runtime` | set at creation, read-only after |
 //! | `waiters` | created on first use; behind their own lock |
+//! | `handles` | the user's handles (`Trigger`), by RMW only (see [`Core::release_handle`]) |
 
 use crate::async_task::CancelSlot;
 use crate::policy::Policies;
 use crate::request::Request;
 use crate::state::{Snapshot, State};
 use crate::stats::{Counters, TriggerStats};
-use crate::sync::{Arc, AtomicBool, UnsafeCell};
+use crate::sync::{Arc, AtomicBool, AtomicU32, Ordering, UnsafeCell};
 use crate::wait::Waiters;
 
 pub(crate) use fire::{InboxPush, OnClosed};
@@ -134,7 +135,19 @@ pub(crate) struct Core<R: Runtime> {
     pub(crate) policies: Option<Box<Policies>>,
     /// `fire_and_wait`'s waiters, from the first call on.
     waiters: std::sync::OnceLock<Box<Waiters>>,
+    /// The user's handles to this trigger (`Trigger`s), counted here
+    /// rather than in an `Arc` of their own: one allocation per trigger,
+    /// not two. Starts at 1, for the handle `bind` returns; once 0, it
+    /// stays 0 (an upgrade refuses it).
+    handles: AtomicU32,
+    /// The first-run warnings the last handle gave, for the models.
+    #[cfg(loom)]
+    pub(crate) first_run_warnings: std::sync::atomic::AtomicUsize,
 }
+
+/// More handles than this is a leak (`mem::forget` in a loop): abort, as
+/// `Arc` does, rather than wrap the count.
+const MAX_HANDLES: u32 = u32::MAX / 2;
 
 impl<R: Runtime> Drop for Core<R> {
     fn drop(&mut self) {
@@ -172,12 +185,49 @@ impl<R: Runtime> Core<R> {
             slot: runtime.register(weak.clone()),
             stats: Counters::new(version & crate::state::VERSION_MASK),
             runtime,
+            handles: AtomicU32::new(1),
+            #[cfg(loom)]
+            first_run_warnings: std::sync::atomic::AtomicUsize::new(0),
         });
         if watched {
             core.runtime.watch(&core);
         }
         crate::metrics::triggers(1.0);
         core
+    }
+
+    /// One more handle, cloned from a live one.
+    pub(crate) fn add_handle(&self) {
+        // Relaxed: as `Arc::clone`: the new handle comes from a live one,
+        // which keeps the count above 0; nothing is handed over.
+        if self.handles.fetch_add(1, Ordering::Relaxed) > MAX_HANDLES {
+            std::process::abort();
+        }
+    }
+
+    /// One more handle, from a weak one: `false` if every handle is gone
+    /// (then the trigger stays suspended for good).
+    pub(crate) fn upgrade_handle(&self) -> bool {
+        // Relaxed: as `Weak::upgrade`'s increment, nothing is handed over
+        // by it; the compare-exchange only keeps 0 sticky.
+        self.handles
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n != 0 && n <= MAX_HANDLES).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// A handle goes; returns whether it was the last one.
+    ///
+    /// AcqRel, as `Arc`'s drop (Release, and Acquire for the last): every
+    /// handle's calls happen before the last handle's drop, so what that
+    /// drop reads and does comes after them — its first-run check sees a
+    /// fire made through another handle (`loom_trigger`'s
+    /// `the_last_handle_sees_the_fires_of_the_others` fails with either
+    /// half weakened), and its suspend comes after every such fire in the
+    /// state word's order.
+    pub(crate) fn release_handle(&self) -> bool {
+        self.handles.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
     /// The trigger's name, if it was built with one.

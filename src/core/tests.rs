@@ -125,11 +125,12 @@ impl Runtime for TestRuntime {
 
 #[test]
 fn a_core_stays_within_its_byte_budget() {
-    // 80 B of statistics, 72 B of state, task and pointers; the `Arc`
-    // adds 16. Growing it costs every idle trigger. The runtime is a type
-    // parameter: any runtime's core has the same size.
+    // 80 B of statistics, 80 B of state, handle count, task and pointers;
+    // the `Arc` adds 16 (and no handle `Arc` is needed: the handles are
+    // counted here). Growing it costs every idle trigger. The runtime is a
+    // type parameter: any runtime's core has the same size.
     // Feature `metrics` adds the two counts it last reported (16 B).
-    let budget = if cfg!(feature = "metrics") { 168 } else { 152 };
+    let budget = if cfg!(feature = "metrics") { 176 } else { 160 };
     let size = std::mem::size_of::<Core<TestRuntime>>();
     assert!(size <= budget, "{size}");
 }

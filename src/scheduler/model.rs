@@ -226,6 +226,32 @@ impl Harness {
     pub fn snapshot(trigger: &Trigger) -> Snapshot {
         trigger.snapshot()
     }
+
+    /// Watches the warnings `trigger`'s last handle gives when it goes with
+    /// the first run pending (keeps the trigger, not a handle).
+    pub fn first_run_warnings(trigger: &Trigger) -> FirstRunWarnings {
+        FirstRunWarnings(Arc::clone(trigger.core()))
+    }
+}
+
+/// See [`Harness::first_run_warnings`].
+pub struct FirstRunWarnings(Arc<super::TriggerCore>);
+
+impl std::fmt::Debug for FirstRunWarnings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FirstRunWarnings")
+            .field(&self.count())
+            .finish()
+    }
+}
+
+impl FirstRunWarnings {
+    /// The warnings given so far.
+    pub fn count(&self) -> usize {
+        self.0
+            .first_run_warnings
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// A minimal executor for the models (the crate's hand-polled one, see

@@ -2,7 +2,7 @@
 //! its task (two handles are equal when they drive the same trigger, as
 //! `Arc::ptr_eq`), and the non-owning handle.
 
-use super::{Handle, Trigger};
+use super::{Trigger, TriggerCore};
 use crate::sync::Weak;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -27,7 +27,7 @@ use std::sync::Arc;
 /// ```
 impl PartialEq for Trigger {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.handle, &other.handle)
+        Arc::ptr_eq(&self.core, &other.core)
     }
 }
 
@@ -35,7 +35,7 @@ impl Eq for Trigger {}
 
 impl Hash for Trigger {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        Arc::as_ptr(&self.handle).hash(state);
+        Arc::as_ptr(&self.core).hash(state);
     }
 }
 
@@ -63,13 +63,16 @@ impl Hash for Trigger {
 /// ```
 #[derive(Clone, Default)]
 pub struct WeakTrigger {
-    pub(super) handle: Weak<Handle>,
+    pub(super) core: Weak<TriggerCore>,
 }
 
 impl WeakTrigger {
     /// The trigger, if some handle to it is still alive.
     pub fn upgrade(&self) -> Option<Trigger> {
-        self.handle.upgrade().map(|handle| Trigger { handle })
+        let core = self.core.upgrade()?;
+        // The core may outlive its handles (a run in flight holds it): a
+        // handle comes back only while another is alive.
+        core.upgrade_handle().then(|| Trigger { core })
     }
 }
 

@@ -51,22 +51,34 @@ pub use identity::WeakTrigger;
 /// assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(3));
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
-#[derive(Clone)]
 pub struct Trigger {
-    handle: Arc<Handle>,
-}
-
-/// Owns the core for the user's handles; dropping the last one suspends.
-struct Handle {
+    /// The trigger itself; the core counts its handles (see
+    /// `Core::release_handle`): dropping the last one suspends.
     core: Arc<TriggerCore>,
 }
 
-impl Drop for Handle {
+impl Clone for Trigger {
+    fn clone(&self) -> Self {
+        self.core.add_handle();
+        Self {
+            core: Arc::clone(&self.core),
+        }
+    }
+}
+
+impl Drop for Trigger {
     fn drop(&mut self) {
+        if !self.core.release_handle() {
+            return;
+        }
         // The last handle going while the first run is pending is almost
         // always `Trigger::bind(..).fire()` with the handle not kept: say
         // so, in debug builds (and through `tracing` in any build).
         if self.core.has_pending_first_run() {
+            #[cfg(loom)]
+            self.core
+                .first_run_warnings
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = self.core.name().unwrap_or("<unnamed>");
             #[cfg(debug_assertions)]
             eprintln!(
@@ -202,15 +214,14 @@ impl Trigger {
         TriggerBuilder::new(scheduler.as_ref())
     }
 
+    /// The handle of a core just made (its handle count starts at 1).
     pub(crate) fn from_core(core: Arc<TriggerCore>) -> Self {
-        Self {
-            handle: Arc::new(Handle { core }),
-        }
+        Self { core }
     }
 
     #[cfg(loom)]
     pub(crate) fn core(&self) -> &Arc<TriggerCore> {
-        &self.handle.core
+        &self.core
     }
 
     /// Runs the task as soon as a worker is free. Fired while an iteration
@@ -232,7 +243,7 @@ impl Trigger {
     /// [`FireError::Paused`] while the trigger is [paused](Self::pause).
     #[inline]
     pub fn fire(&self) -> Result<(), FireError> {
-        self.handle.core.fire()
+        self.core.fire()
     }
 
     /// Runs the task once `delay` has passed (never earlier), superseding
@@ -281,7 +292,7 @@ impl Trigger {
     /// ```
     #[inline]
     pub fn fire_after(&self, delay: Duration) -> Result<(), FireError> {
-        self.handle.core.fire_after(delay)
+        self.core.fire_after(delay)
     }
 
     /// "Refresh now and tell me when it is done": fires, then blocks until
@@ -327,7 +338,7 @@ impl Trigger {
     /// # Ok::<(), circulation_trigger::WaitError>(())
     /// ```
     pub fn fire_and_wait(&self, timeout: Duration) -> Result<crate::Outcome, crate::WaitError> {
-        self.handle.core.fire_and_wait(timeout)
+        self.core.fire_and_wait(timeout)
     }
 
     /// The awaitable [`fire_and_wait`](Self::fire_and_wait), for sync and
@@ -370,8 +381,8 @@ impl Trigger {
         timeout: Duration,
     ) -> impl std::future::Future<Output = Result<crate::Outcome, crate::WaitError>> + Send + 'static
     {
-        let fired = self.handle.core.fire_for_wait();
-        let core = Arc::clone(&self.handle.core);
+        let fired = self.core.fire_for_wait();
+        let core = Arc::clone(&self.core);
         async move {
             let wait = crate::core::wait_future::WaitFuture::new(core, fired?);
             match tokio::time::Instant::now().checked_add(timeout) {
@@ -412,7 +423,7 @@ impl Trigger {
     /// ```
     #[inline]
     pub fn fire_at(&self, deadline: std::time::Instant) -> Result<(), FireError> {
-        self.handle.core.fire_at(deadline)
+        self.core.fire_at(deadline)
     }
 
     /// Runs the task when the scheduler's clock shows `at` — the time since
@@ -442,7 +453,7 @@ impl Trigger {
     #[inline]
     pub fn fire_at_elapsed(&self, at: Duration) -> Result<(), FireError> {
         let at_ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
-        self.handle.core.fire_at_ns(at_ns)
+        self.core.fire_at_ns(at_ns)
     }
 
     /// Runs the task after a uniformly random delay in `[0, window)`,
@@ -476,7 +487,7 @@ impl Trigger {
     /// ```
     #[inline]
     pub fn fire_within(&self, window: Duration) -> Result<(), FireError> {
-        self.handle.core.fire_within(window)
+        self.core.fire_within(window)
     }
 
     /// Cancels what is pending: no new iteration starts after `suspend`
@@ -487,19 +498,19 @@ impl Trigger {
     /// resume](#pause-and-resume)).
     #[inline]
     pub fn suspend(&self) {
-        self.handle.core.suspend();
+        self.core.suspend();
     }
 
     /// A weak handle, for a task that fires or suspends its own trigger.
     pub fn downgrade(&self) -> WeakTrigger {
         WeakTrigger {
-            handle: Arc::downgrade(&self.handle),
+            core: Arc::downgrade(&self.core),
         }
     }
 
     /// The trigger's name, if it was built with one.
     pub fn name(&self) -> Option<&str> {
-        self.handle.core.name()
+        self.core.name()
     }
 
     /// Statistics: fires, coalesced fires, iterations, panics, last start
@@ -524,13 +535,13 @@ impl Trigger {
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     pub fn stats(&self) -> crate::TriggerStats {
-        self.handle.core.stats()
+        self.core.stats()
     }
 
     /// The state word now (running, reserved, version), for diagnostics
     /// and tests: one atomic load; see [`Snapshot`].
     pub fn snapshot(&self) -> Snapshot {
-        self.handle.core.snapshot()
+        self.core.snapshot()
     }
 }
 

@@ -54,7 +54,7 @@ impl Trigger {
     /// # Ok::<(), FireError>(())
     /// ```
     pub fn pause(&self) {
-        self.handle.core.pause();
+        self.core.pause();
     }
 
     /// Takes a paused trigger back on its schedule: its next run is the
@@ -94,7 +94,7 @@ impl Trigger {
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     pub fn resume(&self) -> Result<bool, FireError> {
-        self.handle.core.resume(ResumeTo::Schedule)
+        self.core.resume(ResumeTo::Schedule)
     }
 
     /// Takes a paused trigger back with its next run `delay` from now
@@ -123,7 +123,7 @@ impl Trigger {
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     pub fn resume_after(&self, delay: Duration) -> Result<bool, FireError> {
-        self.handle.core.resume(ResumeTo::After(delay))
+        self.core.resume(ResumeTo::After(delay))
     }
 
     /// Whether the trigger is paused (see [`pause`](Self::pause)).
@@ -140,6 +140,6 @@ impl Trigger {
     /// assert!(trigger.is_paused());
     /// ```
     pub fn is_paused(&self) -> bool {
-        self.handle.core.is_paused()
+        self.core.is_paused()
     }
 }
