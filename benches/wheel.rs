@@ -11,6 +11,10 @@
 #[allow(unused)]
 #[path = "../src/wheel/mod.rs"]
 mod wheel;
+// The chunked vector its entries live in (`crate::chunked` there).
+#[allow(unused)]
+#[path = "../src/chunked.rs"]
+mod chunked;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use std::collections::BTreeMap;

@@ -9,6 +9,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod async_task;
+mod chunked;
 mod clock;
 mod context;
 mod core;

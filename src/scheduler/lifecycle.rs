@@ -27,6 +27,7 @@
 //! decisions, so a run is listed once: as discarded or as in flight.
 
 use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
+use crate::chunked::Chunked;
 use crate::context::Outcome;
 use crate::core::{Core, Runtime};
 use crate::request::Kind;
@@ -55,7 +56,9 @@ pub(crate) struct Lifecycle<R: Runtime> {
 }
 
 struct Registry<R: Runtime> {
-    slots: Vec<Weak<Core<R>>>,
+    /// In chunks: registering never copies the whole registry under its
+    /// lock (see `chunked.rs`).
+    slots: Chunked<Weak<Core<R>>>,
     free: Vec<u32>,
 }
 
@@ -67,7 +70,7 @@ impl<R: Runtime> Default for Lifecycle<R> {
     fn default() -> Self {
         Self {
             registry: Mutex::new(Registry {
-                slots: Vec::new(),
+                slots: Chunked::new(),
                 free: Vec::new(),
             }),
             watched: Mutex::new(Vec::new()),

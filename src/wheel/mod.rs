@@ -23,6 +23,8 @@
 
 mod level;
 
+use crate::chunked::Chunked;
+
 use level::{level_for, next_occupied, slot_for, Level, LEVELS, NIL, SLOTS};
 
 /// Identifies one entry of a [`Wheel`] until it expires or is removed.
@@ -77,7 +79,8 @@ fn marked_slot(marker: u32) -> (usize, usize) {
 pub struct Wheel<T> {
     elapsed: u64,
     levels: Box<[Level; LEVELS]>,
-    entries: Vec<Entry<T>>,
+    /// In chunks: no growth copies every entry (see `chunked.rs`).
+    entries: Chunked<Entry<T>>,
     free: u32,
     len: usize,
 }
@@ -88,7 +91,7 @@ impl<T> Wheel<T> {
         Self {
             elapsed: now,
             levels: Box::new(std::array::from_fn(|_| Level::new())),
-            entries: Vec::new(),
+            entries: Chunked::new(),
             free: NIL,
             len: 0,
         }
@@ -226,12 +229,14 @@ impl<T> Wheel<T> {
         let mut index = self.levels[level].heads[slot];
         self.levels[level].clear(slot);
         while index != NIL {
-            let next = self.entries[index as usize].next;
+            let (next, when) = {
+                let entry = &self.entries[index as usize];
+                (entry.next, entry.when)
+            };
             if let Some(entry) = self.entries.get(next as usize) {
                 prefetch(entry);
             }
-            if self.entries[index as usize].when <= self.elapsed {
-                let when = self.entries[index as usize].when;
+            if when <= self.elapsed {
                 let value = self.release(index);
                 expired(Key(index), when, value);
             } else {

@@ -1,0 +1,121 @@
+//! A vector that grows by fixed chunks instead of doubling: the timing
+//! wheel's entries and the registry's slots, one per trigger.
+//!
+//! A doubling `Vec` of 100,000 entries has room for 131,072 (31 % more
+//! memory than used, per trigger), and each growth copies every element
+//! while the timer role or the registry lock is held — 3 MiB for the
+//! wheel at that size. Here at most one chunk is unused, growth allocates
+//! one chunk and copies nothing, and an index costs one more load (the
+//! chunk's pointer, from a table that stays in cache).
+
+use std::ops::{Index, IndexMut};
+
+/// Elements per chunk: 2^10.
+const CHUNK_SHIFT: u32 = 10;
+const CHUNK: usize = 1 << CHUNK_SHIFT;
+const MASK: usize = CHUNK - 1;
+
+/// A vector of `T` in chunks of [`CHUNK`] elements; elements never move.
+#[derive(Debug)]
+pub(crate) struct Chunked<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Chunked<T> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// The number of elements.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends `value` at index `len()`.
+    pub(crate) fn push(&mut self, value: T) {
+        if self.len & MASK == 0 {
+            // Exactly one chunk's room: a chunk never reallocates.
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        let last = self.chunks.len() - 1;
+        self.chunks[last].push(value);
+        self.len += 1;
+    }
+
+    /// The element at `index`, if there is one.
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> Option<&T> {
+        self.chunks.get(index >> CHUNK_SHIFT)?.get(index & MASK)
+    }
+
+    /// The element at `index` for update, if there is one.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
+        self.chunks
+            .get_mut(index >> CHUNK_SHIFT)?
+            .get_mut(index & MASK)
+    }
+
+    /// The elements in index order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks.iter().flatten()
+    }
+}
+
+impl<T> Index<usize> for Chunked<T> {
+    type Output = T;
+
+    #[inline]
+    fn index(&self, index: usize) -> &T {
+        &self.chunks[index >> CHUNK_SHIFT][index & MASK]
+    }
+}
+
+impl<T> IndexMut<usize> for Chunked<T> {
+    #[inline]
+    fn index_mut(&mut self, index: usize) -> &mut T {
+        &mut self.chunks[index >> CHUNK_SHIFT][index & MASK]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_like_a_vec_across_chunks_without_moving_elements() {
+        let mut chunked = Chunked::new();
+        let mut plain = Vec::new();
+        let mut first = None;
+        for i in 0..3 * CHUNK + 5 {
+            chunked.push(i);
+            plain.push(i);
+            first.get_or_insert(&chunked[0] as *const usize);
+            assert_eq!(first, Some(&chunked[0] as *const usize), "moved");
+        }
+        assert_eq!(chunked.len(), plain.len());
+        assert!(chunked.iter().eq(plain.iter()));
+        for i in [0, 1, CHUNK - 1, CHUNK, 2 * CHUNK + 7, 3 * CHUNK + 4] {
+            assert_eq!(chunked[i], plain[i]);
+            chunked[i] += 1;
+            assert_eq!(chunked.get(i), Some(&(plain[i] + 1)));
+            *chunked.get_mut(i).unwrap() -= 1;
+        }
+        assert_eq!(chunked.get(plain.len()), None);
+        assert_eq!(chunked.get_mut(4 * CHUNK), None);
+        // At most one chunk of room unused.
+        let room: usize = chunked.chunks.iter().map(Vec::capacity).sum();
+        assert!(room - chunked.len() < CHUNK);
+    }
+}
