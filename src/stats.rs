@@ -85,28 +85,16 @@ pub(crate) struct Counters {
     /// Release, and `loom_dispatch`'s lateness model checks that edge.
     due_at_us: crate::sync::AtomicU64,
     due_version: crate::sync::AtomicU32,
-    /// Worker side: the delay the last iteration returned (see
-    /// [`encode_delay`]): what `resume` re-arms.
-    last_delay: AtomicU32,
+    /// Worker side (the holder of RUNNING) from here on; this one beside
+    /// `due_version`, which a run's start reads with it (and no padding).
+    last_version: AtomicU32,
     /// What the `metrics` counters were last told (worker side).
     #[cfg(feature = "metrics")]
     reported_fires: AtomicU64,
     #[cfg(feature = "metrics")]
     reported_coalesced: AtomicU64,
-    /// Times the 30-bit version wrapped to 0 (fire side, rare).
-    wraps: AtomicU32,
-    /// `suspend` calls, and the version the last one installed.
-    suspend_version: AtomicU32,
-    /// Advances that are not fires (suspend, pause, resume), plus the
-    /// version the trigger started at: fires are the advances less these.
-    suspends: AtomicU64,
-    /// Worker side (the holder of RUNNING).
     iterations: AtomicU64,
     served_fires: AtomicU64,
-    /// Saturates at `u32::MAX` (a trigger panicking a thousand times a
-    /// second would need seven weeks to get there).
-    panics: AtomicU32,
-    last_version: AtomicU32,
     last_start_us: AtomicU64,
     last_end_us: AtomicU64,
     /// Lateness in µs, saturating at `LATENESS_MAX`; `NONE` if unknown.
@@ -151,6 +139,85 @@ fn decode_delay(encoded: u32) -> Option<Duration> {
     Some(Duration::from_nanos(count * unit_ns))
 }
 
+/// The delay the last iteration returned, in 32 bits (see
+/// [`encode_delay`]): what `resume` re-arms. Worker side (the holder of
+/// RUNNING writes it); Relaxed, as every statistic: `resume` reads it
+/// under the RUNNING bit's hand-over or after the iteration's exit.
+#[derive(Debug)]
+pub(crate) struct LastDelay(AtomicU32);
+
+impl LastDelay {
+    pub(crate) fn new() -> Self {
+        Self(AtomicU32::new(NONE))
+    }
+
+    /// The iteration that just ended returned `next`.
+    pub(crate) fn returned(&self, next: Option<Duration>) {
+        let encoded = next.map_or(NONE, encode_delay);
+        // Most tasks return the same delay every time: no store then.
+        if self.0.load(Relaxed) != encoded {
+            self.0.store(encoded, Relaxed);
+        }
+    }
+
+    /// The delay the last iteration returned.
+    pub(crate) fn get(&self) -> Option<Duration> {
+        decode_delay(self.0.load(Relaxed))
+    }
+}
+
+/// The counters most triggers never move — suspends, pauses and resumes,
+/// panics, version wraps — kept apart from [`Counters`], in a block the
+/// core allocates on first use (absent: all zero, start version 0).
+#[derive(Debug)]
+pub(crate) struct RareCounters {
+    /// Times the 30-bit version wrapped to 0 (fire side).
+    wraps: AtomicU32,
+    /// The version the last `suspend` installed.
+    suspend_version: AtomicU32,
+    /// Advances that are not fires (suspend, pause, resume), plus the
+    /// version the trigger started at: fires are the advances less these.
+    suspends: AtomicU64,
+    /// Saturates at `u32::MAX` (a trigger panicking a thousand times a
+    /// second would need seven weeks to get there).
+    panics: AtomicU32,
+}
+
+// Relaxed, as every statistic (see `Counters`).
+impl RareCounters {
+    pub(crate) fn new(start_version: u32) -> Self {
+        Self {
+            wraps: AtomicU32::new(0),
+            suspend_version: AtomicU32::new(NONE),
+            suspends: AtomicU64::new(u64::from(start_version)),
+            panics: AtomicU32::new(0),
+        }
+    }
+
+    /// The version wrapped to 0 (fire side).
+    pub(crate) fn wrapped(&self) {
+        self.wraps.fetch_add(1, Relaxed);
+    }
+
+    /// An advance that is not a fire (a resume's): not counted as one.
+    pub(crate) fn not_a_fire(&self) {
+        self.suspends.fetch_add(1, Relaxed);
+    }
+
+    /// A suspend installed `version`.
+    pub(crate) fn suspended(&self, version: u32) {
+        self.suspends.fetch_add(1, Relaxed);
+        self.suspend_version.store(version, Relaxed);
+    }
+
+    /// An iteration panicked (worker side, the holder of RUNNING: the only
+    /// writer, so a load and a store do).
+    pub(crate) fn panicked(&self) {
+        let panics = self.panics.load(Relaxed);
+        self.panics.store(panics.saturating_add(1), Relaxed);
+    }
+}
+
 /// The largest lateness the statistics keep, in µs (about 71.6 minutes).
 const LATENESS_MAX: u32 = u32::MAX - 1;
 
@@ -162,19 +229,14 @@ const LATENESS_MAX: u32 = u32::MAX - 1;
 impl Counters {
     pub(crate) fn new(start_version: u32) -> Self {
         Self {
-            last_delay: AtomicU32::new(NONE),
             #[cfg(feature = "metrics")]
             reported_fires: AtomicU64::new(0),
             #[cfg(feature = "metrics")]
             reported_coalesced: AtomicU64::new(0),
-            wraps: AtomicU32::new(0),
-            suspends: AtomicU64::new(start_version as u64),
-            suspend_version: AtomicU32::new(NONE),
             due_at_us: crate::sync::AtomicU64::new(0),
             due_version: crate::sync::AtomicU32::new(NONE),
             iterations: AtomicU64::new(0),
             served_fires: AtomicU64::new(0),
-            panics: AtomicU32::new(0),
             last_version: AtomicU32::new(start_version),
             last_start_us: AtomicU64::new(u64::MAX),
             last_end_us: AtomicU64::new(u64::MAX),
@@ -183,51 +245,22 @@ impl Counters {
         }
     }
 
-    /// Fire side, after an `advance` (at least every one to a multiple of
-    /// 2^16): counts wraps of the version.
-    #[inline]
-    pub(crate) fn advanced(&self, version: u32) {
-        if version == 0 {
-            self.wraps.fetch_add(1, Relaxed);
-        }
-    }
-
     /// Fires so far, derived from the version counter: every advance to
     /// `version` (the state word's now, wraps counted) that was not a
-    /// suspend, pause or resume, less the start version.
-    fn fires(&self, version: u32) -> u64 {
-        let advances = u64::from(self.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
+    /// suspend, pause or resume, less the start version (`rare`: the
+    /// trigger's rare counters, if it has any).
+    fn fires(version: u32, rare: Option<&RareCounters>) -> u64 {
+        let Some(rare) = rare else {
+            return u64::from(version);
+        };
+        let advances = u64::from(rare.wraps.load(Relaxed)) * (u64::from(VERSION_MASK) + 1)
             + u64::from(version);
-        advances.saturating_sub(self.suspends.load(Relaxed))
+        advances.saturating_sub(rare.suspends.load(Relaxed))
     }
 
     /// Whether an iteration ever started.
     pub(crate) fn ran(&self) -> bool {
         self.iterations.load(Relaxed) > 0
-    }
-
-    /// An advance that is not a fire (a resume's): not counted as one.
-    pub(crate) fn not_a_fire(&self) {
-        self.suspends.fetch_add(1, Relaxed);
-    }
-
-    /// Worker side: the delay the iteration that just ended returned.
-    pub(crate) fn returned(&self, next: Option<Duration>) {
-        let encoded = next.map_or(NONE, encode_delay);
-        // Most tasks return the same delay every time: no store then.
-        if self.last_delay.load(Relaxed) != encoded {
-            self.last_delay.store(encoded, Relaxed);
-        }
-    }
-
-    /// The delay the last iteration returned (see [`encode_delay`]).
-    pub(crate) fn last_delay(&self) -> Option<Duration> {
-        decode_delay(self.last_delay.load(Relaxed))
-    }
-
-    pub(crate) fn suspended(&self, version: u32) {
-        self.suspends.fetch_add(1, Relaxed);
-        self.suspend_version.store(version, Relaxed);
     }
 
     /// Timer side: the run of `version` was due at `due_at_us`.
@@ -260,14 +293,10 @@ impl Counters {
         None
     }
 
-    /// Worker side: the iteration ended at `now_us`.
-    /// Returns how long it ran (µs).
-    pub(crate) fn ended(&self, now_us: u64, panicked: bool) -> u64 {
+    /// Worker side: the iteration ended at `now_us` (a panic is counted
+    /// in [`RareCounters`]). Returns how long it ran (µs).
+    pub(crate) fn ended(&self, now_us: u64) -> u64 {
         self.last_end_us.store(now_us, Relaxed);
-        if panicked {
-            let panics = self.panics.load(Relaxed);
-            self.panics.store(panics.saturating_add(1), Relaxed);
-        }
         now_us.saturating_sub(self.last_start_us.load(Relaxed))
     }
 
@@ -275,8 +304,12 @@ impl Counters {
     /// end of an iteration; `version` is the state word's now), for the
     /// `metrics` counters.
     #[cfg(feature = "metrics")]
-    pub(crate) fn fires_since_reported(&self, version: u32) -> (u64, u64) {
-        let fires = self.fires(version);
+    pub(crate) fn fires_since_reported(
+        &self,
+        version: u32,
+        rare: Option<&RareCounters>,
+    ) -> (u64, u64) {
+        let fires = Self::fires(version, rare);
         let coalesced = fires.saturating_sub(self.served_fires.load(Relaxed));
         let fires_before = self.reported_fires.swap(fires, Relaxed);
         let coalesced_before = self.reported_coalesced.swap(coalesced, Relaxed);
@@ -306,9 +339,12 @@ impl Counters {
         Some(end.saturating_sub(start))
     }
 
-    /// A snapshot, given the state and request words read just before.
+    /// A snapshot, given the state and request words read just before
+    /// (and the trigger's rare counters, if it has any).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn snapshot(
         &self,
+        rare: Option<&RareCounters>,
         name: Option<&str>,
         state: Snapshot,
         request: Word,
@@ -316,7 +352,7 @@ impl Counters {
         stuck: bool,
         closed: bool,
     ) -> TriggerStats {
-        let fires = self.fires(state.version());
+        let fires = Self::fires(state.version(), rare);
         let served = self.served_fires.load(Relaxed);
         let micros = |value: u64| (value != u64::MAX).then(|| Duration::from_micros(value));
         TriggerStats {
@@ -324,17 +360,23 @@ impl Counters {
             fires,
             coalesced_fires: fires.saturating_sub(served),
             iterations: self.iterations.load(Relaxed),
-            panics: u64::from(self.panics.load(Relaxed)),
+            panics: rare.map_or(0, |rare| u64::from(rare.panics.load(Relaxed))),
             last_start: micros(self.last_start_us.load(Relaxed)),
             last_end: micros(self.last_end_us.load(Relaxed)),
             last_lateness: lateness(&self.last_lateness_us),
             max_lateness: lateness(&self.max_lateness_us),
-            state: self.state(state, request, now_us, closed),
+            state: Self::state(rare, state, request, now_us, closed),
             stuck: stuck && state.is_running(),
         }
     }
 
-    fn state(&self, state: Snapshot, request: Word, now_us: u64, closed: bool) -> TriggerState {
+    fn state(
+        rare: Option<&RareCounters>,
+        state: Snapshot,
+        request: Word,
+        now_us: u64,
+        closed: bool,
+    ) -> TriggerState {
         if closed && !state.is_running() {
             return TriggerState::ShutDown;
         }
@@ -355,7 +397,11 @@ impl Counters {
             // Claimed by a worker that is about to enter, or left by the
             // iteration that just ended: not running either way.
             Kind::Taken => TriggerState::Idle,
-            Kind::Idle if request.version() == self.suspend_version.load(Relaxed) => {
+            Kind::Idle
+                if rare.is_some_and(|rare| {
+                    request.version() == rare.suspend_version.load(Relaxed)
+                }) =>
+            {
                 TriggerState::Suspended
             }
             Kind::Idle => TriggerState::Idle,
@@ -436,9 +482,21 @@ mod tests {
     use super::*;
 
     fn snapshot(counters: &Counters) -> TriggerStats {
+        snapshot_with(counters, None)
+    }
+
+    fn snapshot_with(counters: &Counters, rare: Option<&RareCounters>) -> TriggerStats {
         let word = Word::new(1, Kind::Idle);
         // Version 1, idle (the version sits above the two bits).
-        counters.snapshot(None, Snapshot::from_raw(1 << 2), word, 0, false, false)
+        counters.snapshot(
+            rare,
+            None,
+            Snapshot::from_raw(1 << 2),
+            word,
+            0,
+            false,
+            false,
+        )
     }
 
     #[test]
@@ -464,12 +522,12 @@ mod tests {
             decode_delay(encode_delay(Duration::from_secs(1 << 30))),
             None
         );
-        let counters = Counters::new(0);
-        assert_eq!(counters.last_delay(), None);
-        counters.returned(Some(Duration::from_secs(30)));
-        assert_eq!(counters.last_delay(), Some(Duration::from_secs(30)));
-        counters.returned(None);
-        assert_eq!(counters.last_delay(), None);
+        let last = LastDelay::new();
+        assert_eq!(last.get(), None);
+        last.returned(Some(Duration::from_secs(30)));
+        assert_eq!(last.get(), Some(Duration::from_secs(30)));
+        last.returned(None);
+        assert_eq!(last.get(), None);
     }
 
     #[test]
@@ -489,12 +547,28 @@ mod tests {
     }
 
     #[test]
-    fn panics_are_counted_per_ended_iteration() {
+    fn rare_counters_count_panics_suspends_and_wraps() {
         let counters = Counters::new(0);
+        assert_eq!(snapshot(&counters).panics, 0);
+        assert_eq!(snapshot(&counters).fires, 1, "one advance, a fire");
+        let rare = RareCounters::new(0);
         for _ in 0..3 {
-            counters.ended(7, true);
+            rare.panicked();
         }
-        counters.ended(8, false);
-        assert_eq!(snapshot(&counters).panics, 3);
+        assert_eq!(snapshot_with(&counters, Some(&rare)).panics, 3);
+        // Version 1 was a suspend's: no fire, and the idle word at it
+        // reads as suspended.
+        rare.suspended(1);
+        let stats = snapshot_with(&counters, Some(&rare));
+        assert_eq!((stats.fires, stats.state), (0, TriggerState::Suspended));
+        // A wrap later, at version 1 again: 2^30 more advances, all fires.
+        rare.wrapped();
+        let fires = snapshot_with(&counters, Some(&rare)).fires;
+        assert_eq!(fires, u64::from(VERSION_MASK) + 1);
+        // A trigger that started at version 1 has made no fire there.
+        assert_eq!(
+            snapshot_with(&counters, Some(&RareCounters::new(1))).fires,
+            0
+        );
     }
 }

@@ -157,7 +157,7 @@ impl<R: Runtime> Core<R> {
         {
             return Ok(version);
         }
-        self.stats.not_a_fire(); // one call, one fire
+        self.rare().counters.not_a_fire(); // one call, one fire
         let now_ns = self.runtime.clock().now_ns();
         let (delay_us, _, _) = debounce.delay_us(now_ns / 1_000);
         self.fire_after_version(now_ns, Duration::from_micros(delay_us))
@@ -367,12 +367,12 @@ impl<R: Runtime> Core<R> {
             return; // a no-op while paused: nothing is pending
         }
         let version = self.advance();
-        self.stats.suspended(version);
+        self.rare().counters.suspended(version);
         // A newer request may already be installed: then it wins, as the
         // later call.
         let _ = self.request.publish(version, Kind::Idle, false);
         // After the publish: a waiter told "suspended" reads the trigger so.
-        if let Some(waiters) = self.waiters.get() {
+        if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
         }
     }
@@ -395,7 +395,7 @@ impl<R: Runtime> Core<R> {
         match installed {
             Ok(replaced) => Ok(Some(replaced)),
             Err(Refused::Paused) => {
-                self.stats.not_a_fire();
+                self.rare().counters.not_a_fire();
                 crate::metrics::refused(self.name(), "paused");
                 Err(FireError::Paused)
             }

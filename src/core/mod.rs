@@ -64,15 +64,15 @@
 //! | `timer_key` | the timer role holder only (the role passes through the pool's lock) |
 //! | `task` | the RUNNING holder only (see the invariant on the field) |
 //! | `stats` | counters written by firers and the runner, each with its own rule (see `stats.rs`) |
-//! | `policies`, `slot`, `runtime` | set at creation, read-only after |
-//! | `waiters` | created on first use; behind their own lock |
+//! | `slot`, `runtime` | set at creation, read-only after |
+//! | `rare` | created at creation for a trigger with policies or a start version, else on first use: the policies (read-only), the rare counters (see `stats.rs`), and `fire_and_wait`'s waiters, created on first use behind their own lock |
 //! | `handles` | the user's handles (`Trigger`), by RMW only (see [`Core::release_handle`]) |
 
 use crate::async_task::CancelSlot;
 use crate::policy::Policies;
 use crate::request::Request;
 use crate::state::{Snapshot, State};
-use crate::stats::{Counters, TriggerStats};
+use crate::stats::{Counters, LastDelay, RareCounters, TriggerStats};
 use crate::sync::{Arc, AtomicBool, AtomicU32, Ordering, UnsafeCell};
 use crate::wait::Waiters;
 
@@ -99,9 +99,11 @@ const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 /// The fields are in a fixed order (`repr(C)`), hottest first: the timer's
 /// expiry of a due entry reads the `Arc`'s count (`Weak::upgrade`), then
 /// `request`, `queued`, `timer_key` and the statistics' `due_*` pair, so
-/// with the `Arc` header they take the allocation's first 52 bytes (one or
+/// with the `Arc` header they take the allocation's first 60 bytes (one or
 /// two cache lines rather than three: expiry walks 100,000 cold cores a
-/// second in the idle benchmark, and each line is a miss).
+/// second in the idle benchmark, and each line is a miss). The whole core
+/// is 128 bytes (144 with feature `metrics`), 144 with the `Arc` header:
+/// `core::tests::a_core_stays_within_its_byte_budget` holds it there.
 #[repr(C)]
 pub(crate) struct Core<R: Runtime> {
     request: Request,
@@ -114,6 +116,14 @@ pub(crate) struct Core<R: Runtime> {
     /// This trigger's slot in the scheduler's registry (here, where it
     /// fills what would be padding).
     slot: u32,
+    /// The user's handles to this trigger (`Trigger`s), counted here
+    /// rather than in an `Arc` of their own: one allocation per trigger,
+    /// not two. Starts at 1, for the handle `bind` returns; once 0, it
+    /// stays 0 (an upgrade refuses it).
+    handles: AtomicU32,
+    /// The delay the last iteration returned: what `resume` re-arms
+    /// (written by the holder of RUNNING).
+    last_delay: LastDelay,
     /// Its `due_*` pair first (see `Counters`).
     stats: Counters,
     /// Invariant: accessed only by the holder of the RUNNING bit (between
@@ -130,19 +140,34 @@ pub(crate) struct Core<R: Runtime> {
     ///   reference outlives its `with_mut` closure.
     task: UnsafeCell<TaskCell>,
     pub(crate) runtime: Arc<R>,
-    /// The name, cooldown, stuck detection and an async task's cancel
-    /// slot, if the trigger has any (most have none: one null pointer).
-    pub(crate) policies: Option<Box<Policies>>,
-    /// `fire_and_wait`'s waiters, from the first call on.
-    waiters: std::sync::OnceLock<Box<Waiters>>,
-    /// The user's handles to this trigger (`Trigger`s), counted here
-    /// rather than in an `Arc` of their own: one allocation per trigger,
-    /// not two. Starts at 1, for the handle `bind` returns; once 0, it
-    /// stays 0 (an upgrade refuses it).
-    handles: AtomicU32,
+    /// What most triggers never need, from its first use on (see
+    /// [`Rare`]).
+    rare: std::sync::OnceLock<Box<Rare>>,
     /// The first-run warnings the last handle gave, for the models.
     #[cfg(loom)]
     pub(crate) first_run_warnings: std::sync::atomic::AtomicUsize,
+}
+
+/// The part of a trigger most never need, behind one pointer: its
+/// policies, the counters of suspends, panics and version wraps, and
+/// `fire_and_wait`'s waiters.
+struct Rare {
+    /// The name, cooldown, debounce, stuck detection and an async task's
+    /// cancel slot, if the trigger has any: set at creation (a trigger
+    /// with policies has its rare part from the start), read-only after.
+    policies: Option<Box<Policies>>,
+    counters: RareCounters,
+    waiters: std::sync::OnceLock<Box<Waiters>>,
+}
+
+impl Rare {
+    fn new(policies: Option<Box<Policies>>, start_version: u32) -> Box<Self> {
+        Box::new(Self {
+            policies,
+            counters: RareCounters::new(start_version),
+            waiters: std::sync::OnceLock::new(),
+        })
+    }
 }
 
 /// More handles than this is a leak (`mem::forget` in a loop): abort, as
@@ -180,12 +205,17 @@ impl<R: Runtime> Core<R> {
             queued: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(NO_KEY),
             task: UnsafeCell::new(task),
-            policies,
-            waiters: std::sync::OnceLock::new(),
+            // Policies, and a start version (it counts as advances that
+            // were no fires), need the rare part from the start.
+            rare: match (policies, version & crate::state::VERSION_MASK) {
+                (None, 0) => std::sync::OnceLock::new(),
+                (policies, start) => std::sync::OnceLock::from(Rare::new(policies, start)),
+            },
             slot: runtime.register(weak.clone()),
             stats: Counters::new(version & crate::state::VERSION_MASK),
             runtime,
             handles: AtomicU32::new(1),
+            last_delay: LastDelay::new(),
             #[cfg(loom)]
             first_run_warnings: std::sync::atomic::AtomicUsize::new(0),
         });
@@ -230,9 +260,15 @@ impl<R: Runtime> Core<R> {
         self.handles.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
+    /// The trigger's policies, if it was built with any.
+    #[inline]
+    pub(crate) fn policies(&self) -> Option<&Policies> {
+        self.rare.get()?.policies.as_deref()
+    }
+
     /// The trigger's name, if it was built with one.
     pub(crate) fn name(&self) -> Option<&str> {
-        self.policies.as_ref().and_then(|p| p.name.as_deref())
+        self.policies().and_then(|p| p.name.as_deref())
     }
 
     /// A statistics snapshot.
@@ -240,10 +276,17 @@ impl<R: Runtime> Core<R> {
         let state = self.state.snapshot();
         let request = self.request.peek();
         let now = self.runtime.clock().now_us();
-        let stuck = self.policies.as_ref().is_some_and(|p| p.is_stuck());
+        let stuck = self.policies().is_some_and(|p| p.is_stuck());
         let closed = self.runtime.is_closed();
-        self.stats
-            .snapshot(self.name(), state, request, now, stuck, closed)
+        self.stats.snapshot(
+            self.rare_counters(),
+            self.name(),
+            state,
+            request,
+            now,
+            stuck,
+            closed,
+        )
     }
 
     /// Reads the state word with an RMW, for the shutdown scan.
@@ -277,12 +320,14 @@ impl<R: Runtime> Core<R> {
     #[inline]
     fn advanced(&self, version: u32, coalesced: bool) {
         if version & CATCH_UP_MASK == 0 {
-            self.stats.advanced(version);
+            if version == 0 {
+                self.rare().counters.wrapped();
+            }
             if coalesced {
                 // Such fires bump the state word only.
                 self.request.catch_up(version);
             }
-            if let Some(waiters) = self.waiters.get() {
+            if let Some(waiters) = self.existing_waiters() {
                 waiters.age(version);
             }
         }
@@ -291,7 +336,7 @@ impl<R: Runtime> Core<R> {
     /// The trigger's debounce policy, if it has one.
     #[inline]
     pub(crate) fn debounce(&self) -> Option<&crate::policy::Debounce> {
-        self.policies.as_ref().and_then(|p| p.debounce.as_ref())
+        self.policies().and_then(|p| p.debounce.as_ref())
     }
 
     /// Whether a run is requested (due or armed) for a trigger that never
@@ -304,21 +349,36 @@ impl<R: Runtime> Core<R> {
         armed && !self.stats.ran() && !self.runtime.is_closed()
     }
 
+    /// The rare part, created on first use.
+    fn rare(&self) -> &Rare {
+        self.rare.get_or_init(|| Rare::new(None, 0))
+    }
+
+    /// The rare counters, if the trigger has any (none: all zero).
+    fn rare_counters(&self) -> Option<&RareCounters> {
+        self.rare.get().map(|rare| &rare.counters)
+    }
+
     /// The waiters, created on first use.
     pub(crate) fn waiters(&self) -> &Waiters {
-        self.waiters.get_or_init(Box::default)
+        self.rare().waiters.get_or_init(Box::default)
+    }
+
+    /// The waiters, if any were ever created.
+    fn existing_waiters(&self) -> Option<&Waiters> {
+        self.rare.get()?.waiters.get().map(|waiters| &**waiters)
     }
 
     /// The shutdown scan: waiters re-check (nothing new will start).
     pub(crate) fn wake_waiters(&self) {
-        if let Some(waiters) = self.waiters.get() {
+        if let Some(waiters) = self.existing_waiters() {
             waiters.notify();
         }
     }
 
     /// An async trigger's cancellation slot.
     pub(crate) fn cancel_slot(&self) -> Option<&CancelSlot> {
-        self.policies.as_ref()?.cancel.as_ref()
+        self.policies()?.cancel.as_ref()
     }
 
     /// This trigger's identity for the "running here" mark.
@@ -330,7 +390,7 @@ impl<R: Runtime> Core<R> {
     /// longer than its `stuck_after`), how long it has run (µs); marks it
     /// so it is reported once.
     pub(crate) fn stuck_for(&self, now_us: u64) -> Option<u64> {
-        let policies = self.policies.as_ref()?;
+        let policies = self.policies()?;
         if policies.stuck_after_us == 0 {
             return None;
         }

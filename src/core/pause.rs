@@ -36,10 +36,10 @@ impl<R: Runtime> Core<R> {
         }
         self.close_burst();
         let version = self.advance();
-        self.stats.suspended(version);
+        self.rare().counters.suspended(version);
         drop(guard);
         // Waiters of a fire the pause cancelled are told "suspended".
-        if let Some(waiters) = self.waiters.get() {
+        if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
         }
     }
@@ -91,12 +91,12 @@ impl<R: Runtime> Core<R> {
         let (kind, deadline) = match given {
             Some(request) => request,
             None if self.state.snapshot().is_running() => (Kind::Resuming, 0),
-            None => self.schedule_of(self.stats.last_delay(), now_ns),
+            None => self.schedule_of(self.last_delay.get(), now_ns),
         };
         let to_inbox = matches!(kind, Kind::At { .. });
         let (version, replaced) = loop {
             let version = self.advance();
-            self.stats.not_a_fire();
+            self.rare().counters.not_a_fire();
             match self
                 .request
                 .install(version, kind, to_inbox, Installer::Resume)
@@ -128,7 +128,7 @@ impl<R: Runtime> Core<R> {
             // one would settle: `g17_a_resume_during_the_iteration…`.
             Kind::Resuming if !self.state.touch().is_running() => {
                 self.settle_resuming(
-                    self.stats.last_delay(),
+                    self.last_delay.get(),
                     self.runtime.clock().now_ns(),
                     OnClosed::Refuse,
                 );

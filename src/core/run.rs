@@ -196,7 +196,7 @@ impl<R: Runtime> Core<R> {
     /// that end is still ahead. Read while holding RUNNING: the Acquire in
     /// `enter` makes the previous run's start visible.
     pub(super) fn cooldown_end(&self) -> Option<(u64, u64)> {
-        let min_us = self.policies.as_ref()?.min_interval_us;
+        let min_us = self.policies()?.min_interval_us;
         if min_us == 0 {
             return None;
         }
@@ -238,7 +238,7 @@ impl<R: Runtime> Core<R> {
                 // A newer request rules — unless a resume waits for this
                 // (deferred) run's schedule: the last iteration's.
                 let now_ns = self.runtime.clock().now_ns();
-                self.settle_resuming(self.stats.last_delay(), now_ns, OnClosed::List);
+                self.settle_resuming(self.last_delay.get(), now_ns, OnClosed::List);
                 return None;
             }
         };
@@ -269,11 +269,11 @@ impl<R: Runtime> Core<R> {
             span.record("lateness_us", late);
             crate::metrics::lateness(self.name(), late);
         }
-        if let Some(waiters) = self.waiters.get() {
+        if let Some(waiters) = self.existing_waiters() {
             waiters.started(version);
         }
         context::reset_observed();
-        if let Some(policies) = &self.policies {
+        if let Some(policies) = self.policies() {
             policies.started(start_us);
         }
         let called = {
@@ -353,16 +353,19 @@ impl<R: Runtime> Core<R> {
         // upper bound of now, as a deadline needs (see
         // `Clock::deadline_base_ns`).
         let end_ns = self.runtime.clock().deadline_base_ns();
-        let ran_us = self.stats.ended(end_ns / 1_000, panicked);
+        let ran_us = self.stats.ended(end_ns / 1_000);
+        if panicked {
+            self.rare().counters.panicked();
+        }
         crate::metrics::iteration_ended(self.name(), outcome, ran_us);
         #[cfg(feature = "metrics")]
         {
             let (fires, coalesced) = self
                 .stats
-                .fires_since_reported(self.state.snapshot().version());
+                .fires_since_reported(self.state.snapshot().version(), self.rare_counters());
             crate::metrics::fires(self.name(), fires, coalesced);
         }
-        if let Some(policies) = &self.policies {
+        if let Some(policies) = self.policies() {
             policies.ended();
         }
         let next = match result {
@@ -373,7 +376,7 @@ impl<R: Runtime> Core<R> {
                 retry
             }
         };
-        self.stats.returned(next);
+        self.last_delay.returned(next);
         // The outcome goes to the shutdown report if the scan listed this
         // run: looked up before `exit`, or after it if the scan had not run
         // yet — it may read RUNNING between the first look and `exit`; the
@@ -388,7 +391,7 @@ impl<R: Runtime> Core<R> {
         // After `exit`, so a newer run may already have started (or even
         // ended) on another thread: the waiters' record only moves forward,
         // and a newer run serves this run's waiters too.
-        if let Some(waiters) = self.waiters.get() {
+        if let Some(waiters) = self.existing_waiters() {
             waiters.finished(version, outcome);
         }
         match exit {
