@@ -672,7 +672,7 @@ fn g4_g12_more_than_half_the_version_ring_of_coalesced_fires_keeps_the_follow_up
 #[test]
 fn g15_fire_after_is_never_early_at_microsecond_delays() {
     // Long enough for the fire path's clock to have learned its rate and
-    // to read the TSC through an anchor (see `src/clock/tsc.rs`).
+    // to read the TSC through an anchor (see `src/clock/tsc/mod.rs`).
     let scheduler = scheduler(1);
     let warm = Trigger::bind(&scheduler, || None);
     warm.fire_after(Duration::from_secs(1)).unwrap(); // starts the learning

@@ -49,7 +49,7 @@ impl RealClock {
     }
 
     /// Nanoseconds since the epoch, not before the true time of the call
-    /// (see `tsc.rs`); `now_ns` where the fast path does not run.
+    /// (see `tsc/mod.rs`); `now_ns` where the fast path does not run.
     #[inline]
     fn upper_ns(&self) -> u64 {
         #[cfg(all(target_os = "linux", target_arch = "x86_64", not(loom)))]
