@@ -90,3 +90,58 @@ fn g13_a_fire_storm_keeps_memory_flat() {
         "the storm grew the heap by {grown} bytes"
     );
 }
+
+#[test]
+fn a_burst_gives_its_buffers_back() {
+    // While the only worker is busy, 20,000 re-arms pile up in the timer's
+    // inbox and 20,000 fires in the run queue (no thread takes the role:
+    // the worker count is capped). Once the worker is free it files the
+    // re-arms and serves the fires; what stays is the wheel's entries,
+    // not the buffers' peak room.
+    const N: usize = 20_000;
+    let _alone = ALONE.lock().unwrap();
+    let scheduler = Scheduler::builder()
+        .workers(1)
+        .max_workers(1)
+        .build()
+        .unwrap();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let blocker = Trigger::bind(&scheduler, move || {
+        entered_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        None
+    });
+    let runs = Counter::default();
+    let armed: Vec<Trigger> = (0..N).map(|_| Trigger::bind(&scheduler, || None)).collect();
+    let fired: Vec<Trigger> = (0..N)
+        .map(|_| {
+            let r = runs.clone();
+            Trigger::bind(&scheduler, move || {
+                r.bump();
+                None
+            })
+        })
+        .collect();
+    blocker.fire().unwrap();
+    entered_rx.recv_timeout(common::PATIENCE).unwrap();
+    let before = live();
+    for trigger in &armed {
+        trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    }
+    for trigger in &fired {
+        trigger.fire().unwrap();
+    }
+    let peak = live() - before;
+    release_tx.send(()).unwrap();
+    eventually("every fire served", || runs.get() == N);
+    // The wheel's entries (32 B each, in chunks of 1,024) stay; the
+    // inbox's and the run queue's room for 20,000 each goes back.
+    let bound = (N as isize + 1_024) * 32 + 64 * 1_024;
+    eventually("the burst's room given back", || live() - before < bound);
+    assert!(
+        peak > bound,
+        "no burst to give back: {peak} bytes at the peak"
+    );
+    drop((armed, fired, blocker));
+}

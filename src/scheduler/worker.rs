@@ -99,8 +99,12 @@ fn hold_timer(
 ) -> bool {
     let retire = extra.then_some(&shared.limits);
     loop {
+        // Drained by the last `after_turn`.
+        super::pool::trim(&mut carry.due);
         let now_us = shared.clock.now_us();
         let estimate = timer.turn(now_us, &mut carry.inbox, &mut carry.due);
+        // Drained by the turn: before the holder sleeps, maybe for hours.
+        super::pool::trim(&mut carry.inbox);
         match shared
             .pool
             .after_turn(timer, carry, estimate, now_us, &shared.clock, retire)

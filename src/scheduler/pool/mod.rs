@@ -207,7 +207,8 @@ impl<R: Runtime> State<R> {
 /// inbox push (handed to the pool with the next lock), and two buffers its
 /// timer turns reuse, with their capacity — the inbox's news (swapped with
 /// the pool's inbox) and the due runs a turn found (drained into the run
-/// queue): no allocation per turn.
+/// queue): no allocation per turn. Each is trimmed back to [`RETAIN`]
+/// items' room once drained after a burst ([`trim`]).
 pub(crate) struct Carry<R: Runtime> {
     pub(crate) push: Option<InboxPush<R>>,
     pub(crate) inbox: Vec<InboxItem<R>>,
@@ -221,6 +222,20 @@ impl<R: Runtime> Default for Carry<R> {
             inbox: Vec::new(),
             due: Vec::new(),
         }
+    }
+}
+
+/// The room, in items, that a buffer kept from one use to the next keeps
+/// beyond what it holds: a burst's peak (100,000 `fire_after`s at once is
+/// 100,000 inbox items) is given back after it, not held for good, and a
+/// steady load still allocates nothing.
+pub(crate) const RETAIN: usize = 1 << 10;
+
+/// Gives back `buffer`'s room beyond [`RETAIN`] once it is empty (a call
+/// after a burst reallocates; any other is a comparison or two).
+pub(crate) fn trim<T>(buffer: &mut Vec<T>) {
+    if buffer.is_empty() && buffer.capacity() > RETAIN {
+        buffer.shrink_to(RETAIN);
     }
 }
 
@@ -396,6 +411,10 @@ impl<R: Runtime> Pool<R> {
             }
             if let Some(core) = state.queue.pop_front() {
                 state.progress += 1;
+                if state.queue.is_empty() && state.queue.capacity() > RETAIN {
+                    // A burst is over: give its room back (see `RETAIN`).
+                    state.queue.shrink_to(RETAIN);
+                }
                 return Work::Run(core);
             }
             if delivered.is_some() {
