@@ -4,9 +4,11 @@
 //! A doubling `Vec` of 100,000 entries has room for 131,072 (31 % more
 //! memory than used, per trigger), and each growth copies every element
 //! while the timer role or the registry lock is held — 3 MiB for the
-//! wheel at that size. Here at most one chunk is unused, growth allocates
-//! one chunk and copies nothing, and an index costs one more load (the
-//! chunk's pointer, from a table that stays in cache).
+//! wheel at that size. Here at most one chunk is unused, growth past the
+//! first chunk allocates one chunk and copies nothing, and an index costs
+//! one more load (the chunk's pointer, from a table that stays in cache).
+//! The first chunk grows by doubling up to its full size, so a scheduler
+//! with a handful of triggers does not pay for a thousand.
 
 use std::ops::{Index, IndexMut};
 
@@ -15,7 +17,8 @@ const CHUNK_SHIFT: u32 = 10;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
 const MASK: usize = CHUNK - 1;
 
-/// A vector of `T` in chunks of [`CHUNK`] elements; elements never move.
+/// A vector of `T` in chunks of [`CHUNK`] elements. Elements past the
+/// first chunk never move; callers keep indices, not references.
 #[derive(Debug)]
 pub(crate) struct Chunked<T> {
     chunks: Vec<Vec<T>>,
@@ -44,8 +47,11 @@ impl<T> Chunked<T> {
 
     /// Appends `value` at index `len()`.
     pub(crate) fn push(&mut self, value: T) {
-        if self.len & MASK == 0 {
-            // Exactly one chunk's room: a chunk never reallocates.
+        if self.len == 0 {
+            // The first chunk doubles as a `Vec` does, up to `CHUNK`.
+            self.chunks.push(Vec::new());
+        } else if self.len & MASK == 0 {
+            // Exactly one chunk's room: a later chunk never reallocates.
             self.chunks.push(Vec::with_capacity(CHUNK));
         }
         let last = self.chunks.len() - 1;
@@ -97,12 +103,18 @@ mod tests {
     fn indexes_like_a_vec_across_chunks_without_moving_elements() {
         let mut chunked = Chunked::new();
         let mut plain = Vec::new();
-        let mut first = None;
+        let mut second = None;
         for i in 0..3 * CHUNK + 5 {
             chunked.push(i);
             plain.push(i);
-            first.get_or_insert(&chunked[0] as *const usize);
-            assert_eq!(first, Some(&chunked[0] as *const usize), "moved");
+            if i == 2 {
+                // A small vector is small.
+                assert!(chunked.chunks[0].capacity() < 8);
+            }
+            if i >= CHUNK {
+                second.get_or_insert(&chunked[CHUNK] as *const usize);
+                assert_eq!(second, Some(&chunked[CHUNK] as *const usize), "moved");
+            }
         }
         assert_eq!(chunked.len(), plain.len());
         assert!(chunked.iter().eq(plain.iter()));

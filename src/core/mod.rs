@@ -240,11 +240,15 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn upgrade_handle(&self) -> bool {
         // Relaxed: as `Weak::upgrade`'s increment, nothing is handed over
         // by it; the compare-exchange only keeps 0 sticky.
-        self.handles
+        let upgraded = self
+            .handles
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n != 0 && n <= MAX_HANDLES).then_some(n + 1)
-            })
-            .is_ok()
+                (n != 0).then_some(n + 1)
+            });
+        if upgraded.is_ok_and(|n| n > MAX_HANDLES) {
+            std::process::abort(); // as `add_handle`
+        }
+        upgraded.is_ok()
     }
 
     /// A handle goes; returns whether it was the last one.

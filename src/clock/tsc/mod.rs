@@ -43,13 +43,20 @@
 //! 250 µs later). A raise of up to the 500 ppm allowance costs nothing (the
 //! allowance covers it); a daemon starting an 8.3 % slew in that window
 //! could make a deadline computed in it early by at most that excess of
-//! the anchor's age — and the next refresh's check catches it.
+//! the anchor's age. Nor can it see a phase-loop share the kernel still
+//! applies after a daemon replaced the offset it came from, unless some
+//! thread of the process saw that offset in the 2 s before (the share is
+//! remembered that long): a process that wakes in that second after a
+//! large offset was replaced can compute such early deadlines too.
+//!
+//! The check on each refresh switches the fast path off for good when the
+//! previous anchor fell behind the clock while the kernel's adjustments
+//! stayed the same: that is a fault of this module's model, not a daemon's
+//! change (see [`Anchor::judged_by`]).
 //!
 //! It is used only where the kernel itself trusts the TSC (the current
-//! clocksource is `tsc`: invariant and synchronized across CPUs), and each
-//! anchor's refresh checks the previous one: if the previous one's
-//! extrapolation has fallen behind the monotonic clock, the fast path is
-//! switched off for good and every reading becomes `clock_gettime`'s.
+//! clocksource is `tsc`: invariant and synchronized across CPUs); once
+//! off, every reading is `clock_gettime`'s.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -105,6 +112,8 @@ struct Anchor {
     /// Ticks the anchor serves (0: none); `span · mult` stays below 2^51,
     /// so the product in [`Anchor::upper_ns`] cannot overflow.
     span: u64,
+    /// The kernel's adjustments it was made at (see [`slew_ppm`]).
+    slew_ppm: i64,
 }
 
 impl Anchor {
@@ -113,6 +122,7 @@ impl Anchor {
         ns: 0,
         mult: 0,
         span: 0,
+        slew_ppm: 0,
     };
 
     /// An anchor at `pair`'s reading, at the raw clock's rate bound
@@ -126,7 +136,20 @@ impl Anchor {
             ns: pair.ns,
             mult,
             span: ((u128::from(ANCHOR_NS) << 32) / u128::from(mult)) as u64,
+            slew_ppm,
         }
+    }
+
+    /// Whether `pair` can judge this anchor ([`holds_at`](Self::holds_at)):
+    /// read within two spans of it — extrapolating across a thread's long
+    /// sleep tests a rate over a time the anchor never served — with the
+    /// kernel's adjustments (`slew`) unchanged. A rate a time daemon
+    /// changed since is the case the module docs own up to: the new anchor
+    /// follows it, and the fast path stays on.
+    fn judged_by(&self, pair: Pair, slew: Option<i64>) -> bool {
+        self.span != 0
+            && pair.after.wrapping_sub(self.tsc) <= 2 * self.span
+            && slew == Some(self.slew_ppm)
     }
 
     /// An upper bound of the monotonic clock at `tsc`, if the anchor
@@ -220,20 +243,29 @@ fn adjustments() -> Option<Adjustments> {
 /// then corrects a whole offset in a second).
 ///
 /// The kernel's rate is the tick length, plus the frequency offset, plus
-/// each second a share `offset / 2^(2 + constant)` of the loop's remaining
-/// offset (the share now applied was taken from last second's offset, at
-/// most twice today's), plus what [`HIDDEN_PPM`] covers.
+/// each second a share of the loop's remaining offset ([`share_ppm`]),
+/// plus what [`HIDDEN_PPM`] covers.
 fn slew_ppm(adj: Adjustments) -> Option<i64> {
     const STA_PPSTIME: i32 = 0x0004;
     const STA_PPSSIGNAL: i32 = 0x0100;
-    const STA_NANO: i32 = 0x2000;
-    /// The kernel bounds the loop's offset by half a second.
-    const MAXPHASE_NS: i64 = 500_000_000;
     if adj.status & STA_PPSTIME != 0 && adj.status & STA_PPSSIGNAL != 0 {
         return None;
     }
     let tick_ppm = (adj.tick - adj.nominal_tick) * 1_000_000 / adj.nominal_tick.max(1);
     let freq_ppm = adj.freq.div_euclid(1 << 16) + 1;
+    Some(tick_ppm + freq_ppm + share_ppm(adj) + HIDDEN_PPM)
+}
+
+/// The phase-locked loop's share of the rate, in ppm, rounded up: each
+/// second the kernel applies `offset / 2^(2 + constant)` of the offset as
+/// it stood at the second's start (at most twice the offset now, once a
+/// share of it is gone). A time daemon that *replaces* the offset changes
+/// what `adjtimex` shows at once, but not the share already applied this
+/// second: [`recent_share`] remembers the shares seen lately.
+fn share_ppm(adj: Adjustments) -> i64 {
+    const STA_NANO: i32 = 0x2000;
+    /// The kernel bounds the loop's offset by half a second.
+    const MAXPHASE_NS: i64 = 500_000_000;
     let offset_ns = if adj.status & STA_NANO != 0 {
         adj.offset.unsigned_abs()
     } else if adj.offset > MAXPHASE_NS / 1_000 {
@@ -246,8 +278,27 @@ fn slew_ppm(adj: Adjustments) -> Option<i64> {
     let offset_ns = offset_ns.min(MAXPHASE_NS as u64) as i64;
     let shift = 2 + adj.constant.clamp(0, 10);
     // ns per second are thousandths of a ppm.
-    let offset_ppm = ((2 * offset_ns) >> shift) / 1_000 + 1;
-    Some(tick_ppm + freq_ppm + offset_ppm + HIDDEN_PPM)
+    ((2 * offset_ns) >> shift) / 1_000 + 1
+}
+
+/// How long a seen share is remembered, in seconds: the kernel applies a
+/// share for one second after the offset it came from was replaced.
+const SHARE_MEMORY_S: u64 = 2;
+
+/// The share to bound the rate with, given the `share` read now at
+/// `now_s` (seconds of the monotonic clock) and the `remembered` one
+/// (packed: the second it was seen in the high half, the share in the low
+/// half): the larger while the remembered one is recent. Returns it and
+/// what to remember now.
+fn recent_share(remembered: u64, share: i64, now_s: u64) -> (i64, u64) {
+    let (seen_at, seen) = (remembered >> 32, (remembered & u64::from(u32::MAX)) as i64);
+    let recent = now_s.saturating_sub(seen_at) <= SHARE_MEMORY_S;
+    let share = share.clamp(0, i64::from(u32::MAX));
+    if recent && seen > share {
+        (seen, remembered)
+    } else {
+        (share, now_s << 32 | share as u64)
+    }
 }
 
 /// What every thread shares: the first pair, the learned rate, and the
@@ -258,12 +309,16 @@ struct Shared {
     mult: AtomicU64,
     /// Set for good when an anchor fell behind the clock.
     off: AtomicBool,
+    /// The phase-locked loop's largest share seen lately (see
+    /// [`recent_share`]).
+    share: AtomicU64,
 }
 
 static SHARED: Shared = Shared {
     first: OnceLock::new(),
     mult: AtomicU64::new(0),
     off: AtomicBool::new(false),
+    share: AtomicU64::new(0),
 };
 
 thread_local! {
@@ -358,7 +413,17 @@ fn refresh() -> Option<u64> {
     // Relaxed: the rate is a plain value, and every stored one (from any
     // thread's pairs) is an upper bound.
     let known = SHARED.mult.load(Ordering::Relaxed);
-    let slew = adjustments().and_then(slew_ppm);
+    let slew = adjustments().and_then(|adj| {
+        let share = share_ppm(adj);
+        // Relaxed: a plain value. Two refreshes at once may each keep their
+        // own; both read `adjtimex` within nanoseconds of each other.
+        let remembered = SHARED.share.load(Ordering::Relaxed);
+        let (bound, remember) = recent_share(remembered, share, pair.ns / 1_000_000_000);
+        if remember != remembered {
+            SHARED.share.store(remember, Ordering::Relaxed);
+        }
+        Some(slew_ppm(adj)? + (bound - share))
+    });
     match renew(ANCHOR.with(Cell::get), pair, first, known, slew) {
         Renewal::Off => {
             // Relaxed: a flag; until other threads see it, their anchors
@@ -393,11 +458,12 @@ enum Renewal {
 }
 
 /// The refresh's decision, without its reads: the thread's `previous`
-/// anchor is checked against `pair`, then a new anchor is made at the raw
-/// rate learned from the process's `first` pair, or at the `known` one (0:
-/// none yet), sped up by the kernel's current `slew` (see [`slew_ppm`]).
+/// anchor is checked against `pair` (if `pair` can judge it), then a new
+/// anchor is made at the raw rate learned from the process's `first` pair,
+/// or at the `known` one (0: none yet), sped up by the kernel's current
+/// `slew` (see [`slew_ppm`]).
 fn renew(previous: Anchor, pair: Pair, first: Pair, known: u64, slew: Option<i64>) -> Renewal {
-    if previous.span != 0 && !previous.holds_at(pair) {
+    if previous.judged_by(pair, slew) && !previous.holds_at(pair) {
         return Renewal::Off;
     }
     let learned = learn(first, pair).map(|mult| mult.max(known));

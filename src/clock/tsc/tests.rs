@@ -130,6 +130,43 @@ fn a_refresh_learns_renews_and_switches_off_when_behind() {
         ..next
     };
     assert_eq!(renew(anchor, ahead, first, mult, quiet), Renewal::Off);
+    // Not judged, so not off: a pair read long after the anchor served (a
+    // thread that slept), or under other adjustments (a daemon changed the
+    // rate since: the new anchor follows it).
+    let slept = Pair {
+        ns: ahead.ns + 10_000_000,
+        ..pair_at(110_300_000, 1.0)
+    };
+    assert!(matches!(
+        renew(anchor, slept, first, mult, quiet),
+        Renewal::Anchor(..)
+    ));
+    let slewing = Some(quiet.unwrap() + 83_333);
+    let Renewal::Anchor(followed, _) = renew(anchor, ahead, first, mult, slewing) else {
+        panic!("switched off by a daemon's change");
+    };
+    assert!(
+        followed.mult > anchor.mult,
+        "the new anchor follows the slew"
+    );
+}
+
+#[test]
+fn a_replaced_offset_keeps_its_share_for_two_seconds() {
+    // Seen at second 10: a share of 100,000 ppm.
+    let (bound, remembered) = recent_share(0, 100_000, 10);
+    assert_eq!(bound, 100_000);
+    // The daemon replaced the offset: adjtimex shows a small share, but the
+    // kernel applies the old one until the second is over.
+    let (bound, kept) = recent_share(remembered, 3, 11);
+    assert_eq!((bound, kept), (100_000, remembered));
+    let (bound, _) = recent_share(remembered, 3, 12);
+    assert_eq!(bound, 100_000);
+    // Forgotten after that; a larger share replaces a smaller one at once.
+    let (bound, newer) = recent_share(remembered, 3, 13);
+    assert_eq!(bound, 3);
+    let (bound, _) = recent_share(newer, 70, 13);
+    assert_eq!(bound, 70);
 }
 
 #[test]

@@ -227,8 +227,11 @@ impl<R: Runtime> Default for Carry<R> {
 
 /// The room, in items, that a buffer kept from one use to the next keeps
 /// beyond what it holds: a burst's peak (100,000 `fire_after`s at once is
-/// 100,000 inbox items) is given back after it, not held for good, and a
-/// steady load still allocates nothing.
+/// 100,000 inbox items) is given back after it, not held for good. A load
+/// whose turns stay within it allocates nothing; one whose bursts exceed
+/// it (thousands of triggers on one period) grows the room for each burst
+/// again — a few reallocations, each moving the items once more, against
+/// the burst's own work per item.
 pub(crate) const RETAIN: usize = 1 << 10;
 
 /// Gives back `buffer`'s room beyond [`RETAIN`] once it is empty (a call
