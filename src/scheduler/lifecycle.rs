@@ -131,16 +131,22 @@ impl<R: Runtime> Lifecycle<R> {
     /// started more than its `stuck_after` before `now_us` (the monitor,
     /// every tick); forgets dropped triggers.
     pub(crate) fn check_stuck(&self, now_us: u64, report: impl Fn(&Core<R>, u64)) {
-        let mut stuck = Vec::new();
+        let (mut stuck, mut looked_at) = (Vec::new(), Vec::new());
         lock(&self.watched).retain(|core| {
             let Some(core) = core.upgrade() else {
                 return false;
             };
             if let Some(running_for) = core.stuck_for(now_us) {
                 stuck.push((core, running_for));
+            } else {
+                // Kept until the lock is released: its other holders may
+                // let go meanwhile, and dropping the last reference runs
+                // the task's destructor, which may bind a watched trigger.
+                looked_at.push(core);
             }
             true
         });
+        drop(looked_at);
         // The hook is user code: called with no lock held (it may bind a
         // watched trigger itself), and the triggers dropped after it.
         for (core, running_for) in stuck {
