@@ -4,11 +4,12 @@
 
 mod common;
 
-use circulation_trigger::{Scheduler, Trigger};
+use circulation_trigger::{Scheduler, Task, Trigger};
 use common::{eventually, Counter, Storm};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-use std::sync::Mutex;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -16,10 +17,18 @@ struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
+thread_local! {
+    /// Allocations made by this thread (no other thread's: a scheduler's
+    /// threads allocate at their own times).
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
 // SAFETY: forwards to the system allocator unchanged; only counts bytes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // `try_with`: a thread being torn down has no counter any more.
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
         // SAFETY: same contract as our caller's.
         unsafe { System.alloc(layout) }
     }
@@ -38,6 +47,54 @@ static ALONE: Mutex<()> = Mutex::new(());
 
 fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// The allocations this thread makes in `f`.
+fn allocations_in(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+/// Binds `task`; returns the trigger and the allocations binding made.
+fn bind_counted<S: AsRef<Scheduler>>(scheduler: &S, task: impl Task) -> (Trigger, usize) {
+    let mut trigger = None;
+    let allocations = allocations_in(|| trigger = Some(Trigger::bind(scheduler, task)));
+    (trigger.unwrap(), allocations)
+}
+
+#[test]
+fn a_trigger_whose_task_fits_in_a_pointer_is_one_allocation() {
+    let _alone = ALONE.lock().unwrap();
+    let sim = Scheduler::builder().build_virtual();
+    let runs = Arc::new(AtomicU64::new(0));
+    // The first binding sets up the registry's first chunk.
+    let first = Trigger::bind(&sim, || None);
+    // A closure capturing one `Arc`: kept inside the trigger's allocation.
+    let counted = Arc::clone(&runs);
+    let small = move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+        Some(Duration::from_secs(1))
+    };
+    assert_eq!(std::mem::size_of_val(&small), 8);
+    let (small, allocations) = bind_counted(&sim, small);
+    assert_eq!(allocations, 1, "one allocation for the trigger and its task");
+    // Two `Arc`s: too large for the trigger's slot, boxed apart.
+    let (a, b) = (Arc::clone(&runs), Arc::clone(&runs));
+    let (large, allocations) = bind_counted(&sim, move || {
+        a.fetch_add(1, Ordering::Relaxed);
+        b.fetch_add(1, Ordering::Relaxed);
+        None
+    });
+    assert_eq!(allocations, 2, "the trigger, and its task's box");
+    // Both run their task, and each task goes with its trigger.
+    small.fire().unwrap();
+    large.fire().unwrap();
+    sim.advance(Duration::from_millis(1));
+    assert_eq!(runs.load(Ordering::Relaxed), 3);
+    drop((first, small, large));
+    sim.shutdown();
+    assert_eq!(Arc::strong_count(&runs), 1, "the tasks were dropped");
 }
 
 #[test]

@@ -37,7 +37,8 @@
 //! | `runtime.rs` | [`Runtime`]: everything the core asks of the runtime |
 //! | `fire.rs` | the firer side (`fire`, `fire_after`, `suspend`, `fire_and_wait`, debounce) and the hand-offs to the runtime: into the run queue, the timer's inbox, the shutdown report |
 //! | `pause.rs` | the off switch: `pause`, `resume` (G17) |
-//! | `run.rs` | the runner side: the task cell ([`TaskCell`], touched only by the RUNNING holder), `dispatch`, `run`, `end`, re-run and re-arm |
+//! | `run.rs` | the runner side: `dispatch`, `run`, `end`, re-run and re-arm |
+//! | `task_cell.rs` | the task cell ([`TaskCell`], touched only by the RUNNING holder): the task in place if it fits in a pointer, else boxed |
 //! | `iteration.rs` | an async iteration, polled by its executor |
 //! | `wait_future.rs` | `fire_and_wait_async`'s future |
 //!
@@ -78,7 +79,7 @@ use crate::wait::Waiters;
 
 pub(crate) use fire::{InboxPush, OnClosed};
 pub(crate) use pause::ResumeTo;
-pub(crate) use run::TaskCell;
+pub(crate) use task_cell::TaskCell;
 pub(crate) use runtime::Runtime;
 
 mod fire;
@@ -86,6 +87,7 @@ pub(crate) mod iteration;
 mod pause;
 mod run;
 pub(crate) mod runtime;
+mod task_cell;
 #[cfg(feature = "tokio")]
 pub(crate) mod wait_future;
 
@@ -102,8 +104,10 @@ const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 /// with the `Arc` header they take the allocation's first 60 bytes (one or
 /// two cache lines rather than three: expiry walks 100,000 cold cores a
 /// second in the idle benchmark, and each line is a miss). The whole core
-/// is 128 bytes (144 with feature `metrics`), 144 with the `Arc` header:
-/// `core::tests::a_core_stays_within_its_byte_budget` holds it there.
+/// is 120 bytes (136 with feature `metrics`), 136 with the `Arc` header,
+/// and a task no larger than a pointer lives inside it (see
+/// `task_cell.rs`): `core::tests::a_core_stays_within_its_byte_budget`
+/// holds it there.
 #[repr(C)]
 pub(crate) struct Core<R: Runtime> {
     request: Request,
@@ -142,7 +146,10 @@ pub(crate) struct Core<R: Runtime> {
     pub(crate) runtime: Arc<R>,
     /// What most triggers never need, from its first use on (see
     /// [`Rare`]).
-    rare: std::sync::OnceLock<Box<Rare>>,
+    /// A `OnceBox`: one pointer (a `OnceLock<Box<_>>` would add its 8-byte
+    /// state to every trigger). Racing first users may each build a rare
+    /// part; one is installed, the others dropped unused.
+    rare: once_cell::race::OnceBox<Rare>,
     /// The first-run warnings the last handle gave, for the models.
     #[cfg(loom)]
     pub(crate) first_run_warnings: std::sync::atomic::AtomicUsize,
@@ -208,8 +215,8 @@ impl<R: Runtime> Core<R> {
             // Policies, and a start version (it counts as advances that
             // were no fires), need the rare part from the start.
             rare: match (policies, version & crate::state::VERSION_MASK) {
-                (None, 0) => std::sync::OnceLock::new(),
-                (policies, start) => std::sync::OnceLock::from(Rare::new(policies, start)),
+                (None, 0) => once_cell::race::OnceBox::new(),
+                (policies, start) => once_cell::race::OnceBox::with_value(Rare::new(policies, start)),
             },
             slot: runtime.register(weak.clone()),
             stats: Counters::new(version & crate::state::VERSION_MASK),
