@@ -78,7 +78,10 @@ fn a_trigger_whose_task_fits_in_a_pointer_is_one_allocation() {
     };
     assert_eq!(std::mem::size_of_val(&small), 8);
     let (small, allocations) = bind_counted(&sim, small);
-    assert_eq!(allocations, 1, "one allocation for the trigger and its task");
+    assert_eq!(
+        allocations, 1,
+        "one allocation for the trigger and its task"
+    );
     // Two `Arc`s: too large for the trigger's slot, boxed apart.
     let (a, b) = (Arc::clone(&runs), Arc::clone(&runs));
     let (large, allocations) = bind_counted(&sim, move || {

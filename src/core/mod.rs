@@ -79,8 +79,8 @@ use crate::wait::Waiters;
 
 pub(crate) use fire::{InboxPush, OnClosed};
 pub(crate) use pause::ResumeTo;
-pub(crate) use task_cell::TaskCell;
 pub(crate) use runtime::Runtime;
+pub(crate) use task_cell::TaskCell;
 
 mod fire;
 pub(crate) mod iteration;
@@ -216,7 +216,9 @@ impl<R: Runtime> Core<R> {
             // were no fires), need the rare part from the start.
             rare: match (policies, version & crate::state::VERSION_MASK) {
                 (None, 0) => once_cell::race::OnceBox::new(),
-                (policies, start) => once_cell::race::OnceBox::with_value(Rare::new(policies, start)),
+                (policies, start) => {
+                    once_cell::race::OnceBox::with_value(Rare::new(policies, start))
+                }
             },
             slot: runtime.register(weak.clone()),
             stats: Counters::new(version & crate::state::VERSION_MASK),

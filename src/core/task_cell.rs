@@ -293,7 +293,11 @@ mod tests {
         }
         assert_eq!(Arc::strong_count(runs), 2, "the cell holds the task");
         drop(cell);
-        assert_eq!(Arc::strong_count(runs), 1, "dropping the cell drops the task");
+        assert_eq!(
+            Arc::strong_count(runs),
+            1,
+            "dropping the cell drops the task"
+        );
     }
 
     #[test]
@@ -308,7 +312,10 @@ mod tests {
         fn fits_like<T>(_: &T) -> bool {
             fits::<SyncBody<T>>()
         }
-        assert!(fits_like(&task), "a closure capturing one Arc is kept in place");
+        assert!(
+            fits_like(&task),
+            "a closure capturing one Arc is kept in place"
+        );
         runs_and_drops_once(
             TaskCell::new(task, PanicPolicy::Stop),
             &runs,
@@ -346,7 +353,8 @@ mod tests {
         fn task() -> Option<Duration> {
             Some(Duration::from_secs(1))
         }
-        let mut cell = TaskCell::new(|| task(), PanicPolicy::Stop);
+        assert_eq!(size_of_val(&task), 0);
+        let mut cell = TaskCell::new(task, PanicPolicy::Stop);
         for _ in 0..2 {
             let result = returned(cell.call());
             assert_eq!(result.ok(), Some(Some(Duration::from_secs(1))));
