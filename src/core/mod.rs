@@ -189,8 +189,8 @@ impl<R: Runtime> Drop for Core<R> {
 }
 
 // SAFETY: `Core` is shared between threads by `Arc`. Every field but `task`
-// is `Sync` already. `task` (a `TaskCell`, which is `Send`: its task, async
-// task and spawner are) is only accessed by the single holder of the
+// is `Sync` already. `task` (a `TaskCell`, which is `Send`: the task it
+// owns, sync or async, is) is only accessed by the single holder of the
 // RUNNING bit, with Acquire/Release hand-over between holders (see
 // `state.rs`), so sharing `&Core` never gives two threads access to the task
 // at once: the `Mutex<T>: Sync where T: Send` argument, with the state word

@@ -10,10 +10,11 @@
 //! own. A larger task is boxed, the box's pointer in the same place.
 //!
 //! ```text
-//! TaskCell (16 B, inside the core)
+//! TaskCell (two pointers: 16 B on 64-bit targets, inside the core)
 //! ┌──────────────────────┬───────────────────────────────────┐
-//! │ &'static BodyTable   │ slot: the task (≤ 8 B, align ≤ 8) │
-//! │ (call, settle, drop) │    or a pointer to its box        │
+//! │ &'static BodyTable   │ slot: the task (at most a pointer │
+//! │ (call, settle, drop) │    in size and alignment), or a   │
+//! │                      │    pointer to its box             │
 //! └──────────────────────┴───────────────────────────────────┘
 //! ```
 //!
@@ -181,7 +182,7 @@ unsafe fn drop_body<B>(slot: *mut Slot) {
     }
 }
 
-/// The task of one trigger (16 B).
+/// The task of one trigger (two pointers).
 pub(crate) struct TaskCell {
     table: &'static BodyTable,
     slot: Slot,
