@@ -309,7 +309,7 @@ mod tests {
             counted.fetch_add(1, Relaxed);
             Some(Duration::from_millis(7))
         };
-        assert_eq!(size_of_val(&task), 8);
+        assert_eq!(size_of_val(&task), size_of::<*const ()>());
         fn fits_like<T>(_: &T) -> bool {
             fits::<SyncBody<T>>()
         }
@@ -346,6 +346,10 @@ mod tests {
             counted.fetch_add(1, Relaxed);
             Some(Duration::ZERO)
         };
+        fn fits_retrying<T>(_: &T) -> bool {
+            fits::<Retrying<SyncBody<T>>>()
+        }
+        assert!(!fits_retrying(&task), "a retrying task is boxed");
         runs_and_drops_once(TaskCell::new(task, backoff()), &runs, Duration::ZERO);
     }
 
