@@ -25,7 +25,6 @@
 //! request. The orderings of `queued` are in the module docs of `core`.
 
 use super::iteration::DispatchJob;
-use super::runtime::SHARE_US;
 use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
@@ -405,9 +404,17 @@ impl<R: Runtime> Core<R> {
 
     /// Puts the trigger in the run queue unless it is there already. A
     /// firer's run wakes a worker; the scheduler's own (a worker
-    /// re-queueing the trigger it just ran) wakes nobody — that worker goes
-    /// back to the queue itself — unless that iteration ran long (see
-    /// [`ran_long`](Self::ran_long)).
+    /// re-queueing the trigger it just ran) wakes nobody: that worker goes
+    /// back to the queue itself, behind the runs queued before it (G10).
+    ///
+    /// However long the iteration ran. Waking an idle worker as a standby
+    /// for a long iteration's re-run was measured against re-running in
+    /// place, with a task spinning 1 ms and two threads firing flat out on
+    /// a 2-vCPU Linux 6.18 guest (scenario 4, the least iterations/s of 6
+    /// rounds, three processes each, builds alternated): standby 740–782/s,
+    /// in place 785–837/s. The standby's wake-up puts a thread that must
+    /// first win a CPU from the firers between two iterations; in place,
+    /// the next iteration starts on the CPU the last one had.
     ///
     /// An async trigger's dispatch goes to its executor instead (while the
     /// scheduler is open): it only spawns the iteration's future, which
@@ -424,28 +431,8 @@ impl<R: Runtime> Core<R> {
                 return;
             }
         }
-        let wake = on_closed == OnClosed::Refuse || self.ran_long();
+        let wake = on_closed == OnClosed::Refuse;
         self.push_to_pool(on_closed, wake);
-    }
-
-    /// Whether this trigger's last iteration ran long enough (the pool's
-    /// `SHARE_US`, the work worth waking a thread for) that its re-run
-    /// should also wake a standby: an
-    /// idle worker (or the role holder) that takes the run if it gets a
-    /// CPU before the worker that queued it comes back to the queue. On a
-    /// machine with more runnable threads than cores, a thread that has
-    /// just spent its slice on user code is the one the kernel preempts
-    /// next, while one that slept is favoured: first come, first served.
-    /// Measured with a 1 ms task and two threads firing flat out on 2
-    /// cores: re-running strictly in place gives about 575 iterations/s,
-    /// strictly on the woken worker about 580/s, with a standby 570–750/s
-    /// from one process to the next (about 650/s on average; the kernel's
-    /// placement of the threads decides). The wake-up costs a few µs,
-    /// under 2 % of such an iteration; quick iterations keep re-running in
-    /// place with no wake-up at all.
-    pub(super) fn ran_long(&self) -> bool {
-        let share = SHARE_US;
-        self.stats.last_run_us().is_some_and(|us| us >= share)
     }
 
     /// Puts this trigger, its queue slot claimed, in the run queue, waking

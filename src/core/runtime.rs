@@ -29,9 +29,7 @@ use std::any::Any;
 
 /// Estimated work one helper is woken for (µs): below it, waking another
 /// thread costs more than running the work on the thread at hand. The pool
-/// wakes one idle worker per share of a due batch; the core wakes a
-/// standby for the re-run of an iteration that ran this long
-/// (`Core::ran_long`).
+/// wakes one idle worker per share of a due batch.
 pub(crate) const SHARE_US: u64 = 200;
 
 /// The runtime a trigger's core runs on (see the module docs).

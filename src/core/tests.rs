@@ -18,6 +18,8 @@ pub(crate) struct TestRuntime {
     closed: AtomicBool,
     /// Runs handed to a worker, in order.
     pub(crate) queued: Mutex<Vec<Arc<Core<TestRuntime>>>>,
+    /// Whether each of those hand-offs asked for a worker to be woken.
+    pub(crate) wakes: Mutex<Vec<bool>>,
     /// Triggers handed to the timer, in order.
     pub(crate) to_timer: Mutex<Vec<Weak<Core<TestRuntime>>>>,
     /// Panics reported.
@@ -34,6 +36,7 @@ impl TestRuntime {
             time,
             closed: AtomicBool::new(false),
             queued: Mutex::default(),
+            wakes: Mutex::default(),
             to_timer: Mutex::default(),
             panics: Mutex::default(),
             registered: Mutex::new(0),
@@ -77,8 +80,9 @@ impl Runtime for TestRuntime {
     fn coalesces(&self) -> bool {
         false
     }
-    fn queue_run(&self, core: Arc<Core<Self>>, _wake: bool) -> bool {
+    fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool {
         self.queued.lock().unwrap().push(core);
+        self.wakes.lock().unwrap().push(wake);
         !self.is_closed()
     }
     fn to_timer(&self, core: &Arc<Core<Self>>, _stamp: crate::request::Stamp) -> bool {
@@ -178,6 +182,33 @@ fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
     core.runtime.queue_run(Arc::clone(&core), false);
     assert_eq!(runtime.run_queued(), 1);
     assert_eq!(core.stats().iterations, 1);
+}
+
+#[test]
+fn a_re_run_stays_with_its_worker_however_long_the_iteration_ran() {
+    // A firer's run wakes a worker; the re-run a fire reserved during a
+    // long iteration (5 ms on the manual clock) goes back to the queue
+    // without waking anyone: the worker that ran it takes it next.
+    let runtime = TestRuntime::new();
+    let this: Arc<std::sync::OnceLock<Weak<Core<TestRuntime>>>> = Arc::default();
+    let (time, me) = (Arc::clone(&runtime.time), Arc::clone(&this));
+    let mut iterations = 0;
+    let core = runtime.bind(move || {
+        iterations += 1;
+        time.set_us(iterations * 5_000);
+        if iterations == 1 {
+            let core = me.get().and_then(Weak::upgrade).expect("bound");
+            core.fire().expect("open");
+        }
+        None
+    });
+    this.set(Arc::downgrade(&core)).unwrap();
+    core.fire().unwrap();
+    assert_eq!(runtime.run_queued(), 1);
+    assert_eq!(core.stats().iterations, 1);
+    assert_eq!(*runtime.wakes.lock().unwrap(), [true, false]);
+    assert_eq!(runtime.run_queued(), 1, "the reserved re-run");
+    assert_eq!(core.stats().iterations, 2);
 }
 
 #[test]

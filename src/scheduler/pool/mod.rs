@@ -318,8 +318,8 @@ impl<R: Runtime> Pool<R> {
     /// Queues a due trigger. `wake`: a caller outside the pool (a firer)
     /// wakes an idle worker, else the sleeping role holder; a worker
     /// re-queueing its own trigger does not (it loops back to the queue
-    /// itself) unless that iteration ran long (`Core::ran_long`). Returns
-    /// `false` if the pool is closed.
+    /// itself, see `Core::schedule_run`). Returns `false` if the pool is
+    /// closed.
     pub(crate) fn push(&self, core: Arc<Core<R>>, wake: bool) -> bool {
         let mut state = self.lock();
         if state.closed {
