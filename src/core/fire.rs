@@ -44,14 +44,18 @@ pub(crate) enum OnClosed {
     List,
 }
 
-/// A trigger whose request now sits behind IN_INBOX and that must still be
-/// put in the timer's inbox — by [`deliver`](Self::deliver), or by a worker
-/// under the pool lock it takes next. No user code runs before that, so the
-/// wake-up protocol (`scheduler/inbox.rs`) is unchanged: the push only
-/// happens a little later, and judges the request it then reads.
+/// The push a trigger still owes the timer's inbox: its request now sits
+/// behind IN_INBOX and must be put in the inbox — by
+/// [`deliver`](Self::deliver), or by a worker under the pool lock it takes
+/// next. No user code runs before that, so the wake-up protocol
+/// (`scheduler/inbox.rs`) is unchanged: the push only happens a little
+/// later, and judges the request it then reads.
+///
+/// It names no trigger: whoever holds it holds the trigger it came from
+/// (the firer, or the worker with the run's own reference), and hands
+/// that in. A worker's periodic run then costs no reference of its own.
 #[must_use]
-pub(crate) struct InboxPush<R: Runtime> {
-    pub(crate) core: Arc<Core<R>>,
+pub(crate) struct InboxPush {
     /// The request pushed and the clock its deadline is relative to.
     pub(crate) stamp: Stamp,
 }
@@ -92,23 +96,25 @@ fn give_way_in_a_storm() {
     });
 }
 
-impl<R: Runtime> InboxPush<R> {
-    /// Pushes now; a closed pool makes the request discarded (and listed)
-    /// for the scheduler's own requests, or refused for a firer's.
-    pub(super) fn deliver(self, on_closed: OnClosed) {
-        if !self.core.runtime.to_timer(&self.core, self.stamp) {
-            self.core.closed_under(on_closed);
+impl InboxPush {
+    /// Pushes `core` (the trigger this push came from) now; a closed pool
+    /// makes the request discarded (and listed) for the scheduler's own
+    /// requests, or refused for a firer's.
+    pub(super) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>, on_closed: OnClosed) {
+        if !core.runtime.to_timer(core, self.stamp) {
+            core.closed_under(on_closed);
         }
     }
 
-    /// Pushes now; the scheduler's own request (a re-arm).
-    pub(crate) fn deliver_now(self) {
-        self.deliver(OnClosed::List);
+    /// Pushes `core` now; the scheduler's own request (a re-arm).
+    pub(crate) fn deliver_now<R: Runtime>(self, core: &Arc<Core<R>>) {
+        self.deliver(core, OnClosed::List);
     }
 
-    /// The pool was closed before the push: list the re-arm as discarded.
-    pub(crate) fn closed(self) {
-        self.core.closed_under(OnClosed::List);
+    /// The pool was closed before the push: list `core`'s re-arm as
+    /// discarded.
+    pub(crate) fn closed<R: Runtime>(self, core: &Core<R>) {
+        core.closed_under(OnClosed::List);
     }
 }
 
@@ -485,7 +491,7 @@ impl<R: Runtime> Core<R> {
     ) -> (Kind, Result<Word, Refused>) {
         let (kind, installed, push) = self.install_at(version, deadline, now_us, on_closed);
         if let Some(push) = push {
-            push.deliver(on_closed);
+            push.deliver(self, on_closed);
         }
         (kind, installed)
     }
@@ -501,7 +507,7 @@ impl<R: Runtime> Core<R> {
         on_closed: OnClosed,
     ) {
         if let Some(push) = self.hand_to_timer(installed, stamp, deadline, on_closed) {
-            push.deliver(on_closed);
+            push.deliver(self, on_closed);
         }
     }
 
@@ -515,7 +521,7 @@ impl<R: Runtime> Core<R> {
         deadline: u64,
         now_us: u64,
         on_closed: OnClosed,
-    ) -> Option<InboxPush<R>> {
+    ) -> Option<InboxPush> {
         self.install_at(version, deadline, now_us, on_closed).2
     }
 
@@ -528,7 +534,7 @@ impl<R: Runtime> Core<R> {
         deadline: u64,
         now_us: u64,
         on_closed: OnClosed,
-    ) -> (Kind, Result<Word, Refused>, Option<InboxPush<R>>) {
+    ) -> (Kind, Result<Word, Refused>, Option<InboxPush>) {
         let kind = Kind::at(deadline, now_us);
         let installed = self
             .request
@@ -549,12 +555,9 @@ impl<R: Runtime> Core<R> {
         stamp: Stamp,
         deadline: u64,
         on_closed: OnClosed,
-    ) -> Option<InboxPush<R>> {
+    ) -> Option<InboxPush> {
         match installed {
-            Ok(old) if !old.in_inbox() => Some(InboxPush {
-                core: Arc::clone(self),
-                stamp,
-            }),
+            Ok(old) if !old.in_inbox() => Some(InboxPush { stamp }),
             Ok(_) => {
                 self.runtime.poke_timer(deadline);
                 if self.runtime.is_closed() {

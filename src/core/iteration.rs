@@ -269,7 +269,7 @@ impl<R: Runtime> Future for DispatchJob<R> {
             let push = core.dispatch_here(&mut adopted);
             context::leave_thread(previous);
             if let Some(push) = push {
-                push.deliver_now();
+                push.deliver_now(&core);
             }
             match adopted {
                 Some((version, future)) => {

@@ -36,7 +36,7 @@ impl<R: Runtime> Core<R> {
     /// Returns the re-armed trigger's inbox push, if its task asked for a
     /// next run: the caller delivers it ([`InboxPush::deliver`], or the
     /// pool's next lock).
-    pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush<R>> {
+    pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush> {
         // Acquire: see `# Orderings` (queued); clear before reading.
         self.queued.swap(false, Ordering::Acquire);
         self.serve_due(None)
@@ -47,7 +47,7 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn dispatch_here(
         self: &Arc<Self>,
         adopt: &mut Option<(u32, TaskFuture)>,
-    ) -> Option<InboxPush<R>> {
+    ) -> Option<InboxPush> {
         // Acquire: see `# Orderings` (queued); clear before reading.
         self.queued.swap(false, Ordering::Acquire);
         self.serve_due(Some(adopt))
@@ -56,7 +56,7 @@ impl<R: Runtime> Core<R> {
     /// Takes the due request, if any, and runs it: the body of
     /// [`dispatch`](Self::dispatch), also used where an async iteration
     /// re-runs in place.
-    pub(super) fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
+    pub(super) fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush> {
         let version = self.request.take_due()?;
         if let Some(debounce) = self.debounce() {
             debounce.claimed(version);
@@ -110,7 +110,7 @@ impl<R: Runtime> Core<R> {
         version: u32,
         end_us: u64,
         now_us: u64,
-    ) -> Option<InboxPush<R>> {
+    ) -> Option<InboxPush> {
         let exit = self.state.exit(version);
         // No run happened. If the shutdown scan read RUNNING before this
         // `exit`, the AcqRel `exit` read its AcqRel `touch`: `closed` is
@@ -137,7 +137,7 @@ impl<R: Runtime> Core<R> {
     /// Runs one iteration (this worker holds RUNNING), then exits; or, for
     /// an async task, spawns the iteration's future, which exits when it
     /// completes (see `iteration.rs`).
-    pub(super) fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
+    pub(super) fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
         // A sync iteration's span, at DEBUG: trigger, version, lateness (a
         // timed run's), outcome. An async iteration gets its span from its
         // future (`iteration.rs`), entered at every poll.
@@ -215,7 +215,7 @@ impl<R: Runtime> Core<R> {
         adopt: Adopt<'_>,
     ) {
         if let Some(push) = self.end(version, result, outcome, adopt) {
-            push.deliver_now();
+            push.deliver_now(self);
         }
     }
 
@@ -228,7 +228,7 @@ impl<R: Runtime> Core<R> {
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
         adopt: Adopt<'_>,
-    ) -> Option<InboxPush<R>> {
+    ) -> Option<InboxPush> {
         // SAFETY: see the invariant on `Core::task`.
         let retry = self
             .task
@@ -311,7 +311,7 @@ impl<R: Runtime> Core<R> {
     /// The pool's fairness (G10) is not at stake there: serving only calls
     /// the task for its next future, which the executor task polls among
     /// the executor's others.
-    pub(super) fn rerun(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush<R>> {
+    pub(super) fn rerun(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
         if adopt.is_none() {
             self.requeue(version);
             return None;
@@ -336,7 +336,7 @@ impl<R: Runtime> Core<R> {
         delay: Duration,
         now_ns: u64,
         adopt: Adopt<'_>,
-    ) -> Option<InboxPush<R>> {
+    ) -> Option<InboxPush> {
         if delay.is_zero() {
             return self.rerun(version, adopt);
         }

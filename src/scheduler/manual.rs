@@ -35,7 +35,7 @@ impl Driver {
         match shared.pool.try_pop() {
             Some(core) => {
                 if let Some(push) = core.dispatch() {
-                    push.deliver_now();
+                    push.deliver_now(&core);
                 }
                 true
             }

@@ -61,12 +61,12 @@ impl<R: Runtime> Timer<R> {
     ) -> Estimate {
         // Drained, not consumed: the caller keeps the buffer for the next
         // turn's news (see `Pool::next_work`).
-        for (core, stamp) in items.drain(..) {
-            let Some(core) = core.upgrade() else {
+        for (weak, stamp) in items.drain(..) {
+            let Some(core) = weak.upgrade() else {
                 continue;
             };
             let seen = core.request().leave_inbox();
-            self.update(&core, seen, stamp.deadline(seen, now_us));
+            self.update(&core, weak, seen, stamp.deadline(seen, now_us));
         }
         let mut estimate = Estimate::default();
         self.wheel.poll(now_us, |_, due_at, entry| {
@@ -100,7 +100,15 @@ impl<R: Runtime> Timer<R> {
     }
 
     /// Moves (or adds, or removes) `core`'s entry to match its request.
-    fn update(&mut self, core: &Arc<Core<R>>, seen: Word, deadline: Option<u64>) {
+    /// `weak`: the inbox item's reference to it, which a new entry keeps
+    /// (no second reference made, and none dropped, per insert).
+    fn update(
+        &mut self,
+        core: &Arc<Core<R>>,
+        weak: Weak<Core<R>>,
+        seen: Word,
+        deadline: Option<u64>,
+    ) {
         // Relaxed: `timer_key` is only touched by the role holder, and the
         // role passes between threads through the pool lock.
         let key = core.timer_key.load(Ordering::Relaxed);
@@ -113,10 +121,7 @@ impl<R: Runtime> Timer<R> {
                 }
             }
             (Some(deadline), None) => {
-                let entry = Entry {
-                    core: Arc::downgrade(core),
-                    seen,
-                };
+                let entry = Entry { core: weak, seen };
                 let key = self.wheel.insert(deadline, entry);
                 core.timer_key.store(key.into_raw(), Ordering::Relaxed);
             }

@@ -51,15 +51,17 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
             .pool
             .next_work(&bed, extra, limits, clock, &mut carry, hint)
         {
-            Work::Run(core) => carry.push = core.dispatch(),
+            // The run's reference rides with its re-arm, if any, to the
+            // inbox (see `Carry`).
+            Work::Run(core) => carry.push = core.dispatch().map(|push| (core, push)),
             Work::Timer(timer) => {
                 if hold_timer(shared, timer, &mut carry, extra, &mut now_hint) {
                     return; // retired, the role handed over
                 }
             }
             Work::Exit => {
-                if let Some(push) = carry.push {
-                    push.closed();
+                if let Some((core, push)) = carry.push {
+                    push.closed(&core);
                 }
                 return;
             }

@@ -204,13 +204,14 @@ impl<R: Runtime> State<R> {
 }
 
 /// What a worker carries from one look at the pool to the next: a re-arm's
-/// inbox push (handed to the pool with the next lock), and two buffers its
+/// inbox push with the run's reference to its trigger (handed to the pool
+/// with the next lock), and two buffers its
 /// timer turns reuse, with their capacity — the inbox's news (swapped with
 /// the pool's inbox) and the due runs a turn found (drained into the run
 /// queue): no allocation per turn. Each is trimmed back to [`RETAIN`]
 /// items' room once drained after a burst ([`trim`]).
 pub(crate) struct Carry<R: Runtime> {
-    pub(crate) push: Option<InboxPush<R>>,
+    pub(crate) push: Option<(Arc<Core<R>>, InboxPush)>,
     pub(crate) inbox: Vec<InboxItem<R>>,
     pub(crate) due: Vec<Arc<Core<R>>>,
 }
@@ -369,7 +370,7 @@ impl<R: Runtime> Pool<R> {
         // taking the role that much early only costs a turn that finds
         // nothing due; the turn itself reads the exact clock.
         let mut just_released = now_hint.is_some();
-        let mut now_hint = now_hint.or(push.as_ref().map(|push| push.stamp.now_us()));
+        let mut now_hint = now_hint.or(push.as_ref().map(|(_, push)| push.stamp.now_us()));
         // The re-arm's trigger, held until the lock is released: declared
         // before the guard, so it is dropped after it. If its last handle
         // went meanwhile, dropping it drops the task, whose captures may
@@ -377,7 +378,7 @@ impl<R: Runtime> Pool<R> {
         let mut delivered: Option<Arc<Core<R>>> = None;
         let mut state = self.lock();
         if !state.closed {
-            if let Some(InboxPush { core, stamp }) = push.take() {
+            if let Some((core, InboxPush { stamp })) = push.take() {
                 let mut wakes = Wakes::default();
                 let judge = || core.request().touch().kind().deadline(stamp.now_us());
                 let item = (Arc::downgrade(&core), stamp);
