@@ -166,6 +166,30 @@ fn fires_coalesce_into_one_queued_run_without_a_scheduler() {
 }
 
 #[test]
+fn fires_into_a_queued_run_count_toward_giving_way() {
+    // A storm's fires while the run waits in the queue have nothing left
+    // to do: each counts toward the firer's next yield, as fires into a
+    // reserved re-run do. The first fire queues the run and does not.
+    let runtime = TestRuntime::new();
+    let core = runtime.bind(|| None);
+    let counted = || super::fire::COALESCED_HERE.with(std::cell::Cell::get);
+    let before = counted();
+    core.fire().unwrap();
+    assert_eq!(counted(), before, "the fire that queued the run");
+    for _ in 0..300 {
+        core.fire().unwrap();
+    }
+    assert_eq!(counted(), before + 300);
+    assert_eq!(runtime.run_queued(), 1);
+    core.fire().unwrap();
+    assert_eq!(
+        counted(),
+        before + 300,
+        "served: the next fire queues again"
+    );
+}
+
+#[test]
 fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
     let runtime = TestRuntime::new();
     let core = runtime.bind(|| None);
