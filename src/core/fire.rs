@@ -24,6 +24,7 @@
 //! read the request word after clearing the flag, so it serves the newest
 //! request. The orderings of `queued` are in the module docs of `core`.
 
+use super::give_way::give_way_in_a_storm;
 use super::iteration::DispatchJob;
 use super::{Core, Runtime};
 use crate::clock::deadline_us;
@@ -58,60 +59,6 @@ pub(crate) enum OnClosed {
 pub(crate) struct InboxPush {
     /// The request pushed and the clock its deadline is relative to.
     pub(crate) stamp: Stamp,
-}
-
-/// Fires into an already pending run a thread makes before it yields its
-/// CPU once (see [`give_way_in_a_storm`]). Not under loom: a model
-/// thread's yield is loom's to schedule.
-#[cfg(not(loom))]
-const STORM_STREAK: u32 = 256;
-
-#[cfg(all(test, not(loom)))]
-thread_local! {
-    /// [`give_way_in_a_storm`]'s calls on this thread (unit tests).
-    pub(crate) static COALESCED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-#[cfg(not(loom))]
-thread_local! {
-    /// This thread's fires that coalesced into a pending run.
-    static COALESCED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// After a fire that only coalesced into a pending run — a reserved re-run,
-/// or a run queued and not yet taken: every [`STORM_STREAK`]th such fire
-/// on this thread yields the CPU once.
-///
-/// Such a fire has nothing left to do — the pending run serves it — and a
-/// thread firing in a loop makes only these. On a machine with fewer
-/// cores than busy threads, firers that never block would hold the cores
-/// and starve the very worker that runs the task (a fire storm's
-/// iterations/s then follows the kernel's fair share: two firers and one
-/// worker on two cores leave the worker two thirds of one). One
-/// `sched_yield` per 256 coalesced fires lets the worker run: a fraction
-/// of a percent of the firer's time, and nothing for any caller that does
-/// other work between fires.
-///
-/// Both kinds count. While the run is queued — between an iteration's
-/// end and the next one's start, or while the worker that queued it waits
-/// for a CPU — every fire lands on the queued run, and firers that only
-/// yielded into a reserved re-run kept the cores from that very worker.
-/// Counting these too, scenario 4 (a 1 ms task, two firers, 2 cores) ran
-/// 984–990 iterations/s in six rounds against 840–955 (and each firer's
-/// fires/s rose from about 24 M to 30 M: a queued run's fires are RMWs on
-/// the words the worker is about to take).
-#[inline]
-fn give_way_in_a_storm() {
-    #[cfg(all(test, not(loom)))]
-    COALESCED_HERE.with(|count| count.set(count.get() + 1));
-    #[cfg(not(loom))]
-    COALESCED.with(|count| {
-        let next = count.get().wrapping_add(1);
-        count.set(next);
-        if next % STORM_STREAK == 0 {
-            std::thread::yield_now();
-        }
-    });
 }
 
 impl InboxPush {

@@ -36,6 +36,7 @@
 //! | `mod.rs` | [`Core`]: the fields, who may touch them, accessors |
 //! | `runtime.rs` | [`Runtime`]: everything the core asks of the runtime |
 //! | `fire.rs` | the firer side (`fire`, `fire_after`, `suspend`, `fire_and_wait`, debounce) and the hand-offs to the runtime: into the run queue, the timer's inbox, the shutdown report |
+//! | `give_way.rs` | a firer whose fire only lands on a pending run yields its CPU once in a while, so a storm's firers leave the worker its core |
 //! | `pause.rs` | the off switch: `pause`, `resume` (G17) |
 //! | `run.rs` | the runner side: `dispatch`, `run`, `end`, re-run and re-arm |
 //! | `task_cell.rs` | the task cell ([`TaskCell`], touched only by the RUNNING holder): the task in place if it fits in a pointer, else boxed |
@@ -83,6 +84,7 @@ pub(crate) use runtime::Runtime;
 pub(crate) use task_cell::TaskCell;
 
 mod fire;
+mod give_way;
 pub(crate) mod iteration;
 mod pause;
 mod run;
