@@ -59,6 +59,10 @@ pub(crate) enum OnClosed {
 pub(crate) struct InboxPush {
     /// The request pushed and the clock its deadline is relative to.
     pub(crate) stamp: Stamp,
+    /// The trigger's address, to check in debug builds that the push goes
+    /// with the trigger it came from.
+    #[cfg(debug_assertions)]
+    pub(crate) from: usize,
 }
 
 impl InboxPush {
@@ -66,6 +70,8 @@ impl InboxPush {
     /// makes the request discarded (and listed) for the scheduler's own
     /// requests, or refused for a firer's.
     pub(super) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>, on_closed: OnClosed) {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(self.from, core.address(), "a push goes with its trigger");
         if !core.runtime.to_timer(core, self.stamp) {
             core.closed_under(on_closed);
         }
@@ -79,6 +85,8 @@ impl InboxPush {
     /// The pool was closed before the push: list `core`'s re-arm as
     /// discarded.
     pub(crate) fn closed<R: Runtime>(self, core: &Core<R>) {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(self.from, core.address(), "a push goes with its trigger");
         core.closed_under(OnClosed::List);
     }
 }
@@ -158,13 +166,12 @@ impl<R: Runtime> Core<R> {
             .request
             .install(version, Kind::Due, false, Installer::Publish);
         let replaced = self.refused_if_paused(installed)?;
-        if replaced.is_some() && !self.reserve_inline() {
-            self.schedule_run(OnClosed::Refuse);
-        }
+        let queued_here =
+            replaced.is_some() && !self.reserve_inline() && self.schedule_run(OnClosed::Refuse);
         self.confirm(version, Kind::Due, replaced)?;
-        if replaced.is_some_and(|old| old.kind() == Kind::Due) {
+        if !queued_here && replaced.is_some_and(|old| old.kind() == Kind::Due) {
             // The run was already pending (queued, not yet taken) and now
-            // serves this fire too.
+            // serves this fire too: this fire handed nothing on.
             give_way_in_a_storm();
         }
         Ok(version)
@@ -378,37 +385,43 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Puts the trigger in the run queue unless it is there already. A
+    /// Puts the trigger in the run queue unless it is there already;
+    /// returns whether this call put it there (or spawned its dispatch). A
     /// firer's run wakes a worker; the scheduler's own (a worker
-    /// re-queueing the trigger it just ran) wakes nobody: that worker goes
-    /// back to the queue itself, behind the runs queued before it (G10).
+    /// re-queueing the trigger it just ran) wakes nobody, however long the
+    /// iteration ran: that worker goes back to the queue itself and
+    /// normally runs it, behind the runs queued before it (G10).
     ///
-    /// However long the iteration ran. Waking an idle worker as a standby
-    /// for a long iteration's re-run was measured against re-running in
-    /// place, with a task spinning 1 ms and two threads firing flat out on
-    /// a 2-vCPU Linux 6.18 guest (scenario 4, the least iterations/s of 6
-    /// rounds, three processes each, builds alternated): standby 740–782/s,
-    /// in place 785–837/s. The standby's wake-up puts a thread that must
-    /// first win a CPU from the firers between two iterations; in place,
-    /// the next iteration starts on the CPU the last one had.
+    /// Waking an idle worker as a standby for a long iteration's re-run was
+    /// measured against re-running in place, with a task spinning 1 ms and
+    /// two threads firing flat out on a 2-vCPU Linux 6.18 guest (scenario
+    /// 4, the least iterations/s of 6 rounds, three processes each, builds
+    /// alternated): standby 740–782/s, in place 785–822/s. The standby's
+    /// wake-up puts a thread that must first win a CPU from the firers
+    /// between two iterations; in place, the next iteration starts on the
+    /// CPU the last one had. What the standby also covered: if that worker
+    /// next takes an earlier queued run that blocks, with no other worker
+    /// awake, the re-run waits for the monitor, within the stall threshold
+    /// (G14), as any queued run behind a blocked worker does.
     ///
     /// An async trigger's dispatch goes to its executor instead (while the
     /// scheduler is open): it only spawns the iteration's future, which
     /// the same executor task then polls — no worker wake-up. A dispatch
     /// its executor drops unpolled falls back to the pool.
-    pub(super) fn schedule_run(self: &Arc<Self>, on_closed: OnClosed) {
+    pub(super) fn schedule_run(self: &Arc<Self>, on_closed: OnClosed) -> bool {
         if !self.claim_queue_slot(on_closed) {
-            return;
+            return false;
         }
         if let Some(slot) = self.cancel_slot() {
             if !self.runtime.is_closed() {
                 slot.spawner
                     .spawn(Box::pin(DispatchJob::new(Arc::clone(self))));
-                return;
+                return true;
             }
         }
         let wake = on_closed == OnClosed::Refuse;
         self.push_to_pool(on_closed, wake);
+        true
     }
 
     /// Puts this trigger, its queue slot claimed, in the run queue, waking
@@ -527,7 +540,11 @@ impl<R: Runtime> Core<R> {
         on_closed: OnClosed,
     ) -> Option<InboxPush> {
         match installed {
-            Ok(old) if !old.in_inbox() => Some(InboxPush { stamp }),
+            Ok(old) if !old.in_inbox() => Some(InboxPush {
+                stamp,
+                #[cfg(debug_assertions)]
+                from: self.address(),
+            }),
             Ok(_) => {
                 self.runtime.poke_timer(deadline);
                 if self.runtime.is_closed() {

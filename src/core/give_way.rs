@@ -33,14 +33,19 @@ thread_local! {
 /// of a percent of the firer's time, and nothing for any caller that does
 /// other work between fires.
 ///
-/// Both kinds count. While the run is queued — between an iteration's
-/// end and the next one's start, or while the worker that queued it waits
-/// for a CPU — every fire lands on the queued run, and firers that only
-/// yielded into a reserved re-run kept the cores from that very worker.
-/// Counting these too, scenario 4 (a 1 ms task, two firers, 2 cores) ran
-/// 984–990 iterations/s in six rounds against 840–955 (and each firer's
-/// fires/s rose from about 24 M to 30 M: a queued run's fires are RMWs on
-/// the words the worker is about to take).
+/// Both kinds count (a fire into a queued run only when it queued nothing
+/// itself). While the run is queued — between an iteration's end and the
+/// next one's start, or while the worker that queued it waits for a CPU —
+/// every fire lands on the queued run, and firers that only yielded into a
+/// reserved re-run kept the cores from that very worker. Counting these
+/// too, scenario 4 (a 1 ms task, two firers, 2 cores, rounds of 2 s) ran
+/// 984–990 iterations/s in eight rounds against 840–955, and each firer's
+/// fires/s rose from about 24 M to 25–30 M: a queued run's fires are RMWs
+/// on the words the worker is about to take. A longer streak for these
+/// gave less (1,024: 967–989/s; 4,096: 886–954/s); the cost where a run
+/// stays queued because every worker is busy elsewhere (scenario 1's
+/// "`fire()`, run already pending") is one `sched_yield` per 256 fires,
+/// about 2 ns a fire, within that figure's noise.
 #[inline]
 pub(super) fn give_way_in_a_storm() {
     #[cfg(all(test, not(loom)))]

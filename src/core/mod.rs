@@ -54,7 +54,7 @@
 //! | `request`, `expected_run_us` | the timer | read the deadline to file; estimate a due batch |
 //! | `stuck_for` | the monitor | how long a run has been in flight |
 //! | `touch_state`, `wake_waiters`, `cancel_slot`, `name`, `stats` | shutdown scan, stats | read-only looks |
-//! | `InboxPush::deliver_now` / `closed` | a worker, the virtual driver | deliver the timer hand-over a `dispatch` returned, or drop it at shutdown |
+//! | `InboxPush::deliver_now` / `closed` | the virtual driver, an async trigger's executor (`deliver_now`); a worker (`closed`, delivering through the pool lock otherwise) | deliver the timer hand-over a `dispatch` returned, or list it at shutdown |
 //!
 //! # Ground rules
 //!

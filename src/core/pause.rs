@@ -111,7 +111,9 @@ impl<R: Runtime> Core<R> {
         drop(guard);
         self.close_burst();
         match kind {
-            Kind::Due if !self.reserve_inline() => self.schedule_run(OnClosed::Refuse),
+            Kind::Due if !self.reserve_inline() => {
+                self.schedule_run(OnClosed::Refuse);
+            }
             Kind::At { .. } => {
                 let stamp = Stamp::new(version, kind, now_ns / 1_000);
                 self.to_timer_now(Ok(replaced), stamp, deadline, OnClosed::Refuse)
@@ -189,7 +191,9 @@ impl<R: Runtime> Core<R> {
             return;
         };
         match kind {
-            Kind::Due => self.schedule_run(on_closed),
+            Kind::Due => {
+                self.schedule_run(on_closed);
+            }
             Kind::At { .. } => {
                 let stamp = Stamp::new(word.version(), kind, now_ns / 1_000);
                 self.to_timer_now(Ok(replaced), stamp, deadline, on_closed);

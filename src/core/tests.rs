@@ -187,6 +187,15 @@ fn fires_into_a_queued_run_count_toward_giving_way() {
         before + 300,
         "served: the next fire queues again"
     );
+    // A dispatch popped the run and cleared its queue flag, not yet taking
+    // the request: a fire then finds it due but queues it again itself —
+    // it handed something on, so it does not count.
+    let popped = std::mem::take(&mut *runtime.queued.lock().unwrap());
+    assert_eq!(popped.len(), 1);
+    core.queued.swap(false, Ordering::Acquire);
+    core.fire().unwrap();
+    assert_eq!(counted(), before + 300, "this fire queued the run");
+    assert_eq!(runtime.queued.lock().unwrap().len(), 1);
 }
 
 #[test]
@@ -212,7 +221,7 @@ fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
 fn a_re_run_stays_with_its_worker_however_long_the_iteration_ran() {
     // A firer's run wakes a worker; the re-run a fire reserved during a
     // long iteration (5 ms on the manual clock) goes back to the queue
-    // without waking anyone: the worker that ran it takes it next.
+    // without waking anyone: the worker that ran it normally takes it next.
     let runtime = TestRuntime::new();
     let this: Arc<std::sync::OnceLock<Weak<Core<TestRuntime>>>> = Arc::default();
     let (time, me) = (Arc::clone(&runtime.time), Arc::clone(&this));

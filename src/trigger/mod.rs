@@ -237,6 +237,17 @@ impl Trigger {
     /// or cap its rate ([`TriggerBuilder::min_interval`]: the first at
     /// once, then one per interval).
     ///
+    /// **A storm gives way.** A fire that only lands on a run already
+    /// pending — a re-run reserved during an iteration, or a run queued and
+    /// not yet taken — has nothing left to do. Every 256th such fire on a
+    /// thread yields that thread's CPU once ([`std::thread::yield_now`]),
+    /// so threads firing in a loop on a machine with fewer cores than busy
+    /// threads leave the worker that runs the task its core. A thread that
+    /// does other work between fires, or whose fires find the trigger idle,
+    /// never gets there. ([`fire_after`](Self::fire_after) and
+    /// [`fire_within`](Self::fire_within) with a zero delay, and
+    /// [`fire_and_wait`](Self::fire_and_wait), fire the same way.)
+    ///
     /// # Errors
     ///
     /// [`FireError::Shutdown`] once the scheduler has shut down;

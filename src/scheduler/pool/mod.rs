@@ -378,7 +378,10 @@ impl<R: Runtime> Pool<R> {
         let mut delivered: Option<Arc<Core<R>>> = None;
         let mut state = self.lock();
         if !state.closed {
-            if let Some((core, InboxPush { stamp })) = push.take() {
+            if let Some((core, push)) = push.take() {
+                #[cfg(debug_assertions)]
+                debug_assert_eq!(push.from, core.address(), "a push goes with its trigger");
+                let stamp = push.stamp;
                 let mut wakes = Wakes::default();
                 let judge = || core.request().touch().kind().deadline(stamp.now_us());
                 let item = (Arc::downgrade(&core), stamp);
