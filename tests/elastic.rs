@@ -28,6 +28,15 @@ fn blockers(scheduler: &Scheduler, n: usize, gate: &Gate, started: &Counter) -> 
         .collect()
 }
 
+/// A scheduler of one worker that may grow to two.
+fn one_worker_up_to_two() -> Scheduler {
+    Scheduler::builder()
+        .workers(1)
+        .max_workers(2)
+        .build()
+        .unwrap()
+}
+
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -90,11 +99,7 @@ fn extra_workers_retire_after_their_keep_alive() {
 
 #[test]
 fn reaching_the_worker_limit_is_reported_and_runs_wait() {
-    let scheduler = Scheduler::builder()
-        .workers(1)
-        .max_workers(2)
-        .build()
-        .unwrap();
+    let scheduler = one_worker_up_to_two();
     let (gate, started) = (Gate::default(), Counter::default());
     let _blocked = blockers(&scheduler, 3, &gate, &started);
     eventually("the limit is reported", || {
@@ -519,4 +524,43 @@ fn a_deadline_after_the_monitors_turn_is_not_left_to_the_next_stall() {
         "Z started {late:?} late with a worker parked idle the whole time: {pool:?}"
     );
     let _ = scheduler.shutdown_and_join();
+}
+
+#[test]
+fn a_re_run_queued_behind_a_run_that_blocks_starts_within_the_stall_threshold() {
+    // One worker. A's first iteration fires B (queued: the only worker is
+    // busy) and then A itself (a re-run reserved while A runs), so A's
+    // re-run is queued behind B. The worker re-runs nothing in place ahead
+    // of B: it takes B, which blocks. A's re-run must still start — the
+    // monitor starts a second worker — while B blocks (G14).
+    let scheduler = one_worker_up_to_two();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let blocker = blocking_from(&scheduler, 1, &gate, &started);
+    let this = Arc::new(Mutex::new(None::<circulation_trigger::WeakTrigger>));
+    let a_runs = Counter::default();
+    let (me, runs, b) = (Arc::clone(&this), a_runs.clone(), blocker.clone());
+    let a = Trigger::bind(&scheduler, move || {
+        if runs.bump() == 1 {
+            b.fire().unwrap();
+            let me = me.lock().unwrap().as_ref().and_then(|w| w.upgrade());
+            me.expect("bound").fire().unwrap();
+        }
+        None
+    });
+    *this.lock().unwrap() = Some(a.downgrade());
+    a.fire().unwrap();
+    eventually("A's re-run started while B blocks", || a_runs.get() >= 2);
+    assert_eq!(started.get(), 1, "B started and still blocks");
+    assert_eq!(
+        blocker.stats().state,
+        circulation_trigger::TriggerState::Running,
+        "B still blocks"
+    );
+    assert_eq!(scheduler.stats().peak_workers, 2, "the monitor started one");
+    gate.open();
+    eventually("B finished", || {
+        blocker.stats().state != circulation_trigger::TriggerState::Running
+    });
+    let report = scheduler.shutdown_and_join();
+    assert_eq!(report.detached_threads(), 0);
 }

@@ -62,17 +62,25 @@ pub(crate) struct InboxPush {
     /// The trigger's address, to check in debug builds that the push goes
     /// with the trigger it came from.
     #[cfg(debug_assertions)]
-    pub(crate) from: usize,
+    from: usize,
 }
 
 impl InboxPush {
+    /// The stamp to push `core` with, `core` being the trigger this push
+    /// came from (checked in debug builds).
+    #[inline]
+    pub(crate) fn stamp_for<R: Runtime>(self, core: &Core<R>) -> Stamp {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(self.from, core.address(), "a push goes with its trigger");
+        let _ = core;
+        self.stamp
+    }
+
     /// Pushes `core` (the trigger this push came from) now; a closed pool
     /// makes the request discarded (and listed) for the scheduler's own
     /// requests, or refused for a firer's.
     pub(super) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>, on_closed: OnClosed) {
-        #[cfg(debug_assertions)]
-        debug_assert_eq!(self.from, core.address(), "a push goes with its trigger");
-        if !core.runtime.to_timer(core, self.stamp) {
+        if !core.runtime.to_timer(core, self.stamp_for(core)) {
             core.closed_under(on_closed);
         }
     }
@@ -85,8 +93,7 @@ impl InboxPush {
     /// The pool was closed before the push: list `core`'s re-arm as
     /// discarded.
     pub(crate) fn closed<R: Runtime>(self, core: &Core<R>) {
-        #[cfg(debug_assertions)]
-        debug_assert_eq!(self.from, core.address(), "a push goes with its trigger");
+        let _ = self.stamp_for(core);
         core.closed_under(OnClosed::List);
     }
 }

@@ -379,9 +379,7 @@ impl<R: Runtime> Pool<R> {
         let mut state = self.lock();
         if !state.closed {
             if let Some((core, push)) = push.take() {
-                #[cfg(debug_assertions)]
-                debug_assert_eq!(push.from, core.address(), "a push goes with its trigger");
-                let stamp = push.stamp;
+                let stamp = push.stamp_for(&core);
                 let mut wakes = Wakes::default();
                 let judge = || core.request().touch().kind().deadline(stamp.now_us());
                 let item = (Arc::downgrade(&core), stamp);
