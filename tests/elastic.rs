@@ -564,3 +564,82 @@ fn a_re_run_queued_behind_a_run_that_blocks_starts_within_the_stall_threshold() 
     let report = scheduler.shutdown_and_join();
     assert_eq!(report.detached_threads(), 0);
 }
+
+#[test]
+fn a_quick_run_that_blocks_after_a_quiet_spell_is_seen_by_the_parked_monitor() {
+    // 200 ms with nothing to do: the monitor parks (two looks with no
+    // thread busy, 10 ms at the default stall threshold), planning to look
+    // a tick after the holder's next deadline. The holder wakes for it by
+    // itself — nobody unparks the monitor — and runs the blocker's second
+    // run, which looks quick and keeps the role, then blocks. The monitor
+    // must look as planned and hand the role on, so a later deadline runs
+    // while the blocker blocks (G14).
+    let scheduler = Scheduler::builder().workers(2).build().unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let blocker = blocking_from(&scheduler, 2, &gate, &started);
+    blocker.fire().unwrap();
+    eventually("the first, quick run ended", || {
+        blocker.stats().iterations == 1
+    });
+    let later = Counter::default();
+    let l = later.clone();
+    let other = Trigger::bind(&scheduler, move || {
+        l.bump();
+        None
+    });
+    blocker.fire_after(Duration::from_millis(200)).unwrap();
+    other.fire_after(Duration::from_millis(250)).unwrap();
+    eventually("the later trigger ran while the blocker blocks", || {
+        later.get() == 1
+    });
+    assert_eq!(started.get(), 2, "the blocker is still in its second run");
+    gate.open();
+    let _ = scheduler.shutdown_and_join();
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_monitor_of_a_pool_that_only_runs_quick_periodic_runs_does_not_tick() {
+    // One trigger every 50 ms, each run over at once. A monitor that ticked
+    // whenever work had been done lately (every 5 ms at the default stall
+    // threshold) would wake about 200 times a second; one that looks a tick
+    // after each deadline, about 20.
+    let scheduler = Scheduler::builder()
+        .workers(2)
+        .thread_name_prefix("quietmon-")
+        .build()
+        .unwrap();
+    let trigger = Trigger::bind(&scheduler, || Some(Duration::from_millis(50)));
+    trigger.fire().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = monitor_wake_ups("quietmon-monitor");
+    std::thread::sleep(Duration::from_secs(1));
+    let woke = monitor_wake_ups("quietmon-monitor") - before;
+    assert!(trigger.stats().iterations >= 5, "the trigger kept running");
+    let _ = scheduler.shutdown_and_join();
+    assert!(woke < 100, "the monitor woke {woke} times in a second");
+}
+
+/// How many times the thread named `name` has gone to sleep and been
+/// woken since it started.
+#[cfg(target_os = "linux")]
+fn monitor_wake_ups(name: &str) -> u64 {
+    // Linux keeps the first 15 bytes of a thread's name.
+    let name = &name[..name.len().min(15)];
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue; // the thread exited meanwhile
+        };
+        if comm.trim_end() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(path.join("status")).unwrap();
+        let line = status
+            .lines()
+            .find(|line| line.starts_with("voluntary_ctxt_switches:"))
+            .unwrap();
+        return line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    }
+    panic!("no thread named {name}");
+}

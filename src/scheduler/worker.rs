@@ -164,7 +164,10 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
             shared.report_stuck(core, running_for)
         });
         let watches_nothing = || shared.lifecycle.watches_nothing();
-        if !shared.pool.monitor_sleep(&mut watch, tick, watches_nothing) {
+        if !shared
+            .pool
+            .monitor_sleep(&mut watch, tick, &shared.clock, watches_nothing)
+        {
             return;
         }
     }

@@ -135,6 +135,11 @@ pub(super) struct State<R: Runtime> {
     /// Bumped whenever a worker picks up work: the monitor's stall test.
     progress: u64,
     monitor_parked: bool,
+    /// While the monitor is parked: the holder's wake-up it planned
+    /// around (it looks one tick after it), or `NEVER` if it waits for
+    /// activity only. A holder that wakes by itself before that time
+    /// unparks it (see `role.rs`, `sleep`).
+    monitor_plan: u64,
 }
 
 impl<R: Runtime> State<R> {
@@ -167,6 +172,19 @@ impl<R: Runtime> State<R> {
         if self.monitor_parked {
             self.monitor_parked = false;
             wakes.monitor = true;
+        }
+    }
+
+    /// When a thread next gets busy with no one waking it (`sleep_until`:
+    /// the pool's): the sleeping holder at its target, a free role at its
+    /// due time; `NEVER` if neither (the role is held by a thread awake).
+    fn next_busy_by_itself(&self, sleep_until: u64) -> u64 {
+        if self.holder_asleep {
+            sleep_until
+        } else if self.timer.is_some() {
+            self.timer_next.min(self.inbox_next)
+        } else {
+            NEVER
         }
     }
 
@@ -274,6 +292,7 @@ impl<R: Runtime> Pool<R> {
                 successor: false,
                 progress: 0,
                 monitor_parked: false,
+                monitor_plan: NEVER,
             }),
             timer_bed: Condvar::new(),
             monitor_bed: Condvar::new(),

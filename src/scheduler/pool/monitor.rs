@@ -4,6 +4,7 @@
 
 use super::Limits;
 use super::{Pool, State, Wakes, AWAKE};
+use crate::clock::Clock;
 use crate::core::{Core, Runtime};
 use crate::scheduler::timer::{InboxItem, Timer, NEVER};
 use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering};
@@ -21,8 +22,9 @@ pub(crate) enum Look<R: Runtime> {
     Turn(Box<Timer<R>>, Vec<InboxItem<R>>),
 }
 
-/// Ticks without pending work or progress before the monitor parks.
-const QUIET_TICKS: u32 = 200;
+/// Looks in a row that found nothing pending and no thread busy before
+/// the monitor parks (see [`Pool::monitor_sleep`]).
+const QUIET_LOOKS: u32 = 2;
 
 /// What the monitor remembers between two looks.
 #[derive(Debug, Default)]
@@ -43,7 +45,7 @@ impl<R: Runtime> Pool<R> {
         }
         let pending = state.pending(now_us);
         let stalled = pending && watch.pending && watch.progress == state.progress;
-        watch.quiet = if pending || watch.progress != state.progress {
+        watch.quiet = if pending || state.busy() > 0 {
             0
         } else {
             watch.quiet.saturating_add(1)
@@ -147,15 +149,30 @@ impl<R: Runtime> Pool<R> {
         start
     }
 
-    /// Monitor side: waits one tick — or, after a quiet spell with no
-    /// worker busy and no trigger on the stuck watch list
-    /// (`watches_nothing`, called under the pool's lock: see
-    /// [`unpark_monitor`](Self::unpark_monitor)), until a worker gets busy
-    /// again. Returns `false` once the pool is closed.
+    /// Monitor side: waits one tick — or, after [`QUIET_LOOKS`] looks that
+    /// found nothing pending and no thread busy, with no trigger on the
+    /// stuck watch list (`watches_nothing`, called under the pool's lock:
+    /// see [`unpark_monitor`](Self::unpark_monitor)), parks. Returns
+    /// `false` once the pool is closed.
+    ///
+    /// A stall needs a busy thread: with every thread waiting, work that
+    /// arrives wakes one. So a parked monitor need not look again before a
+    /// thread gets busy — woken by someone (a fire, news for the holder, a
+    /// role handed over: [`State::note_activity`] unparks the monitor) or
+    /// by itself, which only the role holder does, at the deadline it
+    /// sleeps toward. The monitor plans around that deadline: it looks one
+    /// tick after it (and the holder unparks it only if it wakes before
+    /// the plan). Detection stays within the stall threshold — after the
+    /// plan's look the monitor ticks while a thread is busy — and an idle
+    /// pool costs the monitor one wake-up per deadline at most, not one
+    /// per tick: 100,000 triggers of 1 s (a deadline every millisecond) or
+    /// one of 100 ms (ten a second) no longer keep it ticking 200 times a
+    /// second.
     pub(crate) fn monitor_sleep(
         &self,
         watch: &mut Watch,
         tick: Duration,
+        clock: &Clock,
         watches_nothing: impl FnOnce() -> bool,
     ) -> bool {
         let mut state = self.lock();
@@ -164,12 +181,33 @@ impl<R: Runtime> Pool<R> {
         }
         // An async iteration occupies no worker: with a watched trigger,
         // the monitor never parks, or a hung iteration would go unreported.
-        if watch.quiet >= QUIET_TICKS && state.busy() == 0 && watches_nothing() {
+        if watch.quiet >= QUIET_LOOKS && state.busy() == 0 && watches_nothing() {
+            // Relaxed: under the lock, which orders every store to it.
+            let next = state.next_busy_by_itself(self.sleep_until.load(Ordering::Relaxed));
+            let tick_us = u64::try_from(tick.as_micros()).unwrap_or(u64::MAX);
+            let look_at =
+                (next != NEVER && !clock.is_manual()).then(|| next.saturating_add(tick_us));
             state.monitor_parked = true;
+            state.monitor_plan = if look_at.is_some() { next } else { NEVER };
             while state.monitor_parked && !state.closed {
-                state = wait(&self.monitor_bed, state);
+                state = match look_at {
+                    None => wait(&self.monitor_bed, state),
+                    Some(at) => {
+                        let timeout = clock.until(at);
+                        if timeout.is_zero() {
+                            break;
+                        }
+                        wait_timeout(&self.monitor_bed, &self.state, state, timeout)
+                    }
+                };
             }
-            watch.quiet = 0;
+            // Unparked by activity: quiet no more. At the plan's time: the
+            // next look decides, and parks again at once if still quiet.
+            if !std::mem::replace(&mut state.monitor_parked, false) {
+                watch.quiet = 0;
+            }
+            state.monitor_plan = NEVER;
+            watch.pending = false; // judged afresh
         } else {
             state = wait_timeout(&self.monitor_bed, &self.state, state, tick);
         }

@@ -238,8 +238,12 @@ impl<R: Runtime> Pool<R> {
         };
         self.sleep_until.store(AWAKE, Ordering::Relaxed);
         let by_itself = std::mem::replace(&mut state.holder_asleep, false);
-        if by_itself {
-            // Woke by itself (its deadline): it is about to work.
+        // Woke by itself (its deadline): it is about to work. A parked
+        // monitor plans to look a tick after the holder's target (see
+        // `Pool::monitor_sleep`): it is unparked only if this wake-up
+        // comes before its plan, or it has none — not a second wake-up
+        // for every deadline.
+        if by_itself && until < state.monitor_plan {
             let mut wakes = Wakes::default();
             state.note_activity(&mut wakes);
             if wakes.monitor {
