@@ -633,7 +633,7 @@ fn a_future_that_panics_as_it_is_dropped_hands_the_trigger_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_async_iteration_is_reported_stuck_after_a_quiet_spell() {
     // An async iteration occupies no worker, so the pool looks idle while
-    // it hangs (the monitor parks after a quiet second when it has
+    // it hangs (the monitor parks after two quiet looks when it has
     // nothing to watch); the monitor must keep watching it all the
     // same, however long `stuck_after` is.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -672,7 +672,7 @@ async fn a_hung_async_iteration_is_reported_stuck_after_a_quiet_spell() {
 async fn async_trigger_bound_after_the_monitor_parked_is_reported_stuck() {
     let (tx, rx) = std::sync::mpsc::channel();
     let scheduler = Scheduler::builder()
-        // Tick 1 ms: the monitor parks after 200 quiet ticks (~200 ms).
+        // Tick 1 ms: the monitor parks after two quiet looks (~2 ms).
         .stall_threshold(Duration::from_millis(2))
         .stuck_hook(move |stuck| {
             let _ = tx.send(stuck.running_for());

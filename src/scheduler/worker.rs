@@ -22,9 +22,10 @@
 //! up to the limit (and reports reaching it); if only the free timer role
 //! was pending, it turns the wheel itself first, and starts a worker only
 //! for runs that turn queues (the role's due time may be a stale deadline).
-//! Like Go's `sysmon` it only ticks while the pool is active: after a
-//! quiet second with no worker busy it parks until a worker gets busy
-//! again. It also reports runs in flight longer than their trigger's
+//! Like Go's `sysmon` it only ticks while the pool is active: after two
+//! looks with nothing pending and no thread busy it parks, until a tick
+//! after the timer role holder's next deadline or until a thread is
+//! woken (see `Pool::monitor_sleep`). It also reports runs in flight longer than their trigger's
 //! `stuck_after`, and never parks while such a trigger lives (an async
 //! iteration occupies no worker).
 

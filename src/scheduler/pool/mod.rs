@@ -178,6 +178,9 @@ impl<R: Runtime> State<R> {
     /// When a thread next gets busy with no one waking it (`sleep_until`:
     /// the pool's): the sleeping holder at its target, a free role at its
     /// due time; `NEVER` if neither (the role is held by a thread awake).
+    /// A free role with every thread waiting has no due time in practice
+    /// (a role with one is put back only by a thread that comes back for
+    /// it, or with a worker woken to take it).
     fn next_busy_by_itself(&self, sleep_until: u64) -> u64 {
         if self.holder_asleep {
             sleep_until

@@ -159,10 +159,13 @@ impl<R: Runtime> Pool<R> {
     /// arrives wakes one. So a parked monitor need not look again before a
     /// thread gets busy — woken by someone (a fire, news for the holder, a
     /// role handed over: [`State::note_activity`] unparks the monitor) or
-    /// by itself, which only the role holder does, at the deadline it
-    /// sleeps toward. The monitor plans around that deadline: it looks one
-    /// tick after it (and the holder unparks it only if it wakes before
-    /// the plan). Detection stays within the stall threshold — after the
+    /// by itself. The role holder does, at the deadline it sleeps toward,
+    /// and the monitor plans around that deadline: it looks one tick after
+    /// it (and the holder unparks it only if it wakes before the plan). An
+    /// extra worker at the end of its keep-alive, or any thread woken
+    /// spuriously, does too, but takes only work already pending (and
+    /// pending work keeps the monitor from parking) or goes back to
+    /// sleep. Detection stays within the stall threshold — after the
     /// plan's look the monitor ticks while a thread is busy — and an idle
     /// pool costs the monitor one wake-up per deadline at most, not one
     /// per tick: 100,000 triggers of 1 s (a deadline every millisecond) or
@@ -185,8 +188,11 @@ impl<R: Runtime> Pool<R> {
             // Relaxed: under the lock, which orders every store to it.
             let next = state.next_busy_by_itself(self.sleep_until.load(Ordering::Relaxed));
             let tick_us = u64::try_from(tick.as_micros()).unwrap_or(u64::MAX);
-            let look_at =
-                (next != NEVER && !clock.is_manual()).then(|| next.saturating_add(tick_us));
+            // Never less than a tick away: a holder late to wake (an
+            // overloaded machine) may still count as asleep after its
+            // target, and a plan already past would make this a busy loop.
+            let look_at = (next != NEVER && !clock.is_manual())
+                .then(|| next.max(clock.now_us()).saturating_add(tick_us));
             state.monitor_parked = true;
             state.monitor_plan = if look_at.is_some() { next } else { NEVER };
             while state.monitor_parked && !state.closed {
@@ -221,5 +227,39 @@ impl<R: Runtime> Pool<R> {
         state.note_activity(&mut wakes);
         drop(state);
         self.notify(wakes);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::core::tests::TestRuntime;
+
+    #[test]
+    fn a_monitor_whose_plan_is_already_past_still_parks_for_a_tick() {
+        // The holder counts as asleep with its target long past (late to
+        // wake, on a loaded machine): the monitor parks until a tick from
+        // now, not until a time already gone, which would spin.
+        let clock = Clock::real();
+        let pool = Pool::<TestRuntime>::new(None); // the role is held
+        {
+            let mut state = pool.lock();
+            state.workers.current = 1;
+            state.holder_asleep = true;
+        }
+        let tick = Duration::from_millis(20);
+        std::thread::sleep(2 * tick);
+        pool.sleep_until.store(1, Ordering::Relaxed);
+        let mut watch = Watch {
+            quiet: QUIET_LOOKS,
+            ..Watch::default()
+        };
+        let started = std::time::Instant::now();
+        assert!(pool.monitor_sleep(&mut watch, tick, &clock, || true));
+        let parked = started.elapsed();
+        // Half a tick: the scheduler's clock and `Instant` may differ a
+        // little; a spin returns in microseconds.
+        assert!(parked >= tick / 2, "parked {parked:?}");
+        assert!(!pool.lock().monitor_parked);
     }
 }
