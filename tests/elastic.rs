@@ -207,29 +207,54 @@ fn blocking_from(
     })
 }
 
-/// Arms `blocker` at 20 ms and another trigger at 60 ms, and checks that
-/// the other one runs while the blocker's `run`-th run blocks on `gate`.
+/// Arms `blocker` at `at` and another trigger 40 ms later, and checks
+/// that the other one runs while the blocker's `run`-th run blocks on
+/// `gate`, within 2 s of its deadline: a stall threshold or two is
+/// expected, 2 s is generous enough for a loaded machine, and a pool that
+/// left it to some other wake-up (a worker's keep-alive: 10 s) would miss
+/// it.
 fn later_deadline_runs_while_blocked(
     scheduler: Scheduler,
     blocker: &Trigger,
+    at: Duration,
     run: usize,
     gate: &Gate,
     started: &Counter,
 ) {
-    let later = Counter::default();
-    let l = later.clone();
+    let ran_at = Arc::new(Mutex::new(None));
+    let r = ran_at.clone();
     let other = Trigger::bind(&scheduler, move || {
-        l.bump();
+        *r.lock().unwrap() = Some(Instant::now());
         None
     });
-    blocker.fire_after(Duration::from_millis(20)).unwrap();
-    other.fire_after(Duration::from_millis(60)).unwrap();
+    let due = Instant::now() + at + Duration::from_millis(40);
+    blocker.fire_after(at).unwrap();
+    other.fire_at(due).unwrap();
     eventually("the later trigger ran while the blocker blocks", || {
-        later.get() == 1
+        ran_at.lock().unwrap().is_some()
     });
     assert_eq!(started.get(), run, "the blocker is still in that run");
+    let late = ran_at
+        .lock()
+        .unwrap()
+        .unwrap()
+        .saturating_duration_since(due);
+    assert!(late < Duration::from_secs(2), "{late:?} late");
     gate.open();
     let _ = scheduler.shutdown_and_join();
+}
+
+/// Two workers and a trigger whose first run ends at once and whose
+/// second blocks on the gate returned; the first run is over.
+fn quick_then_blocking() -> (Scheduler, Trigger, Gate, Counter) {
+    let scheduler = Scheduler::builder().workers(2).build().unwrap();
+    let (gate, started) = (Gate::default(), Counter::default());
+    let blocker = blocking_from(&scheduler, 2, &gate, &started);
+    blocker.fire().unwrap();
+    eventually("the first, quick run ended", || {
+        blocker.stats().iterations == 1
+    });
+    (scheduler, blocker, gate, started)
 }
 
 #[test]
@@ -244,7 +269,8 @@ fn a_first_run_that_blocks_does_not_hold_back_later_deadlines() {
         .unwrap();
     let (gate, started) = (Gate::default(), Counter::default());
     let blocker = blocking_from(&scheduler, 1, &gate, &started);
-    later_deadline_runs_while_blocked(scheduler, &blocker, 1, &gate, &started);
+    let at = Duration::from_millis(20);
+    later_deadline_runs_while_blocked(scheduler, &blocker, at, 1, &gate, &started);
 }
 
 #[test]
@@ -252,14 +278,9 @@ fn a_quick_task_that_blocks_this_time_leaves_the_role_to_the_monitor() {
     // Its first run ends at once, so its second looks quick: its thread
     // keeps the role to itself, then blocks. The monitor (default stall
     // threshold) must hand the role on so the later deadline runs.
-    let scheduler = Scheduler::builder().workers(2).build().unwrap();
-    let (gate, started) = (Gate::default(), Counter::default());
-    let blocker = blocking_from(&scheduler, 2, &gate, &started);
-    blocker.fire().unwrap();
-    eventually("the first, quick run ended", || {
-        blocker.stats().iterations == 1
-    });
-    later_deadline_runs_while_blocked(scheduler, &blocker, 2, &gate, &started);
+    let (scheduler, blocker, gate, started) = quick_then_blocking();
+    let at = Duration::from_millis(20);
+    later_deadline_runs_while_blocked(scheduler, &blocker, at, 2, &gate, &started);
 }
 
 #[test]
@@ -574,34 +595,9 @@ fn a_quick_run_that_blocks_after_a_quiet_spell_is_seen_by_the_parked_monitor() {
     // run, which looks quick and keeps the role, then blocks. The monitor
     // must look as planned and hand the role on, so a later deadline runs
     // while the blocker blocks (G14).
-    let scheduler = Scheduler::builder().workers(2).build().unwrap();
-    let (gate, started) = (Gate::default(), Counter::default());
-    let blocker = blocking_from(&scheduler, 2, &gate, &started);
-    blocker.fire().unwrap();
-    eventually("the first, quick run ended", || {
-        blocker.stats().iterations == 1
-    });
-    let ran_at = Arc::new(Mutex::new(None));
-    let r = ran_at.clone();
-    let other = Trigger::bind(&scheduler, move || {
-        *r.lock().unwrap() = Some(Instant::now());
-        None
-    });
-    let armed = Instant::now();
-    blocker.fire_after(Duration::from_millis(200)).unwrap();
-    other.fire_after(Duration::from_millis(250)).unwrap();
-    eventually("the later trigger ran while the blocker blocks", || {
-        ran_at.lock().unwrap().is_some()
-    });
-    assert_eq!(started.get(), 2, "the blocker is still in its second run");
-    // Within a stall threshold or two; 2 s is generous enough for a
-    // loaded machine, and a monitor that looked only at some other time
-    // (a worker's keep-alive: 10 s) would miss it.
-    let ran_at = ran_at.lock().unwrap().unwrap();
-    let late = ran_at.saturating_duration_since(armed + Duration::from_millis(250));
-    assert!(late < Duration::from_secs(2), "{late:?} late");
-    gate.open();
-    let _ = scheduler.shutdown_and_join();
+    let (scheduler, blocker, gate, started) = quick_then_blocking();
+    let at = Duration::from_millis(200);
+    later_deadline_runs_while_blocked(scheduler, &blocker, at, 2, &gate, &started);
 }
 
 #[cfg(target_os = "linux")]
