@@ -25,9 +25,9 @@
 //! Like Go's `sysmon` it only ticks while the pool is active: after two
 //! looks with nothing pending and no thread busy it parks, until a tick
 //! after the timer role holder's next deadline or until a thread is
-//! woken (see `Pool::monitor_sleep`). It also reports runs in flight longer than their trigger's
-//! `stuck_after`, and never parks while such a trigger lives (an async
-//! iteration occupies no worker).
+//! woken (see `Pool::monitor_sleep`). It also reports runs in flight
+//! longer than their trigger's `stuck_after`, and never parks while such
+//! a trigger lives (an async iteration occupies no worker).
 
 use super::pool::{Bed, Carry, Look, Step, Watch, Work};
 use super::Shared;

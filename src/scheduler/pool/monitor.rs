@@ -191,10 +191,11 @@ impl<R: Runtime> Pool<R> {
             // Never less than a tick away: a holder late to wake (an
             // overloaded machine) may still count as asleep after its
             // target, and a plan already past would make this a busy loop.
-            let look_at = (next != NEVER && !clock.is_manual())
-                .then(|| next.max(clock.now_us()).saturating_add(tick_us));
+            // (The monitor runs on the real clock only: a virtual
+            // scheduler has no threads.)
+            let look_at = (next != NEVER).then(|| next.max(clock.now_us()).saturating_add(tick_us));
             state.monitor_parked = true;
-            state.monitor_plan = if look_at.is_some() { next } else { NEVER };
+            state.monitor_plan = next;
             while state.monitor_parked && !state.closed {
                 state = match look_at {
                     None => wait(&self.monitor_bed, state),
