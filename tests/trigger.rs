@@ -4,7 +4,7 @@
 
 mod common;
 
-use circulation_trigger::{FireError, Scheduler, Trigger, WeakTrigger};
+use circulation_trigger::{FireError, Scheduler, Trigger, TriggerState, WeakTrigger};
 use common::{eventually, Counter, Storm};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -499,6 +499,17 @@ fn dropping_the_last_handle_frees_the_task_despite_a_far_deadline() {
         None
     });
     trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    // The timer takes its inbox in order: once a trigger pushed after this
+    // one has run, this one's hour-long deadline is on the wheel (not
+    // merely in the inbox, where the turn would read the suspend instead).
+    let (ran_tx, ran_rx) = mpsc::channel();
+    let later = Trigger::bind(&scheduler, move || {
+        let _ = ran_tx.send(());
+        None
+    });
+    later.fire_after(Duration::from_millis(1)).unwrap();
+    ran_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(matches!(trigger.stats().state, TriggerState::Armed(_)));
     let weak = trigger.downgrade();
     let clone = trigger.clone();
     drop(trigger);

@@ -5,6 +5,7 @@
 
 use circulation_trigger::{FireError, Scheduler, Trigger, VirtualScheduler, WeakTrigger};
 use proptest::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Duration;
 
@@ -423,4 +424,30 @@ fn shutdown_stops_virtual_time_runs() {
         sim.await_termination(Duration::ZERO),
         "no threads to wait for"
     );
+}
+
+#[test]
+fn dropping_the_last_handle_of_an_armed_trigger_frees_its_task_at_once() {
+    // The hour-long deadline is on the wheel (an advance took it in); no
+    // advance follows the drop, yet the task goes with the last handle.
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let sim = Scheduler::builder().build_virtual();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = Flag(dropped.clone());
+    let trigger = Trigger::bind(&sim, move || {
+        let _keep = &flag;
+        Some(Duration::from_secs(60))
+    });
+    trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    sim.advance(Duration::from_millis(1));
+    assert_eq!(sim.next_deadline(), Some(Duration::from_secs(3600)));
+    drop(trigger);
+    assert!(dropped.load(Ordering::SeqCst), "the wheel let go of it");
+    assert_eq!(sim.next_deadline(), None);
+    assert!(sim.stats().triggers.is_empty());
 }

@@ -372,6 +372,40 @@ fn drop_of_the_last_handle_during_a_run_frees_the_task_once_after_it() {
 }
 
 #[test]
+fn the_last_handle_dropped_as_the_timer_turns_frees_an_armed_task() {
+    // Wheel entries hold strong references: the trigger's hour-long
+    // deadline, on the wheel or still in the inbox, would keep its task
+    // alive for that hour. The last handle goes while the timer turns:
+    // whichever comes first, the timer lets go of the trigger (the drop
+    // takes it in at once, or the turn reads the suspend it finds), and
+    // the task is freed once, with no wheel entry left.
+    struct Guard(Count);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.bump();
+        }
+    }
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let drops = Count::default();
+        let guard = Guard(drops.clone());
+        let trigger = h.trigger(0, move || {
+            let _keep = &guard;
+            None
+        });
+        trigger.fire_after(Duration::from_secs(3600)).unwrap();
+        let timer = {
+            let h = h.clone();
+            thread::spawn(move || h.timer_turn(1))
+        };
+        drop(trigger);
+        timer.join().unwrap();
+        assert_eq!(drops.get(), 1, "freed once, with no further turn");
+        assert_eq!(h.timer_entries(), 0);
+    });
+}
+
+#[test]
 fn g2_a_fire_coalescing_into_a_reserved_re_run_hands_its_data_to_it() {
     run_model(|| {
         let h = Arc::new(Harness::new());

@@ -101,11 +101,11 @@ pub(crate) const NO_KEY: u32 = u32::MAX;
 const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 
 /// The fields are in a fixed order (`repr(C)`), hottest first: the timer's
-/// expiry of a due entry reads the `Arc`'s count (`Weak::upgrade`), then
-/// `request`, `queued`, `timer_key` and the statistics' `due_*` pair, so
-/// with the `Arc` header they take the allocation's first 60 bytes (one or
-/// two cache lines rather than three: expiry walks 100,000 cold cores a
-/// second in the idle benchmark, and each line is a miss). The whole core
+/// expiry of a due entry reads `request`, `queued`, `timer_key` and the
+/// statistics' `due_*` pair, so with the `Arc` header they take the
+/// allocation's first 60 bytes (one or two cache lines rather than three:
+/// expiry walks 100,000 cold cores a second in the idle benchmark, and
+/// each line is a miss). The whole core
 /// is 120 bytes (136 with feature `metrics`), 136 with the `Arc` header,
 /// and a task no larger than a pointer lives inside it (see
 /// `task_cell.rs`): `core::tests::a_core_stays_within_its_byte_budget`
@@ -352,6 +352,23 @@ impl<R: Runtime> Core<R> {
     #[inline]
     pub(crate) fn debounce(&self) -> Option<&crate::policy::Debounce> {
         self.policies().and_then(|p| p.debounce.as_ref())
+    }
+
+    /// The last handle is gone (and the trigger suspended): pushes the
+    /// trigger through the timer's inbox once more, for a turn at once, so
+    /// the timer drops any wheel entry it holds for it — the entry of a
+    /// request since replaced (`fire`, `suspend`, `pause` leave it) or the
+    /// one the suspend just replaced. Wheel entries hold strong references
+    /// (see `scheduler/timer.rs`): without this, the task would live until
+    /// that entry's deadline, maybe an hour away. If the trigger already
+    /// sits in the inbox, the turn that takes it out reads the suspend's
+    /// request and drops the entry then. A closed runtime holds nothing.
+    pub(crate) fn let_go(self: &Arc<Self>) {
+        if let Some(word) = self.request.enter_inbox() {
+            let now_us = self.runtime.clock().now_us();
+            let stamp = crate::request::Stamp::new(word.version(), word.kind(), now_us);
+            let _ = self.runtime.to_timer_now(self, stamp);
+        }
     }
 
     /// Whether a run is requested (due or armed) for a trigger that never

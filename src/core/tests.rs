@@ -89,6 +89,9 @@ impl Runtime for TestRuntime {
         self.to_timer.lock().unwrap().push(Arc::downgrade(core));
         !self.is_closed()
     }
+    fn to_timer_now(&self, core: &Arc<Core<Self>>, stamp: crate::request::Stamp) -> bool {
+        self.to_timer(core, stamp)
+    }
     fn poke_timer(&self, _deadline: u64) {}
     fn register(&self, _core: Weak<Core<Self>>) -> u32 {
         let mut next = self.registered.lock().unwrap();

@@ -450,6 +450,19 @@ impl Request {
         Word(self.word.fetch_and(!IN_INBOX, Ordering::Relaxed) & !IN_INBOX)
     }
 
+    /// Sets IN_INBOX for a push of whatever the word holds, and returns the
+    /// word if this call set it (`None`: the trigger is in the inbox, and
+    /// the timer will read the word later). Relaxed: the push goes through
+    /// the pool's lock, which orders this caller's earlier writes to the
+    /// word before the timer reads it; and if the flag was set, the
+    /// timer's `leave_inbox` that clears it comes later in the word's
+    /// modification order than this RMW, so it reads this caller's earlier
+    /// writes or newer ones anyway.
+    pub(crate) fn enter_inbox(&self) -> Option<Word> {
+        let old = self.word.fetch_or(IN_INBOX, Ordering::Relaxed);
+        (old & IN_INBOX == 0).then_some(Word(old))
+    }
+
     /// Shutdown: claims whatever request is armed (AT or DUE) and leaves
     /// IDLE in its place; returns what it claimed. Release: a publish that
     /// comes later in this word's modification order synchronizes with it

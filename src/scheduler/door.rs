@@ -66,6 +66,22 @@ impl Runtime for Shared {
         self.pool.inbox_push(core, stamp)
     }
 
+    fn to_timer_now(&self, core: &Arc<Core<Self>>, stamp: Stamp) -> bool {
+        let Some(timer) = self.manual_timer.get() else {
+            return self.pool.inbox_push_now(core, stamp);
+        };
+        // A thread-less driver turns only in an advance: the caller plays
+        // the turn for this trigger now. No user code runs under the lock:
+        // what the timer lets go of is dropped after it.
+        let let_go = {
+            let mut timer = lock(timer);
+            timer.take_in(Arc::clone(core), stamp, self.clock.now_us());
+            timer.take_let_go()
+        };
+        drop(let_go);
+        true
+    }
+
     /// A trigger already with the timer got an earlier `deadline`: wake the
     /// timer's holder if it sleeps past it.
     #[inline]

@@ -5,7 +5,7 @@
 //! paths (`Core`, the pool's queue and inbox, the timer) minus the
 //! sleeping. The driver holds the timer role for good (its pool has none).
 
-use super::shared::Shared;
+use super::shared::{ManualTimer, Shared};
 use super::timer::{InboxItem, Timer};
 use crate::clock::ManualTime;
 use crate::core::Runtime;
@@ -14,7 +14,9 @@ use crate::sync::{lock, Arc, Mutex};
 /// The timer and the clock of a thread-less scheduler.
 pub(crate) struct Driver {
     pub(crate) time: Arc<ManualTime>,
-    timer: Mutex<Timer<Shared>>,
+    /// Shared with the runtime (`Shared::manual_timer`), where a
+    /// trigger's last handle lets go of its entry at once.
+    timer: ManualTimer,
     /// Triggers a blocking wait took from the inbox, for the next turn.
     #[cfg_attr(not(loom), allow(dead_code))]
     parked: Mutex<Vec<InboxItem<Shared>>>,
@@ -24,9 +26,18 @@ impl Driver {
     pub(crate) fn new(time: Arc<ManualTime>) -> Self {
         Self {
             time,
-            timer: Mutex::new(Timer::new(0)),
+            timer: Arc::new(Mutex::new(Timer::new(0))),
             parked: Mutex::default(),
         }
+    }
+
+    /// Makes this driver's timer `shared`'s for good: the runtime then
+    /// lets go of a trigger's entry at once when its last handle goes
+    /// (see `Shared::manual_timer`). Not for a pool whose workers hold the
+    /// role (the loom models of the pool).
+    pub(crate) fn hold_role_of(&self, shared: &Shared) {
+        let set = shared.manual_timer.set(Arc::clone(&self.timer));
+        debug_assert!(set.is_ok(), "one driver per scheduler");
     }
 
     /// Plays a worker: runs one queued dispatch; returns whether there was
@@ -55,7 +66,20 @@ impl Driver {
         let mut items = std::mem::take(&mut *lock(&self.parked));
         items.extend(shared.pool.take_inbox());
         let mut due = Vec::new();
-        let _ = lock(&self.timer).turn(now_us, &mut items, &mut due);
+        let let_go = {
+            let mut timer = lock(&self.timer);
+            let _ = timer.turn(now_us, &mut items, &mut due);
+            // Shutdown may have emptied the wheel before this turn filed
+            // the items it had taken: empty it again (see
+            // `Shared::manual_timer`).
+            let emptied = shared.is_closed().then(|| {
+                let fresh = Timer::new(timer.elapsed());
+                std::mem::replace(&mut *timer, fresh)
+            });
+            (timer.take_let_go(), emptied)
+        };
+        // Outside the timer's lock: a task's destructor may call in again.
+        drop(let_go);
         if !due.is_empty() && !shared.pool.push_batch(&mut due) {
             // Closed under us: list what was due as discarded.
             for core in &due {

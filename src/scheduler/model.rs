@@ -68,11 +68,14 @@ impl Harness {
             keep_alive: std::time::Duration::from_secs(10),
         };
         let clock = Clock::Manual(Arc::clone(&time));
+        let driver_holds_the_role = timer.is_none();
         let shared = Shared::new(clock, 1, None, Pool::new(timer), limits);
-        Self {
-            scheduler: Scheduler::threadless(shared),
-            driver: Driver::new(time),
+        let scheduler = Scheduler::threadless(shared);
+        let driver = Driver::new(time);
+        if driver_holds_the_role {
+            driver.hold_role_of(&scheduler.shared);
         }
+        Self { scheduler, driver }
     }
 
     /// Runs the real worker loop on this thread until the pool closes (or,

@@ -72,7 +72,16 @@ pub(crate) struct Shared {
     pub(super) prefix: String,
     /// The index of the next worker's name.
     pub(super) next_worker: AtomicU64,
+    /// The timer of a thread-less driver that holds the role for good (a
+    /// virtual scheduler's): set once, as the driver is made. A trigger's
+    /// last handle lets go of its wheel entry here at once, since no thread
+    /// would turn the wheel before the next advance (see
+    /// `Runtime::to_timer_now`).
+    pub(super) manual_timer: std::sync::OnceLock<ManualTimer>,
 }
+
+/// A thread-less driver's timer (see `manual.rs`).
+pub(crate) type ManualTimer = Arc<Mutex<super::timer::Timer<Shared>>>;
 
 impl Shared {
     pub(super) fn new(
@@ -103,6 +112,7 @@ impl Shared {
             threads: Mutex::new(Vec::new()),
             prefix: String::new(),
             next_worker: AtomicU64::new(0),
+            manual_timer: std::sync::OnceLock::new(),
         }
     }
 
@@ -141,7 +151,7 @@ impl Shared {
         // declared first, so they are dropped last, after the lock below
         // (either may hold a trigger's last reference, and a task's
         // destructor may run any code).
-        let (_queued, _scanned);
+        let (_queued, _scanned, _wheel);
         // Held until the scan is done: a second, concurrent caller returns
         // only once the report it will read is complete.
         let _one_at_a_time = lock(&self.shutting);
@@ -155,6 +165,12 @@ impl Shared {
             return;
         }
         _queued = self.pool.close();
+        // A thread-less driver's wheel too (see `manual_timer`).
+        _wheel = self.manual_timer.get().map(|timer| {
+            let mut timer = lock(timer);
+            let fresh = super::timer::Timer::new(timer.elapsed());
+            std::mem::replace(&mut *timer, fresh)
+        });
         _scanned = self.lifecycle.scan(self.clock.now_us());
         #[cfg(feature = "tracing")]
         if let Some(report) = self.lifecycle.report() {

@@ -3,20 +3,27 @@
 //! Whichever worker holds the role owns it (see `pool/`); it never runs
 //! user code while holding it.
 //!
-//! Wheel entries hold `Weak` references: a superseded or dropped trigger's
-//! task is freed without waiting for a stale deadline (docs/DESIGN.md,
-//! "Pitfalls").
+//! Wheel entries and inbox items hold strong references: a periodic run
+//! goes from the wheel to the run queue, to its worker and back through the
+//! inbox to the wheel with one reference, moved at each step — no `Weak`
+//! upgrade, downgrade or count change on the way. A trigger whose last
+//! handle goes is pushed through the inbox once more (`Core::let_go`),
+//! so the timer drops its entry at its next turn rather than at a stale
+//! deadline, maybe an hour away (docs/DESIGN.md, "Pitfalls"). What the
+//! timer lets go of may be a trigger's last reference, whose task's
+//! destructor may run any code: a turn keeps those references (see
+//! [`Timer::drop_let_go`]) for its caller to drop outside every lock.
 
 use crate::core::{Core, Runtime, NO_KEY};
 use crate::request::{Stamp, Word};
-use crate::sync::{Arc, Ordering, Weak};
+use crate::sync::{Arc, Ordering};
 use crate::wheel::{Key, Wheel};
 
 /// "No deadline at all."
 pub(crate) const NEVER: u64 = u64::MAX;
 
 /// A trigger in the timer's inbox, with its pusher's [`Stamp`].
-pub(crate) type InboxItem<R> = (Weak<Core<R>>, Stamp);
+pub(crate) type InboxItem<R> = (Arc<Core<R>>, Stamp);
 
 /// How long a turn's due runs took last time, in all: the role holder's
 /// guess of the batch (see [`Pool::after_turn`]).
@@ -32,19 +39,25 @@ pub(crate) struct Estimate {
 /// What the wheel remembers of a trigger: who, and the exact request word
 /// it was armed for (so expiry can tell a superseded request apart).
 struct Entry<R: Runtime> {
-    core: Weak<Core<R>>,
+    core: Arc<Core<R>>,
     seen: Word,
 }
 
 /// The timer role's single-threaded state.
 pub(crate) struct Timer<R: Runtime> {
     wheel: Wheel<Entry<R>>,
+    /// The references the last turn let go of (a superseded deadline, a
+    /// trigger taken off the wheel): any may be a trigger's last, so
+    /// they are dropped by [`drop_let_go`](Self::drop_let_go), never
+    /// inside a turn.
+    let_go: Vec<Arc<Core<R>>>,
 }
 
 impl<R: Runtime> Timer<R> {
     pub(crate) fn new(now_us: u64) -> Self {
         Self {
             wheel: Wheel::new(now_us),
+            let_go: Vec::new(),
         }
     }
 
@@ -61,27 +74,49 @@ impl<R: Runtime> Timer<R> {
     ) -> Estimate {
         // Drained, not consumed: the caller keeps the buffer for the next
         // turn's news (see `Pool::next_work`).
-        for (weak, stamp) in items.drain(..) {
-            let Some(core) = weak.upgrade() else {
-                continue;
-            };
-            let seen = core.request().leave_inbox();
-            self.update(&core, weak, seen, stamp.deadline(seen, now_us));
+        for (core, stamp) in items.drain(..) {
+            self.take_in(core, stamp, now_us);
         }
         let mut estimate = Estimate::default();
-        self.wheel.poll(now_us, |_, due_at, entry| {
-            if let Some(core) = entry.core.upgrade() {
-                core.timer_key.store(NO_KEY, Ordering::Relaxed);
-                if core.expire(entry.seen, due_at) {
-                    match core.expected_run_us() {
-                        Some(us) => estimate.known_us = estimate.known_us.saturating_add(us),
-                        None => estimate.unknown = true,
-                    }
-                    due.push(core);
+        let let_go = &mut self.let_go;
+        self.wheel.poll(now_us, |_, due_at, Entry { core, seen }| {
+            // Relaxed: see `update`.
+            core.timer_key.store(NO_KEY, Ordering::Relaxed);
+            if core.expire(seen, due_at) {
+                match core.expected_run_us() {
+                    Some(us) => estimate.known_us = estimate.known_us.saturating_add(us),
+                    None => estimate.unknown = true,
                 }
+                // The entry's reference goes on to the run queue.
+                due.push(core);
+            } else {
+                let_go.push(core); // superseded
             }
         });
         estimate
+    }
+
+    /// Takes `core` out of the inbox at `now_us` (its pusher's `stamp`):
+    /// files the request it reads, or drops its entry.
+    pub(crate) fn take_in(&mut self, core: Arc<Core<R>>, stamp: Stamp, now_us: u64) {
+        let seen = core.request().leave_inbox();
+        let deadline = stamp.deadline(seen, now_us);
+        self.update(core, seen, deadline);
+    }
+
+    /// Drops the references the turns let go of: the caller holds no lock
+    /// (a trigger's last reference drops its task, whose destructor may
+    /// run any code). The holder still holds the role, as when the last
+    /// reference of a trigger in the run queue is dropped by the worker
+    /// that popped it.
+    pub(crate) fn drop_let_go(&mut self) {
+        self.let_go.clear();
+    }
+
+    /// The references the turns let go of, for a caller that turns under a
+    /// lock to drop once it has released it (the thread-less driver).
+    pub(crate) fn take_let_go(&mut self) -> Vec<Arc<Core<R>>> {
+        std::mem::take(&mut self.let_go)
     }
 
     /// The wheel's current time (µs).
@@ -100,15 +135,9 @@ impl<R: Runtime> Timer<R> {
     }
 
     /// Moves (or adds, or removes) `core`'s entry to match its request.
-    /// `weak`: the inbox item's reference to it, which a new entry keeps
-    /// (no second reference made, and none dropped, per insert).
-    fn update(
-        &mut self,
-        core: &Arc<Core<R>>,
-        weak: Weak<Core<R>>,
-        seen: Word,
-        deadline: Option<u64>,
-    ) {
+    /// `core`: the inbox item's reference, which a new entry keeps (no
+    /// count changes per insert).
+    fn update(&mut self, core: Arc<Core<R>>, seen: Word, deadline: Option<u64>) {
         // Relaxed: `timer_key` is only touched by the role holder, and the
         // role passes between threads through the pool lock.
         let key = core.timer_key.load(Ordering::Relaxed);
@@ -119,17 +148,29 @@ impl<R: Runtime> Timer<R> {
                 if let Some(entry) = self.wheel.get_mut(key) {
                     entry.seen = seen;
                 }
+                // The entry keeps its own reference: this one is not the
+                // last.
+                drop(core);
             }
             (Some(deadline), None) => {
-                let entry = Entry { core: weak, seen };
-                let key = self.wheel.insert(deadline, entry);
-                core.timer_key.store(key.into_raw(), Ordering::Relaxed);
+                // The reference moves into the entry; the key is stored
+                // through it.
+                let key = self.wheel.insert(deadline, Entry { core, seen });
+                if let Some(entry) = self.wheel.get_mut(key) {
+                    entry
+                        .core
+                        .timer_key
+                        .store(key.into_raw(), Ordering::Relaxed);
+                }
             }
             (None, Some(key)) => {
-                self.wheel.remove(key);
                 core.timer_key.store(NO_KEY, Ordering::Relaxed);
+                if let Some(entry) = self.wheel.remove(key) {
+                    self.let_go.push(entry.core);
+                }
+                self.let_go.push(core);
             }
-            (None, None) => {}
+            (None, None) => self.let_go.push(core),
         }
     }
 }

@@ -106,6 +106,8 @@ fn hold_timer(
         super::pool::trim(&mut carry.due);
         let now_us = shared.clock.now_us();
         let estimate = timer.turn(now_us, &mut carry.inbox, &mut carry.due);
+        // Outside every lock, before the holder sleeps, maybe for hours.
+        timer.drop_let_go();
         // Drained by the turn: before the holder sleeps, maybe for hours.
         super::pool::trim(&mut carry.inbox);
         match shared
@@ -138,6 +140,7 @@ pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> b
         Look::Turn(mut timer, mut items) => {
             let mut due = Vec::new();
             let _estimate = timer.turn(now_us, &mut items, &mut due);
+            timer.drop_let_go();
             let start = shared
                 .pool
                 .monitor_turned(watch, timer, &mut due, &shared.limits);

@@ -93,6 +93,7 @@ impl Drop for Trigger {
             let _ = name;
         }
         self.core.suspend();
+        self.core.let_go();
     }
 }
 

@@ -127,9 +127,11 @@ impl VirtualScheduler {
     pub(crate) fn new(mut scheduler: Scheduler, time: Arc<ManualTime>) -> Self {
         let jobs = Arc::new(LocalJobs::default());
         scheduler.local = Some(Arc::clone(&jobs));
+        let driver = Driver::new(time);
+        driver.hold_role_of(&scheduler.shared);
         Self {
             scheduler,
-            driver: Driver::new(time),
+            driver,
             jobs,
             sleepers: Arc::default(),
         }

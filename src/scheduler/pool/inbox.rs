@@ -43,9 +43,16 @@ impl<R: Runtime> Pool<R> {
     /// holder if the trigger's current deadline is earlier than its sleep
     /// target. Returns `false` if the pool is closed (shut down).
     pub(crate) fn inbox_push(&self, core: &Arc<Core<R>>, stamp: Stamp) -> bool {
-        self.push_inbox((Arc::downgrade(core), stamp), || {
+        self.push_inbox((Arc::clone(core), stamp), || {
             core.request().touch().kind().deadline(stamp.now_us())
         })
+    }
+
+    /// Adds `core` (whose IN_INBOX flag this caller set) for a turn at once,
+    /// whatever it requests: its last handle is gone, and the timer lets go
+    /// of it at that turn (see `Core::let_go`). `false` if closed.
+    pub(crate) fn inbox_push_now(&self, core: &Arc<Core<R>>, stamp: Stamp) -> bool {
+        self.push_inbox((Arc::clone(core), stamp), || Some(0))
     }
 
     /// A trigger already in the inbox got a new deadline: wake the holder
@@ -65,8 +72,14 @@ impl<R: Runtime> Pool<R> {
         item: InboxItem<R>,
         judge: impl FnOnce() -> Option<u64>,
     ) -> bool {
+        // A refused item is dropped after the guard (declared before it):
+        // its reference may be the trigger's last.
+        let refused;
         let mut state = self.lock();
         if state.closed {
+            refused = item;
+            drop(state);
+            drop(refused);
             return false;
         }
         let mut wakes = Wakes::default();

@@ -224,6 +224,14 @@ impl<R: Runtime> State<R> {
     }
 }
 
+/// What [`Pool::close`] took out of the pool, dropped by its caller outside
+/// every lock.
+pub(crate) struct Closed<R: Runtime> {
+    _queue: VecDeque<Arc<Core<R>>>,
+    _inbox: Vec<InboxItem<R>>,
+    _timer: Option<Box<Timer<R>>>,
+}
+
 /// What a worker carries from one look at the pool to the next: a re-arm's
 /// inbox push with the run's reference to its trigger (handed to the pool
 /// with the next lock), and two buffers its
@@ -393,23 +401,18 @@ impl<R: Runtime> Pool<R> {
         // nothing due; the turn itself reads the exact clock.
         let mut just_released = now_hint.is_some();
         let mut now_hint = now_hint.or(push.as_ref().map(|(_, push)| push.stamp.now_us()));
-        // The re-arm's trigger, held until the lock is released: declared
-        // before the guard, so it is dropped after it. If its last handle
-        // went meanwhile, dropping it drops the task, whose captures may
-        // run any code (fire another trigger, say) — never under the lock.
-        let mut delivered: Option<Arc<Core<R>>> = None;
         let mut state = self.lock();
         if !state.closed {
             if let Some((core, push)) = push.take() {
                 let stamp = push.stamp_for(&core);
                 let mut wakes = Wakes::default();
-                let judge = || core.request().touch().kind().deadline(stamp.now_us());
-                let item = (Arc::downgrade(&core), stamp);
-                self.add_to_inbox(&mut state, item, judge, true, &mut wakes);
+                let deadline = core.request().touch().kind().deadline(stamp.now_us());
+                // The run's reference moves into the inbox: no count
+                // changes.
+                self.add_to_inbox(&mut state, (core, stamp), || deadline, true, &mut wakes);
                 // Under the lock, before this worker may park: rare (an
                 // earlier deadline than the holder's, or a free role).
                 self.notify(wakes);
-                delivered = Some(core);
             }
         }
         loop {
@@ -443,13 +446,6 @@ impl<R: Runtime> Pool<R> {
                     state.queue.shrink_to(RETAIN);
                 }
                 return Work::Run(core);
-            }
-            if delivered.is_some() {
-                // About to park: let the trigger go first, outside the lock.
-                drop(state);
-                drop(delivered.take());
-                state = self.lock();
-                continue;
             }
             state.idle.push(Arc::clone(bed));
             state = if extra {
@@ -504,15 +500,20 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// Closes the pool: takes the queued work out (the shutdown scan lists
-    /// it) and wakes every thread so it exits. Returns that work for the
-    /// caller to drop once it holds no lock: a queued trigger may be the
-    /// last reference, and dropping it runs its task's destructor.
+    /// it), the inbox and a free timer role with its wheel, and wakes every
+    /// thread so it exits. Returns what it took for the caller to drop once
+    /// it holds no lock: each holds triggers, any reference may be a
+    /// trigger's last, and dropping it runs its task's destructor. Taking
+    /// them also ends the cycle a trigger's reference to its runtime makes
+    /// with the runtime's references to its triggers (a role held by a
+    /// worker goes with the worker as it exits).
     #[must_use = "the queued triggers are dropped by the caller, outside its locks"]
-    pub(crate) fn close(&self) -> VecDeque<Arc<Core<R>>> {
+    pub(crate) fn close(&self) -> Closed<R> {
         let mut state = self.lock();
         state.closed = true;
         let queue = std::mem::take(&mut state.queue);
-        let _ = state.take_inbox();
+        let inbox = state.take_inbox();
+        let timer = state.timer.take();
         let beds = std::mem::take(&mut state.idle);
         state.holder_asleep = false;
         drop(state);
@@ -521,7 +522,11 @@ impl<R: Runtime> Pool<R> {
         }
         self.timer_bed.notify_all();
         self.monitor_bed.notify_all();
-        queue
+        Closed {
+            _queue: queue,
+            _inbox: inbox,
+            _timer: timer,
+        }
     }
 
     /// Counts a worker the builder starts.

@@ -94,6 +94,9 @@ impl<R: Runtime> Pool<R> {
     ) -> bool {
         let mut state = self.lock();
         if state.closed {
+            // The wheel's references go outside the lock (see `close`).
+            drop(state);
+            drop(timer);
             return false;
         }
         state.timer_next = timer.next_wake();

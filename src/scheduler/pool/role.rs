@@ -85,6 +85,9 @@ impl<R: Runtime> Pool<R> {
         let Carry { inbox, due, .. } = carry;
         let mut state = self.lock();
         if state.closed {
+            // The wheel's references go outside the lock (see `close`).
+            drop(state);
+            drop(timer);
             return Step::Closed(std::mem::take(due));
         }
         let from_turn = due.len();
