@@ -77,6 +77,11 @@ impl<T> Chunked<T> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flatten()
     }
+
+    /// The elements in index order, by value.
+    pub(crate) fn into_values(self) -> impl Iterator<Item = T> {
+        self.chunks.into_iter().flatten()
+    }
 }
 
 impl<T> Index<usize> for Chunked<T> {

@@ -520,6 +520,35 @@ fn dropping_the_last_handle_frees_the_task_despite_a_far_deadline() {
 }
 
 #[test]
+fn dropping_the_last_handle_of_a_trigger_never_armed_frees_its_task_in_the_drop() {
+    // Only a trigger that asked for a deadline can be held by the timer
+    // (and is freed by a worker, once the timer lets go of it): a trigger
+    // only ever fired goes with its last handle, on the dropping thread.
+    let scheduler = scheduler(1);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = DropFlag(dropped.clone());
+    let (ran_tx, ran_rx) = mpsc::channel();
+    let trigger = Trigger::bind(&scheduler, move || {
+        let _keep = &flag;
+        let _ = ran_tx.send(());
+        None
+    });
+    trigger.fire().unwrap();
+    ran_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // The run has ended once the worker looks for work again: a second,
+    // later trigger's run comes after it on the one worker.
+    let (next_tx, next_rx) = mpsc::channel();
+    let next = Trigger::bind(&scheduler, move || {
+        let _ = next_tx.send(());
+        None
+    });
+    next.fire().unwrap();
+    next_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    drop(trigger);
+    assert!(dropped.load(Ordering::SeqCst), "freed in the drop");
+}
+
+#[test]
 fn dropping_the_last_handle_during_a_run_frees_the_task_after_it() {
     let scheduler = scheduler(1);
     let dropped = Arc::new(AtomicBool::new(false));

@@ -451,3 +451,26 @@ fn dropping_the_last_handle_of_an_armed_trigger_frees_its_task_at_once() {
     assert_eq!(sim.next_deadline(), None);
     assert!(sim.stats().triggers.is_empty());
 }
+
+#[test]
+fn dropping_the_last_handle_of_a_trigger_still_in_the_inbox_frees_its_task_at_once() {
+    // Armed outside an advance, the trigger waits in the timer's inbox
+    // (IN_INBOX set): the drop takes the inbox in at once.
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let sim = Scheduler::builder().build_virtual();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = Flag(dropped.clone());
+    let trigger = Trigger::bind(&sim, move || {
+        let _keep = &flag;
+        None
+    });
+    trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    drop(trigger);
+    assert!(dropped.load(Ordering::SeqCst), "the inbox let go of it");
+    assert_eq!(sim.next_deadline(), None);
+}

@@ -350,3 +350,40 @@ fn g14_a_worker_woken_for_the_role_takes_it_ahead_of_a_queued_run() {
         assert_eq!(ran.get(), 2);
     });
 }
+
+#[test]
+fn the_last_handle_dropped_as_a_periodic_run_re_arms_frees_the_task_on_a_worker() {
+    // The trigger's run re-arms for an hour; its last handle goes at any
+    // point: before the run, during it, between the re-arm and its push
+    // to the inbox (the push then sees no handle left and asks for a turn
+    // at once), or once the deadline is on the wheel. In every case the
+    // timer lets go of the trigger and a worker drops its task — whose
+    // destructor shuts the scheduler down, so the worker exits. If the
+    // timer kept the task, the worker would sleep toward the hour for
+    // ever: loom reports a deadlock.
+    struct ShutsDown(Arc<Harness>, Count);
+    impl Drop for ShutsDown {
+        fn drop(&mut self) {
+            self.1.bump();
+            self.0.scheduler().shutdown();
+        }
+    }
+    run_model(|| {
+        // Two workers: the one that runs the task is not the one that
+        // holds the role, asleep, while the re-arm is pushed.
+        let h = Arc::new(Harness::with_pool(2, 2));
+        let drops = Count::default();
+        let guard = ShutsDown(h.clone(), drops.clone());
+        let trigger = h.trigger(0, move || {
+            let _keep = &guard;
+            Some(Duration::from_secs(3600))
+        });
+        let threads = workers(&h, 2);
+        trigger.fire().unwrap();
+        drop(trigger);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(drops.get(), 1, "freed once");
+    });
+}

@@ -526,6 +526,7 @@ impl<R: Runtime> Core<R> {
         on_closed: OnClosed,
     ) -> (Kind, Result<Word, Refused>, Option<InboxPush>) {
         let kind = Kind::at(deadline, now_us);
+        self.mark_timed();
         let installed = self
             .request
             .install(version, kind, true, Installer::Publish);

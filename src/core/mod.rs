@@ -119,6 +119,10 @@ pub(crate) struct Core<R: Runtime> {
     pub(crate) timer_key: crate::sync::TimerOwned,
     /// The trigger sits in the worker run queue.
     queued: AtomicBool,
+    /// The trigger has asked the timer for a deadline at least once: only
+    /// then can the timer hold it (see [`let_go`](Self::let_go)). Set
+    /// before the install that sets IN_INBOX, never cleared.
+    timed: AtomicBool,
     /// This trigger's slot in the scheduler's registry (here, where it
     /// fills what would be padding).
     slot: u32,
@@ -212,6 +216,7 @@ impl<R: Runtime> Core<R> {
             state: State::new(version),
             request: Request::new(version),
             queued: AtomicBool::new(false),
+            timed: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(NO_KEY),
             task: UnsafeCell::new(task),
             // Policies, and a start version (it counts as advances that
@@ -354,21 +359,72 @@ impl<R: Runtime> Core<R> {
         self.policies().and_then(|p| p.debounce.as_ref())
     }
 
-    /// The last handle is gone (and the trigger suspended): pushes the
-    /// trigger through the timer's inbox once more, for a turn at once, so
-    /// the timer drops any wheel entry it holds for it — the entry of a
-    /// request since replaced (`fire`, `suspend`, `pause` leave it) or the
-    /// one the suspend just replaced. Wheel entries hold strong references
-    /// (see `scheduler/timer.rs`): without this, the task would live until
-    /// that entry's deadline, maybe an hour away. If the trigger already
-    /// sits in the inbox, the turn that takes it out reads the suspend's
-    /// request and drops the entry then. A closed runtime holds nothing.
+    /// The last handle is gone (and the trigger suspended): brings the
+    /// trigger to a timer turn at once, so the timer drops any wheel entry
+    /// it holds for it — the entry of a request since replaced (`fire`,
+    /// `suspend`, `pause` leave it) or the one the suspend just replaced.
+    /// Wheel entries hold strong references (see `scheduler/timer.rs`):
+    /// without this, the task would live until that entry's deadline,
+    /// maybe an hour away.
+    ///
+    /// Either this call sets IN_INBOX and pushes the trigger for a turn at
+    /// once, or the flag was set: the trigger is in the inbox, or on its
+    /// way there (a worker's re-arm, pushed at its next look for work).
+    /// Then the turn that takes it out reads the suspend and drops the
+    /// entry, and the timer is poked for that turn at once: under the
+    /// pool's lock, so an item already pushed is turned now, and a push
+    /// still to come reads this drop under the same lock (no handle left)
+    /// and asks for a turn at once itself. A closed runtime holds nothing.
+    ///
+    /// A trigger that never asked for a deadline has nothing with the timer
+    /// (its task goes with the last reference, here as a rule). Relaxed
+    /// read: every install that may set IN_INBOX comes after setting
+    /// `timed` (see [`mark_timed`](Self::mark_timed)), and the suspend
+    /// before this is an AcqRel RMW on the request word that comes after
+    /// such an install in the word's order (an install after it has a
+    /// newer version, which only a handle gives), so it sees the flag.
     pub(crate) fn let_go(self: &Arc<Self>) {
-        if let Some(word) = self.request.enter_inbox() {
-            let now_us = self.runtime.clock().now_us();
-            let stamp = crate::request::Stamp::new(word.version(), word.kind(), now_us);
-            let _ = self.runtime.to_timer_now(self, stamp);
+        if !self.timed.load(Ordering::Relaxed) {
+            return;
         }
+        match self.request.enter_inbox() {
+            Some(word) => {
+                let now_us = self.runtime.clock().now_us();
+                let stamp = crate::request::Stamp::new(word.version(), word.kind(), now_us);
+                let _ = self.runtime.to_timer_now(self, stamp);
+            }
+            None => self.runtime.poke_timer_now(),
+        }
+    }
+
+    /// Marks the trigger as one the timer may hold, before an install that
+    /// may set IN_INBOX (see [`let_go`](Self::let_go)). Relaxed: the
+    /// install's Release carries it. A load first: set once, read on every
+    /// re-arm.
+    #[inline]
+    pub(crate) fn mark_timed(&self) {
+        if !self.timed.load(Ordering::Relaxed) {
+            self.timed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether every handle is gone (for good: an upgrade refuses 0).
+    /// Relaxed: read under the pool's lock, or by the timer, which only
+    /// decides who drops a reference (see [`queue_to_drop`](Self::queue_to_drop)).
+    pub(crate) fn handles_gone(&self) -> bool {
+        self.handles.load(Ordering::Relaxed) == 0
+    }
+
+    /// The timer let go of a reference to a trigger with no handle left,
+    /// which may be its last: whether to queue it as a run, so a worker
+    /// drops it with the role put back (claiming the queue slot; if the
+    /// trigger is queued already, the queue's reference is dropped by a
+    /// worker too, and this one is not the last). Its dispatch finds no
+    /// request to serve. Relaxed swap: nothing is published for the
+    /// dispatch to read (no handle can fire), and the queue's lock hands
+    /// the trigger to the worker.
+    pub(crate) fn queue_to_drop(&self) -> bool {
+        self.handles_gone() && !self.queued.swap(true, Ordering::Relaxed)
     }
 
     /// Whether a run is requested (due or armed) for a trigger that never

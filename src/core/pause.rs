@@ -94,6 +94,9 @@ impl<R: Runtime> Core<R> {
             None => self.schedule_of(self.last_delay.get(), now_ns),
         };
         let to_inbox = matches!(kind, Kind::At { .. });
+        if to_inbox {
+            self.mark_timed();
+        }
         let (version, replaced) = loop {
             let version = self.advance();
             self.rare().counters.not_a_fire();
@@ -184,6 +187,9 @@ impl<R: Runtime> Core<R> {
         }
         let (kind, deadline) = self.schedule_of(delay, now_ns);
         let to_inbox = matches!(kind, Kind::At { .. });
+        if to_inbox {
+            self.mark_timed();
+        }
         let Ok(replaced) = self
             .request
             .install(word.version(), kind, to_inbox, Installer::Settle)

@@ -14,7 +14,7 @@
 //! | refuse work after shutdown                 | [`is_closed`](Runtime::is_closed)                 |
 //! | read the time, round deadlines             | [`clock`](Runtime::clock), [`tick_us`](Runtime::tick_us), [`coalesces`](Runtime::coalesces) |
 //! | hand a run to a worker                     | [`queue_run`](Runtime::queue_run)                 |
-//! | hand a deadline to the timer               | [`to_timer`](Runtime::to_timer), [`to_timer_now`](Runtime::to_timer_now), [`poke_timer`](Runtime::poke_timer) |
+//! | hand a deadline to the timer               | [`to_timer`](Runtime::to_timer), [`to_timer_now`](Runtime::to_timer_now), [`poke_timer`](Runtime::poke_timer), [`poke_timer_now`](Runtime::poke_timer_now) |
 //! | be listed by shutdown and stats            | [`register`](Runtime::register) … [`unlist_in_flight`](Runtime::unlist_in_flight) |
 //! | report a panic, count an async iteration   | [`report_panic`](Runtime::report_panic), [`alive_started`](Runtime::alive_started) |
 //! | set the task context for an async poll     | [`enter_context`](Runtime::enter_context), [`is_cancelled`](Runtime::is_cancelled) |
@@ -57,8 +57,13 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
 
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer for
     /// a turn at once, whatever it requests (its last handle is gone: see
-    /// `Core::let_go`); `false` if the runtime is closed.
+    /// `Core::let_go`); `false` if the runtime is closed (a thread-less
+    /// driver's turn, played at once, is never refused).
     fn to_timer_now(&self, core: &Arc<Core<Self>>, stamp: Stamp) -> bool;
+
+    /// A trigger already in (or on its way to) the timer's inbox lost its
+    /// last handle: get the timer to turn at once (see `Core::let_go`).
+    fn poke_timer_now(&self);
 
     /// A trigger already with the timer got an earlier `deadline`: wake the
     /// timer if it sleeps past it.

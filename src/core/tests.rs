@@ -93,6 +93,7 @@ impl Runtime for TestRuntime {
         self.to_timer(core, stamp)
     }
     fn poke_timer(&self, _deadline: u64) {}
+    fn poke_timer_now(&self) {}
     fn register(&self, _core: Weak<Core<Self>>) -> u32 {
         let mut next = self.registered.lock().unwrap();
         *next += 1;

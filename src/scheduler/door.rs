@@ -82,6 +82,24 @@ impl Runtime for Shared {
         true
     }
 
+    fn poke_timer_now(&self) {
+        let Some(timer) = self.manual_timer.get() else {
+            return self.pool.poke_locked(0);
+        };
+        // A thread-less driver: take the inbox in now (as a turn would,
+        // without expiring anything), so the trigger's entry goes.
+        let mut items = self.pool.take_inbox();
+        let let_go = {
+            let mut timer = lock(timer);
+            let now_us = self.clock.now_us();
+            for (core, stamp) in items.drain(..) {
+                timer.take_in(core, stamp, now_us);
+            }
+            timer.take_let_go()
+        };
+        drop(let_go);
+    }
+
     /// A trigger already with the timer got an earlier `deadline`: wake the
     /// timer's holder if it sleeps past it.
     #[inline]

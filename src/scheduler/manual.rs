@@ -72,10 +72,7 @@ impl Driver {
             // Shutdown may have emptied the wheel before this turn filed
             // the items it had taken: empty it again (see
             // `Shared::manual_timer`).
-            let emptied = shared.is_closed().then(|| {
-                let fresh = Timer::new(timer.elapsed());
-                std::mem::replace(&mut *timer, fresh)
-            });
+            let emptied = shared.is_closed().then(|| timer.drain());
             (timer.take_let_go(), emptied)
         };
         // Outside the timer's lock: a task's destructor may call in again.

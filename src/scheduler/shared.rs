@@ -166,11 +166,7 @@ impl Shared {
         }
         _queued = self.pool.close();
         // A thread-less driver's wheel too (see `manual_timer`).
-        _wheel = self.manual_timer.get().map(|timer| {
-            let mut timer = lock(timer);
-            let fresh = super::timer::Timer::new(timer.elapsed());
-            std::mem::replace(&mut *timer, fresh)
-        });
+        _wheel = self.manual_timer.get().map(|timer| lock(timer).drain());
         _scanned = self.lifecycle.scan(self.clock.now_us());
         #[cfg(feature = "tracing")]
         if let Some(report) = self.lifecycle.report() {

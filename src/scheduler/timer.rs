@@ -7,12 +7,18 @@
 //! goes from the wheel to the run queue, to its worker and back through the
 //! inbox to the wheel with one reference, moved at each step — no `Weak`
 //! upgrade, downgrade or count change on the way. A trigger whose last
-//! handle goes is pushed through the inbox once more (`Core::let_go`),
-//! so the timer drops its entry at its next turn rather than at a stale
-//! deadline, maybe an hour away (docs/DESIGN.md, "Pitfalls"). What the
-//! timer lets go of may be a trigger's last reference, whose task's
-//! destructor may run any code: a turn keeps those references (see
-//! [`Timer::drop_let_go`]) for its caller to drop outside every lock.
+//! handle goes is brought to the timer's next turn (`Core::let_go`), so
+//! the timer drops its entry then rather than at a stale deadline, maybe
+//! an hour away (docs/DESIGN.md, "Pitfalls").
+//!
+//! What the timer lets go of may be a trigger's last reference, whose
+//! task's destructor may run any code — and a destructor that blocks must
+//! not hold up the deadlines. So a turn queues the reference of a trigger
+//! with no handle left as a run (its dispatch finds nothing to run, and the
+//! worker drops it with the role put back, watched by the monitor like
+//! any run); the others (a superseded deadline of a trigger the user still
+//! holds) it keeps for its caller to drop outside every lock
+//! ([`Timer::drop_let_go`]).
 
 use crate::core::{Core, Runtime, NO_KEY};
 use crate::request::{Stamp, Word};
@@ -77,6 +83,7 @@ impl<R: Runtime> Timer<R> {
         for (core, stamp) in items.drain(..) {
             self.take_in(core, stamp, now_us);
         }
+
         let mut estimate = Estimate::default();
         let let_go = &mut self.let_go;
         self.wheel.poll(now_us, |_, due_at, Entry { core, seen }| {
@@ -93,6 +100,16 @@ impl<R: Runtime> Timer<R> {
                 let_go.push(core); // superseded
             }
         });
+        // A trigger with no handle left may be freed by this drop: a worker
+        // drops it (see the module docs).
+        let mut index = 0;
+        while index < self.let_go.len() {
+            if self.let_go[index].queue_to_drop() {
+                due.push(self.let_go.swap_remove(index));
+            } else {
+                index += 1;
+            }
+        }
         estimate
     }
 
@@ -104,11 +121,11 @@ impl<R: Runtime> Timer<R> {
         self.update(core, seen, deadline);
     }
 
-    /// Drops the references the turns let go of: the caller holds no lock
-    /// (a trigger's last reference drops its task, whose destructor may
-    /// run any code). The holder still holds the role, as when the last
-    /// reference of a trigger in the run queue is dropped by the worker
-    /// that popped it.
+    /// Drops the references the turns let go of, the caller holding no
+    /// lock. Each belonged to a trigger with a handle when the turn looked
+    /// (the others went to the run queue): it is the last, and its task's
+    /// destructor runs here with the role held, only if that handle was
+    /// dropped in between.
     pub(crate) fn drop_let_go(&mut self) {
         self.let_go.clear();
     }
@@ -117,6 +134,19 @@ impl<R: Runtime> Timer<R> {
     /// lock to drop once it has released it (the thread-less driver).
     pub(crate) fn take_let_go(&mut self) -> Vec<Arc<Core<R>>> {
         std::mem::take(&mut self.let_go)
+    }
+
+    /// Empties the wheel at shutdown, returning every reference it held
+    /// (and any let go of) for the caller to drop outside its locks; each
+    /// trigger's key is reset, so a later turn files it afresh.
+    pub(crate) fn drain(&mut self) -> Vec<Arc<Core<R>>> {
+        let mut held = std::mem::take(&mut self.let_go);
+        self.wheel.drain(|entry| {
+            // Relaxed: see `update`.
+            entry.core.timer_key.store(NO_KEY, Ordering::Relaxed);
+            held.push(entry.core);
+        });
+        held
     }
 
     /// The wheel's current time (µs).
@@ -143,16 +173,14 @@ impl<R: Runtime> Timer<R> {
         let key = core.timer_key.load(Ordering::Relaxed);
         let key = (key != NO_KEY).then_some(Key::from_raw(key));
         match (deadline, key) {
-            (Some(deadline), Some(key)) => {
-                self.wheel.reschedule(key, deadline);
+            (Some(deadline), Some(key)) if self.wheel.reschedule(key, deadline) => {
                 if let Some(entry) = self.wheel.get_mut(key) {
                     entry.seen = seen;
                 }
-                // The entry keeps its own reference: this one is not the
-                // last.
-                drop(core);
+                // The entry keeps a reference of its own.
+                self.let_go.push(core);
             }
-            (Some(deadline), None) => {
+            (Some(deadline), _) => {
                 // The reference moves into the entry; the key is stored
                 // through it.
                 let key = self.wheel.insert(deadline, Entry { core, seen });

@@ -158,6 +158,18 @@ impl<T> Wheel<T> {
         Some(self.release(key.0))
     }
 
+    /// Removes every entry, handing each value to `taken` (in no particular
+    /// order); the current time stays. Every key issued so far then names
+    /// no live entry (until keys are reused by later inserts).
+    pub fn drain(&mut self, mut taken: impl FnMut(T)) {
+        let old = std::mem::replace(self, Wheel::new(self.elapsed));
+        for entry in old.entries.into_values() {
+            if let Some(value) = entry.value {
+                taken(value);
+            }
+        }
+    }
+
     /// Whether entry `index` exists and holds a value.
     fn is_live(&self, index: u32) -> bool {
         self.entries
@@ -438,8 +450,29 @@ mod tests {
 
     #[test]
     fn an_entry_holding_two_words_is_32_bytes() {
-        // The timer's value: a weak reference and a request word.
-        assert_eq!(std::mem::size_of::<Entry<(std::sync::Weak<u8>, u64)>>(), 32);
+        // The timer's value: a reference to the trigger and a request word.
+        assert_eq!(std::mem::size_of::<Entry<(std::sync::Arc<u8>, u64)>>(), 32);
+    }
+
+    #[test]
+    fn a_drained_wheel_is_empty_and_its_old_keys_name_nothing() {
+        let mut wheel = Wheel::new(10);
+        let keys: Vec<_> = (0..3u32)
+            .map(|i| wheel.insert(20 + u64::from(i), i))
+            .collect();
+        wheel.remove(keys[1]);
+        let mut taken = Vec::new();
+        wheel.drain(|value| taken.push(value));
+        taken.sort_unstable();
+        assert_eq!(taken, [0, 2]);
+        assert!(wheel.is_empty());
+        assert_eq!((wheel.elapsed(), wheel.next_expiration()), (10, None));
+        for key in keys {
+            assert_eq!(wheel.remove(key), None);
+        }
+        let again = wheel.insert(30, 7);
+        assert_eq!(drain(&mut wheel, 30), [(30, 7)]);
+        assert_eq!(wheel.remove(again), None);
     }
 
     #[test]

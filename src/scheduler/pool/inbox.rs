@@ -38,14 +38,24 @@ use crate::core::{Core, Runtime};
 use crate::request::Stamp;
 use crate::sync::{Arc, Ordering};
 
+/// Under the lock: the deadline a push of `core` asks the timer for — its
+/// request's (read with the Release `touch` of the protocol above), or now
+/// if its last handle is gone: the drop may have found IN_INBOX set by this
+/// push and left the turn to it (see `Core::let_go`; the lock orders the
+/// drop's handle count before this read, or this push before its poke).
+pub(super) fn judge<R: Runtime>(core: &Core<R>, stamp: Stamp) -> Option<u64> {
+    if core.handles_gone() {
+        return Some(0);
+    }
+    core.request().touch().kind().deadline(stamp.now_us())
+}
+
 impl<R: Runtime> Pool<R> {
     /// Adds `core` (whose IN_INBOX flag this caller set); wakes the role
     /// holder if the trigger's current deadline is earlier than its sleep
     /// target. Returns `false` if the pool is closed (shut down).
     pub(crate) fn inbox_push(&self, core: &Arc<Core<R>>, stamp: Stamp) -> bool {
-        self.push_inbox((Arc::clone(core), stamp), || {
-            core.request().touch().kind().deadline(stamp.now_us())
-        })
+        self.push_inbox((Arc::clone(core), stamp), || judge(core, stamp))
     }
 
     /// Adds `core` (whose IN_INBOX flag this caller set) for a turn at once,
@@ -118,7 +128,7 @@ impl<R: Runtime> Pool<R> {
 
     /// The slow half of `poke` (see `inbox.rs`): under the lock, wakes the
     /// holder if `deadline` precedes its target.
-    pub(super) fn poke_locked(&self, deadline: u64) {
+    pub(crate) fn poke_locked(&self, deadline: u64) {
         let mut state = self.lock();
         let mut wakes = Wakes::default();
         if state.timer.is_some() {

@@ -406,7 +406,7 @@ impl<R: Runtime> Pool<R> {
             if let Some((core, push)) = push.take() {
                 let stamp = push.stamp_for(&core);
                 let mut wakes = Wakes::default();
-                let deadline = core.request().touch().kind().deadline(stamp.now_us());
+                let deadline = inbox::judge(&core, stamp);
                 // The run's reference moves into the inbox: no count
                 // changes.
                 self.add_to_inbox(&mut state, (core, stamp), || deadline, true, &mut wakes);
