@@ -387,3 +387,40 @@ fn the_last_handle_dropped_as_a_periodic_run_re_arms_frees_the_task_on_a_worker(
         assert_eq!(drops.get(), 1, "freed once");
     });
 }
+
+#[test]
+fn the_last_handle_of_a_paused_periodic_trigger_frees_the_task_on_a_worker() {
+    // As above, but paused first: the drop's suspend then writes nothing,
+    // and only the drop's Acquire read of the request word shows it that
+    // the run asked for a deadline (so the timer may hold the trigger).
+    struct ShutsDown(Arc<Harness>, Count);
+    impl Drop for ShutsDown {
+        fn drop(&mut self) {
+            self.1.bump();
+            self.0.scheduler().shutdown();
+        }
+    }
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool(2, 2));
+        let drops = Count::default();
+        let guard = ShutsDown(h.clone(), drops.clone());
+        let (started, release) = (Gate::default(), Gate::default());
+        let (s, r) = (started.clone(), release.clone());
+        let trigger = h.trigger(0, move || {
+            let _keep = &guard;
+            s.open();
+            r.wait();
+            Some(Duration::from_secs(3600))
+        });
+        let threads = workers(&h, 2);
+        trigger.fire().unwrap();
+        started.wait();
+        release.open();
+        trigger.pause();
+        drop(trigger);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(drops.get(), 1, "freed once");
+    });
+}

@@ -378,12 +378,15 @@ impl<R: Runtime> Core<R> {
     ///
     /// A trigger that never asked for a deadline has nothing with the timer
     /// (its task goes with the last reference, here as a rule). Relaxed
-    /// read: every install that may set IN_INBOX comes after setting
-    /// `timed` (see [`mark_timed`](Self::mark_timed)), and the suspend
-    /// before this is an AcqRel RMW on the request word that comes after
-    /// such an install in the word's order (an install after it has a
-    /// newer version, which only a handle gives), so it sees the flag.
+    /// read of `timed`, after an Acquire RMW on the request word: every
+    /// install that may set IN_INBOX sets `timed` first (see
+    /// [`mark_timed`](Self::mark_timed)) and is a Release RMW, and it comes
+    /// before that Acquire RMW in the word's order — an install after it
+    /// would need a version newer than the suspend's, which only a handle
+    /// gives, or, on a paused trigger (whose suspend wrote nothing), is
+    /// refused and sets no IN_INBOX. So the flag is seen.
     pub(crate) fn let_go(self: &Arc<Self>) {
+        let _ = self.request.acquire_latest();
         if !self.timed.load(Ordering::Relaxed) {
             return;
         }

@@ -13,12 +13,13 @@
 //!
 //! What the timer lets go of may be a trigger's last reference, whose
 //! task's destructor may run any code — and a destructor that blocks must
-//! not hold up the deadlines. So a turn queues the reference of a trigger
-//! with no handle left as a run (its dispatch finds nothing to run, and the
-//! worker drops it with the role put back, watched by the monitor like
-//! any run); the others (a superseded deadline of a trigger the user still
-//! holds) it keeps for its caller to drop outside every lock
-//! ([`Timer::drop_let_go`]).
+//! not hold up the deadlines. So a worker's turn queues the reference of a
+//! trigger with no handle left as a run (its dispatch finds nothing to
+//! run, and the worker drops it with the role put back, watched by the
+//! monitor like any run: [`Timer::queue_let_go`]); the others (a
+//! superseded deadline of a trigger the user still holds) it keeps for
+//! its caller to drop outside every lock ([`Timer::drop_let_go`]). A
+//! thread-less driver drops them all after its lock.
 
 use crate::core::{Core, Runtime, NO_KEY};
 use crate::request::{Stamp, Word};
@@ -100,17 +101,26 @@ impl<R: Runtime> Timer<R> {
                 let_go.push(core); // superseded
             }
         });
-        // A trigger with no handle left may be freed by this drop: a worker
-        // drops it (see the module docs).
+        estimate
+    }
+
+    /// A worker's turn (not a thread-less driver's, whose caller drops what
+    /// it let go of outside its lock, as a rule on the thread that asked):
+    /// queues the references the turn let go of that belong to triggers
+    /// with no handle left — any may be the last — as runs, onto `due`, so
+    /// a worker drops them with the role put back (see the module docs).
+    /// Their length is unknown (a destructor may block), so the batch is
+    /// not judged quick: the role goes to a successor.
+    pub(crate) fn queue_let_go(&mut self, due: &mut Vec<Arc<Core<R>>>, estimate: &mut Estimate) {
         let mut index = 0;
         while index < self.let_go.len() {
             if self.let_go[index].queue_to_drop() {
                 due.push(self.let_go.swap_remove(index));
+                estimate.unknown = true;
             } else {
                 index += 1;
             }
         }
-        estimate
     }
 
     /// Takes `core` out of the inbox at `now_us` (its pusher's `stamp`):
@@ -122,10 +132,11 @@ impl<R: Runtime> Timer<R> {
     }
 
     /// Drops the references the turns let go of, the caller holding no
-    /// lock. Each belonged to a trigger with a handle when the turn looked
-    /// (the others went to the run queue): it is the last, and its task's
-    /// destructor runs here with the role held, only if that handle was
-    /// dropped in between.
+    /// lock. After [`queue_let_go`](Self::queue_let_go) each belonged to a
+    /// trigger with a handle when the turn looked, or already queued: it is
+    /// the last, and its task's destructor runs here with the role held,
+    /// only in a race — that handle dropped in between, or the queued run
+    /// dispatched and let go of in between.
     pub(crate) fn drop_let_go(&mut self) {
         self.let_go.clear();
     }

@@ -105,7 +105,8 @@ fn hold_timer(
         // Drained by the last `after_turn`.
         super::pool::trim(&mut carry.due);
         let now_us = shared.clock.now_us();
-        let estimate = timer.turn(now_us, &mut carry.inbox, &mut carry.due);
+        let mut estimate = timer.turn(now_us, &mut carry.inbox, &mut carry.due);
+        timer.queue_let_go(&mut carry.due, &mut estimate);
         // Outside every lock, before the holder sleeps, maybe for hours.
         timer.drop_let_go();
         // Drained by the turn: before the holder sleeps, maybe for hours.
@@ -139,7 +140,8 @@ pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> b
         Look::Start => true,
         Look::Turn(mut timer, mut items) => {
             let mut due = Vec::new();
-            let _estimate = timer.turn(now_us, &mut items, &mut due);
+            let mut estimate = timer.turn(now_us, &mut items, &mut due);
+            timer.queue_let_go(&mut due, &mut estimate);
             timer.drop_let_go();
             let start = shared
                 .pool

@@ -21,10 +21,11 @@ pub use identity::WeakTrigger;
 /// Cloning gives another handle to the same trigger. When the last handle
 /// is dropped the trigger is suspended and its task is dropped as soon as no
 /// iteration is in flight — in the drop, for a trigger that never asked for
-/// a deadline; for one that did (`fire_after`, a returned delay), by a
-/// scheduler thread as soon as the timer lets go of it, which the drop
-/// asks for at once (on a [`VirtualScheduler`](crate::VirtualScheduler),
-/// in the drop too). A task that needs its own trigger captures a
+/// a deadline; for one that did (`fire_after`, a returned delay), as a
+/// rule by a scheduler thread as soon as the timer lets go of it, which
+/// the drop asks for at once (on a
+/// [`VirtualScheduler`](crate::VirtualScheduler), in the drop, or by an
+/// advance running at that moment). A task that needs its own trigger captures a
 /// [`WeakTrigger`] (a strong one would keep itself alive forever).
 ///
 /// # Guarantees
