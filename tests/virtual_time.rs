@@ -426,24 +426,34 @@ fn shutdown_stops_virtual_time_runs() {
     );
 }
 
+/// Sets its flag when dropped (with the task that owns it).
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A trigger on `sim` armed for an hour whose task returns `next`, and the
+/// flag its task's drop sets.
+fn armed_for_an_hour(sim: &VirtualScheduler, next: Option<Duration>) -> (Trigger, Arc<AtomicBool>) {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = DropFlag(dropped.clone());
+    let trigger = Trigger::bind(sim, move || {
+        let _keep = &flag;
+        next
+    });
+    trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    (trigger, dropped)
+}
+
 #[test]
 fn dropping_the_last_handle_of_an_armed_trigger_frees_its_task_at_once() {
     // The hour-long deadline is on the wheel (an advance took it in); no
     // advance follows the drop, yet the task goes with the last handle.
-    struct Flag(Arc<AtomicBool>);
-    impl Drop for Flag {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     let sim = Scheduler::builder().build_virtual();
-    let dropped = Arc::new(AtomicBool::new(false));
-    let flag = Flag(dropped.clone());
-    let trigger = Trigger::bind(&sim, move || {
-        let _keep = &flag;
-        Some(Duration::from_secs(60))
-    });
-    trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    let (trigger, dropped) = armed_for_an_hour(&sim, Some(Duration::from_secs(60)));
     sim.advance(Duration::from_millis(1));
     assert_eq!(sim.next_deadline(), Some(Duration::from_secs(3600)));
     drop(trigger);
@@ -456,20 +466,8 @@ fn dropping_the_last_handle_of_an_armed_trigger_frees_its_task_at_once() {
 fn dropping_the_last_handle_of_a_trigger_still_in_the_inbox_frees_its_task_at_once() {
     // Armed outside an advance, the trigger waits in the timer's inbox
     // (IN_INBOX set): the drop takes the inbox in at once.
-    struct Flag(Arc<AtomicBool>);
-    impl Drop for Flag {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     let sim = Scheduler::builder().build_virtual();
-    let dropped = Arc::new(AtomicBool::new(false));
-    let flag = Flag(dropped.clone());
-    let trigger = Trigger::bind(&sim, move || {
-        let _keep = &flag;
-        None
-    });
-    trigger.fire_after(Duration::from_secs(3600)).unwrap();
+    let (trigger, dropped) = armed_for_an_hour(&sim, None);
     drop(trigger);
     assert!(dropped.load(Ordering::SeqCst), "the inbox let go of it");
     assert_eq!(sim.next_deadline(), None);

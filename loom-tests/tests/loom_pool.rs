@@ -351,33 +351,46 @@ fn g14_a_worker_woken_for_the_role_takes_it_ahead_of_a_queued_run() {
     });
 }
 
+/// What a periodic trigger's task keeps, until the timer lets go of the
+/// trigger and a worker drops it: counts the drop, then shuts the
+/// scheduler down so the model's workers exit (if the timer kept the
+/// task, they would sleep toward its hour for ever: loom reports a
+/// deadlock).
+struct ShutsDown(Arc<Harness>, Count);
+
+impl Drop for ShutsDown {
+    fn drop(&mut self) {
+        self.1.bump();
+        self.0.scheduler().shutdown();
+    }
+}
+
+/// Two workers (the one that runs the task is not the one that holds the
+/// role, asleep, while the re-arm is pushed) and a trigger whose task,
+/// holding a [`ShutsDown`], does `body` and re-arms for an hour.
+fn hour_long_rearm(
+    body: impl Fn() + Send + Sync + 'static,
+) -> (Arc<Harness>, circulation_trigger::Trigger, Count) {
+    let h = Arc::new(Harness::with_pool(2, 2));
+    let drops = Count::default();
+    let guard = ShutsDown(h.clone(), drops.clone());
+    let trigger = h.trigger(0, move || {
+        let _keep = &guard;
+        body();
+        Some(Duration::from_secs(3600))
+    });
+    (h, trigger, drops)
+}
+
 #[test]
 fn the_last_handle_dropped_as_a_periodic_run_re_arms_frees_the_task_on_a_worker() {
     // The trigger's run re-arms for an hour; its last handle goes at any
     // point: before the run, during it, between the re-arm and its push
     // to the inbox (the push then sees no handle left and asks for a turn
     // at once), or once the deadline is on the wheel. In every case the
-    // timer lets go of the trigger and a worker drops its task — whose
-    // destructor shuts the scheduler down, so the worker exits. If the
-    // timer kept the task, the worker would sleep toward the hour for
-    // ever: loom reports a deadlock.
-    struct ShutsDown(Arc<Harness>, Count);
-    impl Drop for ShutsDown {
-        fn drop(&mut self) {
-            self.1.bump();
-            self.0.scheduler().shutdown();
-        }
-    }
+    // timer lets go of the trigger and a worker drops its task.
     run_model(|| {
-        // Two workers: the one that runs the task is not the one that
-        // holds the role, asleep, while the re-arm is pushed.
-        let h = Arc::new(Harness::with_pool(2, 2));
-        let drops = Count::default();
-        let guard = ShutsDown(h.clone(), drops.clone());
-        let trigger = h.trigger(0, move || {
-            let _keep = &guard;
-            Some(Duration::from_secs(3600))
-        });
+        let (h, trigger, drops) = hour_long_rearm(|| {});
         let threads = workers(&h, 2);
         trigger.fire().unwrap();
         drop(trigger);
@@ -393,24 +406,12 @@ fn the_last_handle_of_a_paused_periodic_trigger_frees_the_task_on_a_worker() {
     // As above, but paused first: the drop's suspend then writes nothing,
     // and only the drop's Acquire read of the request word shows it that
     // the run asked for a deadline (so the timer may hold the trigger).
-    struct ShutsDown(Arc<Harness>, Count);
-    impl Drop for ShutsDown {
-        fn drop(&mut self) {
-            self.1.bump();
-            self.0.scheduler().shutdown();
-        }
-    }
     run_model(|| {
-        let h = Arc::new(Harness::with_pool(2, 2));
-        let drops = Count::default();
-        let guard = ShutsDown(h.clone(), drops.clone());
         let (started, release) = (Gate::default(), Gate::default());
         let (s, r) = (started.clone(), release.clone());
-        let trigger = h.trigger(0, move || {
-            let _keep = &guard;
+        let (h, trigger, drops) = hour_long_rearm(move || {
             s.open();
             r.wait();
-            Some(Duration::from_secs(3600))
         });
         let threads = workers(&h, 2);
         trigger.fire().unwrap();
