@@ -57,8 +57,7 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
 
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer for
     /// a turn at once, whatever it requests (its last handle is gone: see
-    /// `Core::let_go`); `false` if the runtime is closed (a thread-less
-    /// driver's turn, played at once, is never refused).
+    /// `Core::let_go`); `false` if the runtime is closed.
     fn to_timer_now(&self, core: &Arc<Core<Self>>, stamp: Stamp) -> bool;
 
     /// A trigger already in (or on its way to) the timer's inbox lost its

@@ -67,19 +67,13 @@ impl Runtime for Shared {
     }
 
     fn to_timer_now(&self, core: &Arc<Core<Self>>, stamp: Stamp) -> bool {
-        let Some(timer) = self.manual_timer.get() else {
-            return self.pool.inbox_push_now(core, stamp);
-        };
-        // A thread-less driver turns only in an advance: the caller plays
-        // the turn for this trigger now. No user code runs under the lock:
-        // what the timer lets go of is dropped after it.
-        let let_go = {
-            let mut timer = lock(timer);
-            timer.take_in(Arc::clone(core), stamp, self.clock.now_us());
-            timer.take_let_go()
-        };
-        drop(let_go);
-        true
+        let pushed = self.pool.inbox_push_now(core, stamp);
+        if pushed && self.manual_timer.get().is_some() {
+            // A thread-less driver turns only in an advance: take the
+            // inbox in now.
+            self.poke_timer_now();
+        }
+        pushed
     }
 
     fn poke_timer_now(&self) {
