@@ -315,6 +315,93 @@ fn blocking_runs_due_together_do_not_leave_the_role_unwatched() {
     let _ = scheduler.shutdown_and_join();
 }
 
+/// A task's state whose destructor blocks on `gate` — unless it runs on
+/// the thread that made it: then the test's own handle was the trigger's
+/// last reference (a race), and the drop is only noted in `on_owner`.
+struct BlockingDrop {
+    gate: Gate,
+    blocked: Counter,
+    owner: std::thread::ThreadId,
+    on_owner: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for BlockingDrop {
+    fn drop(&mut self) {
+        if std::thread::current().id() == self.owner {
+            self.on_owner
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            return;
+        }
+        self.blocked.bump();
+        self.gate.wait();
+    }
+}
+
+#[test]
+fn a_dropped_trigger_whose_destructor_blocks_holds_back_no_deadline() {
+    // The last handle of a trigger armed for an hour sends it to the
+    // timer, which queues its reference as a run of unknown length: a
+    // worker drops it — running the task's destructor, which blocks —
+    // with the role handed to the other worker. The monitor is kept out
+    // (a stall threshold of a minute): only that hand-over can run the
+    // later deadline while the destructor blocks.
+    //
+    // If the test's own reference turns out to be the last (the worker
+    // let go of its reference first), the destructor runs here and does
+    // not block: that attempt covers nothing and is repeated.
+    for _attempt in 0..5 {
+        let scheduler = Scheduler::builder()
+            .workers(2)
+            .stall_threshold(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let (gate, blocked) = (Gate::default(), Counter::default());
+        let on_owner = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let state = BlockingDrop {
+            gate: gate.clone(),
+            blocked: blocked.clone(),
+            owner: std::thread::current().id(),
+            on_owner: on_owner.clone(),
+        };
+        let doomed = Trigger::bind(&scheduler, move || {
+            let _keep = &state;
+            None
+        });
+        doomed.fire_after(Duration::from_secs(3600)).unwrap();
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let r = runs.clone();
+        let other = Trigger::bind(&scheduler, move || {
+            r.lock().unwrap().push(Instant::now());
+            None
+        });
+        // The timer takes its inbox in order: once `other`, pushed after
+        // it, has run, the hour-long deadline is on the wheel.
+        other.fire_after(Duration::from_millis(1)).unwrap();
+        eventually("the first run of the other trigger", || {
+            runs.lock().unwrap().len() == 1
+        });
+        let due = Instant::now() + Duration::from_millis(60);
+        other.fire_at(due).unwrap();
+        drop(doomed);
+        eventually("the destructor ran", || {
+            blocked.get() == 1 || on_owner.load(std::sync::atomic::Ordering::SeqCst)
+        });
+        if blocked.get() == 0 {
+            let _ = scheduler.shutdown_and_join();
+            continue;
+        }
+        eventually("the later deadline ran while the destructor blocks", || {
+            runs.lock().unwrap().len() == 2
+        });
+        let late = runs.lock().unwrap()[1].saturating_duration_since(due);
+        assert!(late < Duration::from_secs(2), "{late:?} late");
+        gate.open();
+        let _ = scheduler.shutdown_and_join();
+        return;
+    }
+    panic!("in 5 attempts, the destructor never ran on a worker");
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn an_extra_worker_with_no_keep_alive_does_not_spin() {
