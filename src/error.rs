@@ -1,6 +1,7 @@
 //! Errors returned by the fire path and by the scheduler builder.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why `fire`, `fire_after` or `fire_within` did nothing.
@@ -123,3 +124,44 @@ impl std::error::Error for BuildError {
         }
     }
 }
+
+/// Why [`Refresh::refresh_and_wait`](crate::Refresh::refresh_and_wait)
+/// returned no fresh value. The last good value, if any, stays readable
+/// through [`Refresh::get`](crate::Refresh::get) either way.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RefreshError<E> {
+    /// No fetch served the call (see [`WaitError`]).
+    Wait(WaitError),
+    /// The fetch failed with this error (also in
+    /// [`Refresh::last_error`](crate::Refresh::last_error)).
+    Failed(Arc<E>),
+    /// The fetch panicked (the panic was caught; see
+    /// [`Refresh::panics`](crate::Refresh::panics)).
+    Panicked,
+}
+
+impl<E> Clone for RefreshError<E> {
+    fn clone(&self) -> Self {
+        match self {
+            RefreshError::Wait(error) => RefreshError::Wait(*error),
+            RefreshError::Failed(error) => RefreshError::Failed(Arc::clone(error)),
+            RefreshError::Panicked => RefreshError::Panicked,
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for RefreshError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RefreshError::Wait(error) => write!(f, "no fetch served the refresh: {error}"),
+            RefreshError::Failed(error) => write!(f, "the fetch failed: {error}"),
+            RefreshError::Panicked => f.write_str("the fetch panicked"),
+        }
+    }
+}
+
+/// The reason (a [`WaitError`], the fetch's error) is part of the message,
+/// so [`source`](std::error::Error::source) is `None`: an error report
+/// does not print it twice.
+impl<E: fmt::Debug + fmt::Display> std::error::Error for RefreshError<E> {}

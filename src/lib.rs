@@ -35,7 +35,7 @@ pub use scheduler::model;
 mod wheel;
 
 pub use context::{is_cancelled, scheduler_time, Outcome};
-pub use error::{BuildError, FireError, WaitError};
+pub use error::{BuildError, FireError, RefreshError, WaitError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use phase::PhaseKeeper;
 pub use policy::{DebouncePolicy, PanicPolicy, StuckRun, TriggerPolicies};

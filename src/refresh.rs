@@ -3,13 +3,16 @@
 //! good value for readers — lock-free, through `arc-swap` — and keeps it
 //! through failed fetches, which it reports and retries with a back-off.
 
-use crate::error::FireError;
+use crate::error::{FireError, RefreshError};
 use crate::jitter::RetryBackoff;
 use crate::scheduler::Scheduler;
 use crate::trigger::{Trigger, TriggerBuilder};
 use arc_swap::ArcSwapOption;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64, AtomicU8,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +24,51 @@ struct Latest<T, E> {
     refreshes: AtomicU64,
     failures: AtomicU64,
     panics: AtomicU64,
+    /// How the last fetch ended ([`NO_FETCH`] until one has), written
+    /// after the value or error it left; see [`Latest::served`].
+    outcome: AtomicU8,
     #[cfg(feature = "tokio")]
     watch: tokio::sync::watch::Sender<Option<Arc<T>>>,
+}
+
+/// [`Latest::outcome`]: no fetch has ended yet.
+const NO_FETCH: u8 = 0;
+/// [`Latest::outcome`]: the last fetch returned a value.
+const SUCCEEDED: u8 = 1;
+/// [`Latest::outcome`]: the last fetch returned an error.
+const FAILED: u8 = 2;
+/// [`Latest::outcome`]: the last fetch panicked.
+const PANICKED: u8 = 3;
+
+impl<T, E> Latest<T, E> {
+    /// A fetch ended as `outcome`, after storing what it left. Release:
+    /// a caller of `refresh_and_wait` that reads this outcome — that of
+    /// the fetch which served it, or of a later one — also reads the value
+    /// or error stored before it.
+    fn ended(&self, outcome: u8) {
+        self.outcome.store(outcome, Release);
+    }
+
+    /// What `refresh_and_wait` returns once a fetch serving it has ended:
+    /// how the last fetch ended (the serving one, or a later one).
+    fn served(&self) -> Result<Arc<T>, RefreshError<E>> {
+        // Acquire: pairs with `ended`'s Release.
+        match self.outcome.load(Acquire) {
+            PANICKED => return Err(RefreshError::Panicked),
+            FAILED => {
+                if let Some(error) = self.error.load_full() {
+                    return Err(RefreshError::Failed(error));
+                }
+                // A later fetch succeeded meanwhile: it cleared the error
+                // after storing its value, which this thread, having read
+                // the cleared error, now sees.
+            }
+            _ => {}
+        }
+        // SUCCEEDED (or NO_FETCH, which a served wait never meets: the
+        // fetch that served it wrote its outcome before the wait ended).
+        self.value.load_full().ok_or(RefreshError::Panicked)
+    }
 }
 
 /// A value kept fresh by a trigger: the fetch runs on a period, on
@@ -357,6 +403,7 @@ impl<'a> RefreshBuilder<'a> {
             refreshes: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             panics: AtomicU64::new(0),
+            outcome: AtomicU8::new(NO_FETCH),
             #[cfg(feature = "tokio")]
             watch: tokio::sync::watch::Sender::new(None),
         });
@@ -374,6 +421,7 @@ impl<'a> RefreshBuilder<'a> {
                     shared.panics.fetch_add(1, Relaxed);
                     #[cfg(feature = "tracing")]
                     tracing::warn!("refresh panicked; the last good value stays");
+                    shared.ended(PANICKED);
                     return retry_after(&mut retry, every);
                 }
             };
@@ -383,6 +431,7 @@ impl<'a> RefreshBuilder<'a> {
                     shared.value.store(Some(Arc::clone(&value)));
                     shared.error.store(None);
                     shared.refreshes.fetch_add(1, Relaxed);
+                    shared.ended(SUCCEEDED);
                     #[cfg(feature = "tokio")]
                     shared.watch.send_replace(Some(value));
                     #[cfg(not(feature = "tokio"))]
@@ -397,6 +446,7 @@ impl<'a> RefreshBuilder<'a> {
                     shared.failures.fetch_add(1, Relaxed);
                     #[cfg(feature = "tracing")]
                     tracing::warn!("refresh failed; the last good value stays");
+                    shared.ended(FAILED);
                     retry_after(&mut retry, every)
                 }
             }
@@ -410,8 +460,102 @@ impl<T, E> Refresh<T, E> {
     ///
     /// # Errors
     ///
-    /// As [`Trigger::fire`]: shut down, or paused.
+    /// As [`Trigger::fire`]: shut down, or paused (or, for a debounced
+    /// trigger, a window past the clock's range).
     pub fn refresh_now(&self) -> Result<(), FireError> {
         self.trigger.fire()
+    }
+
+    /// Refreshes now and waits for the fetch: its value, or why there is
+    /// none — what a service wants before it starts serving, or a "reload
+    /// now" endpoint before it answers. [`Trigger::fire_and_wait`] on the
+    /// fetch's trigger, then how the fetch that served the call ended (or
+    /// a later one, if one ended meanwhile: the latest news either way).
+    ///
+    /// A failed fetch is an error here even though [`get`](Self::get)
+    /// still returns the last good value: the caller asked for a fresh
+    /// one. (`fire_and_wait` alone reports `Outcome::Completed` for a
+    /// failed fetch too — the fetch's task ran to its end.)
+    ///
+    /// # Errors
+    ///
+    /// * [`RefreshError::Failed`] with the fetch's error, and
+    ///   [`RefreshError::Panicked`] if it panicked: retried with the
+    ///   back-off as always.
+    /// * [`RefreshError::Wait`] if no fetch served the call: the timeout
+    ///   passed (the fire stands), the trigger was paused or suspended,
+    ///   the scheduler shut down, or the call came from inside the fetch
+    ///   itself (see [`WaitError`](crate::WaitError)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, RefreshError, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    /// let mut calls = 0;
+    /// let config = Refresh::builder(&scheduler).bind(move || {
+    ///     calls += 1;
+    ///     if calls == 2 { Err("config center down") } else { Ok(calls) }
+    /// });
+    /// let first = config.refresh_and_wait(Duration::from_secs(10)).unwrap();
+    /// assert_eq!(*first, 1);
+    /// match config.refresh_and_wait(Duration::from_secs(10)) {
+    ///     Err(RefreshError::Failed(error)) => assert_eq!(*error, "config center down"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert_eq!(config.get().as_deref(), Some(&1)); // the last good value stays
+    /// ```
+    pub fn refresh_and_wait(&self, timeout: Duration) -> Result<Arc<T>, RefreshError<E>> {
+        self.trigger
+            .fire_and_wait(timeout)
+            .map_err(RefreshError::Wait)?;
+        self.latest.served()
+    }
+
+    /// The awaitable [`refresh_and_wait`](Self::refresh_and_wait)
+    /// (feature `tokio`): fires when called, not when first polled, and
+    /// waits without blocking a thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`refresh_and_wait`](Self::refresh_and_wait).
+    ///
+    /// # Panics
+    ///
+    /// As [`Trigger::fire_and_wait_async`]: awaited outside a Tokio
+    /// runtime with the time driver enabled, unless the timeout is
+    /// `Duration::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let scheduler = Scheduler::new();
+    /// let config = Refresh::builder(&scheduler).bind(|| Ok::<_, String>("v1"));
+    /// let value = config.refresh_and_wait_async(Duration::from_secs(10)).await.unwrap();
+    /// assert_eq!(*value, "v1");
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn refresh_and_wait_async(
+        &self,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<Arc<T>, RefreshError<E>>> + Send + 'static
+    where
+        T: Send + Sync + 'static,
+        E: Send + Sync + 'static,
+    {
+        let wait = self.trigger.fire_and_wait_async(timeout);
+        let latest = Arc::clone(&self.latest);
+        async move {
+            wait.await.map_err(RefreshError::Wait)?;
+            latest.served()
+        }
     }
 }

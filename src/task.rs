@@ -13,7 +13,8 @@ use std::time::Duration;
 /// once (through the run queue, so other triggers still get their turn),
 /// and a delay whose deadline lies past the clock's range (e.g.
 /// `Duration::MAX`) stops circulating, as `None` does. A panic is caught
-/// and reported, and also stops circulating.
+/// and reported, and stops circulating — unless the trigger's
+/// [`PanicPolicy`](crate::PanicPolicy) says to retry.
 ///
 /// Implemented for every `FnMut() -> Option<Duration> + Send + 'static`.
 ///

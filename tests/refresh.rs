@@ -4,7 +4,7 @@
 
 mod common;
 
-use circulation_trigger::{FireError, Refresh, RetryBackoff, Scheduler};
+use circulation_trigger::{FireError, Refresh, RefreshError, RetryBackoff, Scheduler, WaitError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -168,6 +168,64 @@ fn a_panicking_fetch_is_a_failure_that_is_retried() {
     assert_eq!(config.get().as_deref(), Some(&3));
 }
 
+/// A fetch that succeeds, fails, panics, then succeeds again.
+fn ok_err_panic_ok() -> impl FnMut() -> Result<u32, String> + Send + 'static {
+    let mut calls = 0;
+    move || {
+        calls += 1;
+        match calls {
+            2 => Err("config center down".to_owned()),
+            3 => panic!("boom: a fetch that panics"),
+            n => Ok(n),
+        }
+    }
+}
+
+#[test]
+fn refresh_and_wait_returns_the_fetched_value_or_why_there_is_none() {
+    common::quiet_panics();
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let config = Refresh::builder(&scheduler)
+        .every(Duration::from_secs(3_600))
+        .bind(ok_err_panic_ok());
+    let wait = || config.refresh_and_wait(common::PATIENCE);
+    assert_eq!(wait().unwrap().as_ref(), &1);
+    match wait() {
+        Err(RefreshError::Failed(error)) => assert_eq!(*error, "config center down"),
+        other => panic!("a failed fetch gave {other:?}"),
+    }
+    assert!(matches!(wait(), Err(RefreshError::Panicked)));
+    assert_eq!(config.get().as_deref(), Some(&1), "the last good value stays");
+    assert_eq!(wait().unwrap().as_ref(), &4);
+    assert!(config.last_error().is_none());
+
+    config.trigger().pause();
+    assert!(matches!(wait(), Err(RefreshError::Wait(WaitError::Paused))));
+    config.trigger().resume().unwrap();
+    scheduler.shutdown();
+    assert!(matches!(wait(), Err(RefreshError::Wait(WaitError::Shutdown))));
+    assert_eq!(config.refreshes(), 2);
+    assert!(scheduler.await_termination(common::PATIENCE));
+}
+
+#[test]
+fn refresh_and_wait_on_virtual_time_times_out_unless_time_moves() {
+    let sim = Scheduler::builder().build_virtual();
+    let config = Refresh::builder(&sim).bind(ok_err_panic_ok());
+    assert!(matches!(
+        config.refresh_and_wait(Duration::from_millis(20)),
+        Err(RefreshError::Wait(WaitError::Timeout))
+    ));
+    // The fire stands: the next advance serves it.
+    sim.advance(Duration::ZERO);
+    assert_eq!(config.get().as_deref(), Some(&1));
+    let error = RefreshError::<String>::Wait(WaitError::Timeout);
+    assert_eq!(
+        error.to_string(),
+        "no fetch served the refresh: no iteration serving the fire finished in time"
+    );
+}
+
 /// Readers on many threads never block the fetch nor see a torn value.
 #[test]
 fn readers_on_other_threads_read_while_it_refreshes() {
@@ -225,4 +283,35 @@ async fn async_readers_await_each_new_value() {
         assert_eq!(updates.borrow_and_update().as_deref(), Some(&expected));
     }
     scheduler.shutdown_async().await;
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread")]
+async fn refresh_and_wait_async_returns_the_fetched_value_or_why_there_is_none() {
+    common::quiet_panics();
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let config = Refresh::builder(&scheduler)
+        .every(Duration::from_secs(3_600))
+        .bind(ok_err_panic_ok());
+    assert_eq!(
+        config
+            .refresh_and_wait_async(common::PATIENCE)
+            .await
+            .unwrap()
+            .as_ref(),
+        &1
+    );
+    // It fires when called: the fetch runs before the future is polled.
+    let failed = config.refresh_and_wait_async(common::PATIENCE);
+    common::eventually("the second fetch ran", || config.failures() == 1);
+    assert!(matches!(failed.await, Err(RefreshError::Failed(_))));
+    assert!(matches!(
+        config.refresh_and_wait_async(common::PATIENCE).await,
+        Err(RefreshError::Panicked)
+    ));
+    scheduler.shutdown_async().await;
+    assert!(matches!(
+        config.refresh_and_wait_async(common::PATIENCE).await,
+        Err(RefreshError::Wait(WaitError::Shutdown))
+    ));
 }

@@ -290,8 +290,8 @@ impl<'a> TriggerBuilder<'a> {
     /// Reports a run still in flight `after` it started, once per run: to
     /// the scheduler's [`stuck_hook`](crate::Builder::stuck_hook), as a
     /// `tracing` warning (feature `tracing`), and as
-    /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) until the next
-    /// run starts. The run is not interrupted (a sync task cannot be).
+    /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) until that run
+    /// ends. The run is not interrupted (a sync task cannot be).
     /// The scheduler's monitor checks every half
     /// [stall threshold](crate::Builder::stall_threshold), so a report
     /// comes within about that much after `after`. On a

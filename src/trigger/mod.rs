@@ -257,7 +257,10 @@ impl Trigger {
     /// # Errors
     ///
     /// [`FireError::Shutdown`] once the scheduler has shut down;
-    /// [`FireError::Paused`] while the trigger is [paused](Self::pause).
+    /// [`FireError::Paused`] while the trigger is [paused](Self::pause);
+    /// for a [debounced](TriggerBuilder::debounce) trigger,
+    /// [`FireError::DelayTooLong`] if its window puts the run past the
+    /// clock's range (nothing is requested then).
     #[inline]
     pub fn fire(&self) -> Result<(), FireError> {
         self.core.fire()
@@ -273,7 +276,8 @@ impl Trigger {
     ///                  └──────────────────────── superseded, never runs
     /// ```
     ///
-    /// `fire_after(Duration::ZERO)` is `fire()`. Note that `fire()` followed
+    /// `fire_after(Duration::ZERO)` is `fire()` as on a trigger without
+    /// a debounce: a run now, never debounced. Note that `fire()` followed
     /// by `fire_after(1 h)` cancels the immediate run unless it already
     /// started, and that any `fire_after` during a periodic chain replaces
     /// the chain's next run.
@@ -330,8 +334,11 @@ impl Trigger {
     /// stands; any duration is accepted, `Duration::MAX` waits without
     /// limit), [`WaitError::Suspended`](crate::WaitError::Suspended) if a `suspend` superseded the fire
     /// before a run served it, [`WaitError::Shutdown`](crate::WaitError::Shutdown) if the scheduler
-    /// shut down first, and [`WaitError::OwnTask`](crate::WaitError::OwnTask) when called from inside
-    /// this trigger's own task.
+    /// shut down first, [`WaitError::OwnTask`](crate::WaitError::OwnTask) when called from inside
+    /// this trigger's own task, and the refusals of [`fire`](Self::fire):
+    /// [`WaitError::Paused`](crate::WaitError::Paused) while the trigger is paused,
+    /// [`WaitError::DelayTooLong`](crate::WaitError::DelayTooLong) for a debounce window past the
+    /// clock's range.
     ///
     /// # Examples
     ///
@@ -367,8 +374,9 @@ impl Trigger {
     /// # Errors
     ///
     /// As [`fire_and_wait`](Self::fire_and_wait): `Timeout` (the fire
-    /// stands), `Suspended`, `Shutdown`, and `OwnTask` when called from
-    /// inside this trigger's own task or future.
+    /// stands), `Suspended`, `Shutdown`, `OwnTask` when called from
+    /// inside this trigger's own task or future, `Paused` and
+    /// `DelayTooLong`.
     ///
     /// # Panics
     ///
@@ -486,7 +494,8 @@ impl Trigger {
     /// window, so the answer does not depend on the random draw:
     /// `fire_within(Duration::MAX)` returns
     /// `Err(FireError::DelayTooLong(Duration::MAX))` and leaves the trigger
-    /// as it was. `fire_within(Duration::ZERO)` is `fire()`.
+    /// as it was. `fire_within(Duration::ZERO)` is `fire()` as on a
+    /// trigger without a debounce: a run now, never debounced.
     ///
     /// # Examples
     ///
