@@ -151,6 +151,25 @@ impl<E> Clone for RefreshError<E> {
     }
 }
 
+/// Equal reasons: the same [`WaitError`], errors that compare equal, or
+/// both panics.
+impl<E: PartialEq> PartialEq for RefreshError<E> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (RefreshError::Wait(a), RefreshError::Wait(b)) => a == b,
+            (RefreshError::Failed(a), RefreshError::Failed(b)) => a == b,
+            (RefreshError::Panicked, RefreshError::Panicked) => true,
+            _ => false,
+        }
+    }
+}
+
+impl<E> From<WaitError> for RefreshError<E> {
+    fn from(error: WaitError) -> Self {
+        RefreshError::Wait(error)
+    }
+}
+
 impl<E: fmt::Display> fmt::Display for RefreshError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

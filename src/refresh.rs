@@ -49,10 +49,18 @@ impl<T, E> Latest<T, E> {
         self.outcome.store(outcome, Release);
     }
 
-    /// What `refresh_and_wait` returns once a fetch serving it has ended:
-    /// how the last fetch ended (the serving one, or a later one).
-    fn served(&self) -> Result<Arc<T>, RefreshError<E>> {
-        // Acquire: pairs with `ended`'s Release.
+    /// What `refresh_and_wait` returns once the iteration serving it has
+    /// ended as `run`: how the last fetch ended (the serving one, or a
+    /// later one). An iteration that panicked past the fetch's own catch
+    /// (in a `tracing` subscriber, say) may have recorded no outcome: it
+    /// is a panic, whatever an earlier fetch left.
+    fn served(&self, run: crate::Outcome) -> Result<Arc<T>, RefreshError<E>> {
+        if run == crate::Outcome::Panicked {
+            return Err(RefreshError::Panicked);
+        }
+        // Acquire: pairs with `ended`'s Release, for an outcome a later
+        // fetch wrote (the serving fetch's stores are visible anyway: the
+        // wait ends through the waiters' lock, after the run).
         match self.outcome.load(Acquire) {
             PANICKED => return Err(RefreshError::Panicked),
             FAILED => {
@@ -61,7 +69,8 @@ impl<T, E> Latest<T, E> {
                 }
                 // A later fetch succeeded meanwhile: it cleared the error
                 // after storing its value, which this thread, having read
-                // the cleared error, now sees.
+                // the cleared error, now sees (arc-swap's loads and swaps
+                // are SeqCst).
             }
             _ => {}
         }
@@ -416,22 +425,27 @@ impl<'a> RefreshBuilder<'a> {
             let fetched = match fetched {
                 Ok(fetched) => fetched,
                 Err(payload) => {
-                    crate::sync::drop_payload(payload);
                     shared.failures.fetch_add(1, Relaxed);
                     shared.panics.fetch_add(1, Relaxed);
+                    shared.ended(PANICKED);
+                    // User code (the payload's and the log's) only once
+                    // the outcome is recorded.
+                    crate::sync::drop_payload(payload);
                     #[cfg(feature = "tracing")]
                     tracing::warn!("refresh panicked; the last good value stays");
-                    shared.ended(PANICKED);
                     return retry_after(&mut retry, every);
                 }
             };
             match fetched {
                 Ok((value, next)) => {
                     let value = Arc::new(value);
-                    shared.value.store(Some(Arc::clone(&value)));
-                    shared.error.store(None);
+                    // The replaced value and error are dropped after the
+                    // outcome is recorded: their destructors are user code.
+                    let replaced = shared.value.swap(Some(Arc::clone(&value)));
+                    let cleared = shared.error.swap(None);
                     shared.refreshes.fetch_add(1, Relaxed);
                     shared.ended(SUCCEEDED);
+                    drop((replaced, cleared));
                     #[cfg(feature = "tokio")]
                     shared.watch.send_replace(Some(value));
                     #[cfg(not(feature = "tokio"))]
@@ -442,11 +456,12 @@ impl<'a> RefreshBuilder<'a> {
                     }
                 }
                 Err(error) => {
-                    shared.error.store(Some(Arc::new(error)));
+                    let replaced = shared.error.swap(Some(Arc::new(error)));
                     shared.failures.fetch_add(1, Relaxed);
+                    shared.ended(FAILED);
+                    drop(replaced);
                     #[cfg(feature = "tracing")]
                     tracing::warn!("refresh failed; the last good value stays");
-                    shared.ended(FAILED);
                     retry_after(&mut retry, every)
                 }
             }
@@ -484,8 +499,11 @@ impl<T, E> Refresh<T, E> {
     ///   back-off as always.
     /// * [`RefreshError::Wait`] if no fetch served the call: the timeout
     ///   passed (the fire stands), the trigger was paused or suspended,
-    ///   the scheduler shut down, or the call came from inside the fetch
-    ///   itself (see [`WaitError`](crate::WaitError)).
+    ///   the scheduler shut down, a debounce window lies past the clock's
+    ///   range, or the call came from inside the fetch itself (see
+    ///   [`WaitError`](crate::WaitError)). On a
+    ///   [`VirtualScheduler`](crate::VirtualScheduler) the fetch runs when
+    ///   another thread advances time; with none, the call times out.
     ///
     /// # Examples
     ///
@@ -508,10 +526,11 @@ impl<T, E> Refresh<T, E> {
     /// assert_eq!(config.get().as_deref(), Some(&1)); // the last good value stays
     /// ```
     pub fn refresh_and_wait(&self, timeout: Duration) -> Result<Arc<T>, RefreshError<E>> {
-        self.trigger
+        let run = self
+            .trigger
             .fire_and_wait(timeout)
             .map_err(RefreshError::Wait)?;
-        self.latest.served()
+        self.latest.served(run)
     }
 
     /// The awaitable [`refresh_and_wait`](Self::refresh_and_wait)
@@ -554,8 +573,8 @@ impl<T, E> Refresh<T, E> {
         let wait = self.trigger.fire_and_wait_async(timeout);
         let latest = Arc::clone(&self.latest);
         async move {
-            wait.await.map_err(RefreshError::Wait)?;
-            latest.served()
+            let run = wait.await.map_err(RefreshError::Wait)?;
+            latest.served(run)
         }
     }
 }

@@ -190,20 +190,28 @@ fn refresh_and_wait_returns_the_fetched_value_or_why_there_is_none() {
         .bind(ok_err_panic_ok());
     let wait = || config.refresh_and_wait(common::PATIENCE);
     assert_eq!(wait().unwrap().as_ref(), &1);
-    match wait() {
-        Err(RefreshError::Failed(error)) => assert_eq!(*error, "config center down"),
-        other => panic!("a failed fetch gave {other:?}"),
-    }
-    assert!(matches!(wait(), Err(RefreshError::Panicked)));
-    assert_eq!(config.get().as_deref(), Some(&1), "the last good value stays");
+    let failed = wait().unwrap_err();
+    assert_eq!(
+        failed,
+        RefreshError::Failed(Arc::new("config center down".to_owned()))
+    );
+    assert_eq!(failed.to_string(), "the fetch failed: config center down");
+    let panicked = wait().unwrap_err();
+    assert_eq!(panicked, RefreshError::Panicked);
+    assert_eq!(panicked.to_string(), "the fetch panicked");
+    assert_eq!(
+        config.get().as_deref(),
+        Some(&1),
+        "the last good value stays"
+    );
     assert_eq!(wait().unwrap().as_ref(), &4);
     assert!(config.last_error().is_none());
 
     config.trigger().pause();
-    assert!(matches!(wait(), Err(RefreshError::Wait(WaitError::Paused))));
+    assert_eq!(wait(), Err(RefreshError::Wait(WaitError::Paused)));
     config.trigger().resume().unwrap();
     scheduler.shutdown();
-    assert!(matches!(wait(), Err(RefreshError::Wait(WaitError::Shutdown))));
+    assert_eq!(wait(), Err(WaitError::Shutdown.into()));
     assert_eq!(config.refreshes(), 2);
     assert!(scheduler.await_termination(common::PATIENCE));
 }
@@ -219,11 +227,66 @@ fn refresh_and_wait_on_virtual_time_times_out_unless_time_moves() {
     // The fire stands: the next advance serves it.
     sim.advance(Duration::ZERO);
     assert_eq!(config.get().as_deref(), Some(&1));
+    // With another thread moving time, the call gets its fetch's answer.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let answer = thread::scope(|scope| {
+        scope.spawn(|| {
+            for _ in 0..20_000 {
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                sim.advance(Duration::ZERO);
+                thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let answer = config.refresh_and_wait(common::PATIENCE);
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        answer
+    });
+    assert_eq!(
+        answer.unwrap_err(),
+        RefreshError::Failed(Arc::new("config center down".to_owned()))
+    );
     let error = RefreshError::<String>::Wait(WaitError::Timeout);
     assert_eq!(
         error.to_string(),
         "no fetch served the refresh: no iteration serving the fire finished in time"
     );
+}
+
+/// A value whose destructor panics when armed.
+#[derive(Debug)]
+struct Bomb(bool);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.0 {
+            panic!("boom: a value that panics when dropped");
+        }
+    }
+}
+
+#[test]
+fn an_iteration_that_panics_past_the_fetch_is_a_panic_to_the_waiter() {
+    // The second fetch succeeds, but replacing the first value runs its
+    // destructor, which panics: past the fetch's own catch, so the
+    // iteration panics. The waiter hears of the panic, not of a value.
+    common::quiet_panics();
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let mut calls = 0;
+    let config = Refresh::builder(&scheduler)
+        .every(Duration::from_secs(3_600))
+        .bind(move || {
+            calls += 1;
+            Ok::<_, String>(Bomb(calls == 1))
+        });
+    assert!(config.refresh_and_wait(common::PATIENCE).unwrap().0);
+    assert_eq!(
+        config.refresh_and_wait(common::PATIENCE).unwrap_err(),
+        RefreshError::Panicked
+    );
+    scheduler.shutdown();
+    assert!(scheduler.await_termination(common::PATIENCE));
 }
 
 /// Readers on many threads never block the fetch nor see a torn value.
