@@ -16,10 +16,10 @@
 //! not hold up the deadlines. So a worker's turn queues the reference of a
 //! trigger with no handle left as a run (its dispatch finds nothing to
 //! run, and the worker drops it with the role put back, watched by the
-//! monitor like any run: [`Timer::queue_let_go`]); the others (a
-//! superseded deadline of a trigger the user still holds) it keeps for
-//! its caller to drop outside every lock ([`Timer::drop_let_go`]). A
-//! thread-less driver drops them all after its lock.
+//! monitor like any run), and drops the others (a superseded deadline of
+//! a trigger the user still holds) outside every lock — both in
+//! [`Timer::settle_let_go`]. A thread-less driver drops them all after
+//! its lock.
 
 use crate::core::{Core, Runtime, NO_KEY};
 use crate::request::{Stamp, Word};
@@ -55,8 +55,8 @@ pub(crate) struct Timer<R: Runtime> {
     wheel: Wheel<Entry<R>>,
     /// The references the last turn let go of (a superseded deadline, a
     /// trigger taken off the wheel): any may be a trigger's last, so
-    /// they are dropped by [`drop_let_go`](Self::drop_let_go), never
-    /// inside a turn.
+    /// they are settled by [`settle_let_go`](Self::settle_let_go) (or
+    /// taken by [`take_let_go`](Self::take_let_go)), never inside a turn.
     let_go: Vec<Arc<Core<R>>>,
 }
 
@@ -104,21 +104,25 @@ impl<R: Runtime> Timer<R> {
         estimate
     }
 
-    /// A worker's turn (not a thread-less driver's, whose caller drops what
-    /// it let go of outside its lock, as a rule on the thread that asked):
-    /// queues the references the turn let go of that belong to triggers
-    /// with no handle left — any may be the last — as runs, onto `due`, so
-    /// a worker drops them with the role put back (see the module docs).
-    /// Their length is unknown (a destructor may block), so the batch is
-    /// not judged quick: the role goes to a successor.
-    pub(crate) fn queue_let_go(&mut self, due: &mut Vec<Arc<Core<R>>>, estimate: &mut Estimate) {
-        let mut index = 0;
-        while index < self.let_go.len() {
-            if self.let_go[index].queue_to_drop() {
-                due.push(self.let_go.swap_remove(index));
+    /// After a worker's turn (not a thread-less driver's, whose caller
+    /// drops what it let go of outside its lock, as a rule on the thread
+    /// that asked), the caller holding no lock: queues the references the
+    /// turn let go of that belong to triggers with no handle left — any
+    /// may be the last — as runs, onto `due`, so a worker drops them with
+    /// the role put back (see the module docs). Their length is unknown (a
+    /// destructor may block), so the batch is not judged quick: the role
+    /// goes to a successor.
+    ///
+    /// Drops the others here: each belonged to a trigger with a handle
+    /// when the turn looked, or already queued, so it is the last — and
+    /// its task's destructor runs here with the role held — only in a
+    /// race: that handle dropped in between, or the queued run dispatched
+    /// and let go of in between.
+    pub(crate) fn settle_let_go(&mut self, due: &mut Vec<Arc<Core<R>>>, estimate: &mut Estimate) {
+        for core in self.let_go.drain(..) {
+            if core.queue_to_drop() {
+                due.push(core);
                 estimate.unknown = true;
-            } else {
-                index += 1;
             }
         }
     }
@@ -129,16 +133,6 @@ impl<R: Runtime> Timer<R> {
         let seen = core.request().leave_inbox();
         let deadline = stamp.deadline(seen, now_us);
         self.update(core, seen, deadline);
-    }
-
-    /// Drops the references the turns let go of, the caller holding no
-    /// lock. After [`queue_let_go`](Self::queue_let_go) each belonged to a
-    /// trigger with a handle when the turn looked, or already queued: it is
-    /// the last, and its task's destructor runs here with the role held,
-    /// only in a race — that handle dropped in between, or the queued run
-    /// dispatched and let go of in between.
-    pub(crate) fn drop_let_go(&mut self) {
-        self.let_go.clear();
     }
 
     /// The references the turns let go of, for a caller that turns under a

@@ -106,9 +106,8 @@ fn hold_timer(
         super::pool::trim(&mut carry.due);
         let now_us = shared.clock.now_us();
         let mut estimate = timer.turn(now_us, &mut carry.inbox, &mut carry.due);
-        timer.queue_let_go(&mut carry.due, &mut estimate);
         // Outside every lock, before the holder sleeps, maybe for hours.
-        timer.drop_let_go();
+        timer.settle_let_go(&mut carry.due, &mut estimate);
         // Drained by the turn: before the holder sleeps, maybe for hours.
         super::pool::trim(&mut carry.inbox);
         match shared
@@ -141,8 +140,7 @@ pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> b
         Look::Turn(mut timer, mut items) => {
             let mut due = Vec::new();
             let mut estimate = timer.turn(now_us, &mut items, &mut due);
-            timer.queue_let_go(&mut due, &mut estimate);
-            timer.drop_let_go();
+            timer.settle_let_go(&mut due, &mut estimate);
             let start = shared
                 .pool
                 .monitor_turned(watch, timer, &mut due, &shared.limits);
