@@ -176,6 +176,38 @@ fn g9_rearming_keeps_one_timer_entry() {
 }
 
 #[test]
+fn g15_a_re_arm_racing_the_expiry_of_the_old_deadline_is_never_served_early() {
+    // The wheel entry keeps no copy of the word it was filed for: the
+    // expiry reads the live word. A re-arm (a newer AT, in the inbox)
+    // racing the old entry's expiry must not be taken for the old request.
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (trigger, runs) = counting(&h);
+        trigger.fire_after(Duration::from_micros(10)).unwrap();
+        h.timer_turn(0); // the wheel holds the 10 µs entry
+        h.set_time(15);
+        let timer = {
+            let h = h.clone();
+            thread::spawn(move || h.timer_turn(15)) // the old entry is due
+        };
+        trigger.fire_after(Duration::from_micros(100)).unwrap(); // due at 115
+        timer.join().unwrap();
+        // Whichever came first, the re-arm replaced the old request: the
+        // task does not run at 15 (a dispatch the expiry queued first
+        // finds the re-arm, and serves nothing).
+        h.run_all();
+        assert_eq!(runs.get(), 0, "served early");
+        h.timer_turn(15); // the re-arm, from the inbox
+        assert_eq!(h.timer_entries(), 1);
+        h.set_time(115);
+        h.timer_turn(115);
+        h.run_all();
+        assert_eq!(runs.get(), 1);
+        assert_eq!(h.timer_entries(), 0);
+    });
+}
+
+#[test]
 fn expire_hands_the_deadline_to_the_worker_that_measures_lateness() {
     run_model(|| {
         let h = Arc::new(Harness::new());

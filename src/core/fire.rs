@@ -169,9 +169,7 @@ impl<R: Runtime> Core<R> {
             give_way_in_a_storm();
             return Ok(version);
         }
-        let installed = self
-            .request
-            .install(version, Kind::Due, false, Installer::Publish);
+        let installed = self.request.install(version, Kind::Due, Installer::Publish);
         let replaced = self.refused_if_paused(installed)?;
         let queued_here =
             replaced.is_some() && !self.reserve_inline() && self.schedule_run(OnClosed::Refuse);
@@ -245,7 +243,7 @@ impl<R: Runtime> Core<R> {
         match self.state.reserve(version) {
             Reserve::Reserved | Reserve::Stale => true,
             // The iteration ended meanwhile: hand the request back.
-            Reserve::NotRunning => self.request.publish(version, Kind::Due, false).is_none(),
+            Reserve::NotRunning => self.request.publish(version, Kind::Due).is_none(),
         }
     }
 
@@ -359,7 +357,7 @@ impl<R: Runtime> Core<R> {
         self.rare().counters.suspended(version);
         // A newer request may already be installed: then it wins, as the
         // later call.
-        let _ = self.request.publish(version, Kind::Idle, false);
+        let _ = self.request.publish(version, Kind::Idle);
         // After the publish: a waiter told "suspended" reads the trigger so.
         if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
@@ -527,9 +525,7 @@ impl<R: Runtime> Core<R> {
     ) -> (Kind, Result<Word, Refused>, Option<InboxPush>) {
         let kind = Kind::at(deadline, now_us);
         self.mark_timed();
-        let installed = self
-            .request
-            .install(version, kind, true, Installer::Publish);
+        let installed = self.request.install(version, kind, Installer::Publish);
         let stamp = Stamp::new(version, kind, now_us);
         let push = self.hand_to_timer(installed, stamp, deadline, on_closed);
         (kind, installed, push)
@@ -566,10 +562,24 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Timer side: the AT request the timer read is due. Marks it DUE
-    /// unless a newer request replaced it; returns whether the trigger must
-    /// be pushed to the run queue (the timer pushes a whole batch at once).
-    pub(crate) fn expire(&self, seen: Word, due_at_us: u64) -> bool {
+    /// Timer side: this trigger's wheel entry is due at `due_at_us`. Marks
+    /// the AT request it was filed for DUE, unless a newer request replaced
+    /// it; returns whether the trigger must be pushed to the run queue (the
+    /// timer pushes a whole batch at once).
+    ///
+    /// The entry keeps no copy of the word it was filed for: that word is
+    /// the one live now if the word is an AT request with IN_INBOX clear.
+    /// Every AT install sets IN_INBOX (see `Request::install`) and only the
+    /// timer's `leave_inbox` clears it, after which the same turn files
+    /// the word it read, moving this trigger's one entry. An AT word in the
+    /// inbox is newer: the timer reads and files it when it takes the
+    /// trigger in. (The read may be stale; the exact-word RMW in
+    /// `Request::expire` then fails, as for a word replaced in between.)
+    pub(crate) fn expire(&self, due_at_us: u64) -> bool {
+        let seen = self.request.peek();
+        if seen.in_inbox() || !matches!(seen.kind(), Kind::At { .. }) {
+            return false;
+        }
         self.stats.marked_due(seen.version(), due_at_us);
         self.request.expire(seen) && self.claim_queue_slot(OnClosed::List)
     }

@@ -100,10 +100,7 @@ impl<R: Runtime> Core<R> {
         let (version, replaced) = loop {
             let version = self.advance();
             self.rare().counters.not_a_fire();
-            match self
-                .request
-                .install(version, kind, to_inbox, Installer::Resume)
-            {
+            match self.request.install(version, kind, Installer::Resume) {
                 Ok(replaced) => break (version, replaced),
                 // A fire refused by the pause advanced past us: again.
                 Err(Refused::Newer) => continue,
@@ -192,7 +189,7 @@ impl<R: Runtime> Core<R> {
         }
         let Ok(replaced) = self
             .request
-            .install(word.version(), kind, to_inbox, Installer::Settle)
+            .install(word.version(), kind, Installer::Settle)
         else {
             return;
         };

@@ -316,14 +316,14 @@ impl<R: Runtime> Core<R> {
             self.requeue(version);
             return None;
         }
-        self.request.publish(version, Kind::Due, false)?;
+        self.request.publish(version, Kind::Due)?;
         self.serve_due(adopt)
     }
 
     /// Scheduler side: `version` is due again at once (a re-run after a
     /// reservation, or a zero re-arm delay).
     pub(super) fn requeue(self: &Arc<Self>, version: u32) {
-        if self.request.publish(version, Kind::Due, false).is_some() {
+        if self.request.publish(version, Kind::Due).is_some() {
             self.schedule_run(OnClosed::List);
         }
     }

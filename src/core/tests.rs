@@ -215,7 +215,7 @@ fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
     let seen = core.request().leave_inbox();
     assert_eq!(seen.kind().deadline(0), Some(3_000));
     runtime.time.set_us(3_000);
-    assert!(core.expire(seen, 3_000), "the live deadline is due");
+    assert!(core.expire(3_000), "the live deadline is due");
     core.runtime.queue_run(Arc::clone(&core), false);
     assert_eq!(runtime.run_queued(), 1);
     assert_eq!(core.stats().iterations, 1);
@@ -253,10 +253,32 @@ fn a_suspended_deadline_does_not_expire() {
     let runtime = TestRuntime::new();
     let core = runtime.bind(|| None);
     core.fire_after(Duration::from_millis(5)).unwrap();
-    let seen = core.request().leave_inbox();
+    let _ = core.request().leave_inbox();
     core.suspend();
     runtime.time.set_us(5_000);
-    assert!(!core.expire(seen, 5_000), "superseded by the suspend");
+    assert!(!core.expire(5_000), "superseded by the suspend");
+}
+
+#[test]
+fn a_deadline_re_armed_after_filing_expires_only_once_filed_again() {
+    // The wheel entry keeps no copy of the word it was filed for: a newer
+    // AT request sits in the inbox (IN_INBOX), so the entry's old deadline
+    // finds nothing due; once the timer takes the new one in, it is.
+    let runtime = TestRuntime::new();
+    let core = runtime.bind(|| None);
+    core.fire_after(Duration::from_millis(5)).unwrap();
+    let _ = core.request().leave_inbox();
+    core.fire_after(Duration::from_millis(9)).unwrap();
+    runtime.time.set_us(5_000);
+    assert!(!core.expire(5_000), "the 5 ms entry was superseded");
+    let seen = core.request().leave_inbox();
+    assert_eq!(seen.kind().deadline(5_000), Some(9_000));
+    runtime.time.set_us(9_000);
+    assert!(core.expire(9_000), "the re-filed deadline is due");
+    assert_eq!(core.stats().iterations, 0);
+    core.runtime.queue_run(Arc::clone(&core), false);
+    assert_eq!(runtime.run_queued(), 1);
+    assert_eq!(core.stats().iterations, 1);
 }
 
 #[test]

@@ -26,7 +26,10 @@
 //! IN_INBOX says the trigger sits in the timer's inbox. Keeping it in this
 //! word lets `fire_after` install its request and claim the inbox slot in
 //! one compare-exchange, and lets the timer leave the inbox and read the
-//! request in one RMW.
+//! request in one RMW. Every AT install sets it, and only the timer's
+//! `leave_inbox` clears it: an AT word without IN_INBOX is therefore the
+//! one the timer read and filed last, which is why a wheel entry keeps no
+//! copy of it (see `Core::expire`).
 //!
 //! A deadline needs more than the bits left beside the version, so an AT
 //! request stores it like a float: the exponent `e` (even) is the smallest
@@ -319,14 +322,12 @@ impl Request {
     }
 
     /// Installs `kind` for `version` unless a newer version is already
-    /// installed or the trigger is paused, setting IN_INBOX too if
-    /// `to_inbox`; returns the word it replaced, or `None` if refused.
+    /// installed or the trigger is paused (an AT request sets IN_INBOX
+    /// too); returns the word it replaced, or `None` if refused.
     /// Same-version writes are allowed (exit re-arms, re-runs after a
     /// reservation).
-    #[inline]
-    pub(crate) fn publish(&self, version: u32, kind: Kind, to_inbox: bool) -> Option<Word> {
-        self.install(version, kind, to_inbox, Installer::Publish)
-            .ok()
+    pub(crate) fn publish(&self, version: u32, kind: Kind) -> Option<Word> {
+        self.install(version, kind, Installer::Publish).ok()
     }
 
     /// [`publish`](Self::publish), telling why it was refused. A resume's
@@ -341,9 +342,13 @@ impl Request {
         &self,
         version: u32,
         kind: Kind,
-        to_inbox: bool,
         installer: Installer,
     ) -> Result<Word, Refused> {
+        // Every AT request goes to the timer through the inbox, so only the
+        // timer's `leave_inbox` ever clears IN_INBOX under an AT request:
+        // an AT word without it is the one the timer filed last (see
+        // `Core::expire`).
+        let to_inbox = matches!(kind, Kind::At { .. });
         let fresh = Word::new(version, kind).raw() | if to_inbox { IN_INBOX } else { 0 };
         let resume = installer == Installer::Resume;
         self.update(|current| {
@@ -396,7 +401,7 @@ impl Request {
     /// re-run), so the two versions never drift half the 30-bit ring apart
     /// — past that, `is_newer` would judge the re-run's publish at `exit`
     /// older than the word and refuse it. An AT request is left alone (its
-    /// exact word is the timer's key; none is live while a re-run is
+    /// word is what the timer filed; none is live while a re-run is
     /// reserved). Relaxed: it hands nothing on, and as an RMW it keeps every
     /// release sequence running through the word.
     pub(crate) fn catch_up(&self, version: u32) {

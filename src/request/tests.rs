@@ -47,27 +47,27 @@ fn long_delays_round_up_never_early() {
 #[test]
 fn publish_refuses_older_versions() {
     let request = Request::new(10);
-    assert!(request.publish(12, Kind::Due, false).is_some());
-    assert!(request.publish(11, Kind::Idle, false).is_none());
-    assert!(request.publish(12, Kind::Taken, false).is_some());
+    assert!(request.publish(12, Kind::Due).is_some());
+    assert!(request.publish(11, Kind::Idle).is_none());
+    assert!(request.publish(12, Kind::Taken).is_some());
     assert_eq!(request.load().kind(), Kind::Taken);
     // Across the wrap-around, 0 is newer than VERSION_MASK.
     let request = Request::new(VERSION_MASK);
-    assert!(request.publish(0, Kind::Due, false).is_some());
-    assert!(request.publish(VERSION_MASK, Kind::Idle, false).is_none());
+    assert!(request.publish(0, Kind::Due).is_some());
+    assert!(request.publish(VERSION_MASK, Kind::Idle).is_none());
 }
 
 #[test]
 fn the_inbox_bit_survives_every_transition_but_leave_inbox() {
     let request = Request::new(0);
-    let old = request.publish(1, Kind::at(50, 0), true).unwrap();
+    let old = request.publish(1, Kind::at(50, 0)).unwrap();
     assert!(!old.in_inbox());
-    let old = request.publish(2, Kind::at(40, 0), true).unwrap();
+    let old = request.publish(2, Kind::at(40, 0)).unwrap();
     assert!(
         old.in_inbox(),
         "the second publish finds the trigger queued"
     );
-    assert!(request.publish(3, Kind::Due, false).unwrap().in_inbox());
+    assert!(request.publish(3, Kind::Due).unwrap().in_inbox());
     assert_eq!(request.take_due(), Some(3));
     assert!(request.load().in_inbox());
     let seen = request.leave_inbox();
@@ -79,7 +79,7 @@ fn the_inbox_bit_survives_every_transition_but_leave_inbox() {
 fn take_due_claims_once() {
     let request = Request::new(0);
     assert_eq!(request.take_due(), None);
-    assert!(request.publish(1, Kind::Due, false).is_some());
+    assert!(request.publish(1, Kind::Due).is_some());
     assert_eq!(request.take_due(), Some(1));
     assert_eq!(request.take_due(), None);
 }
@@ -87,9 +87,9 @@ fn take_due_claims_once() {
 #[test]
 fn expire_only_matches_the_read_word() {
     let request = Request::new(0);
-    assert!(request.publish(1, Kind::at(500, 0), true).is_some());
+    assert!(request.publish(1, Kind::at(500, 0)).is_some());
     let seen = request.leave_inbox();
-    assert!(request.publish(2, Kind::at(900, 0), true).is_some());
+    assert!(request.publish(2, Kind::at(900, 0)).is_some());
     assert!(!request.expire(seen));
     let seen = request.leave_inbox();
     assert!(request.expire(seen));

@@ -22,7 +22,7 @@
 //! its lock.
 
 use crate::core::{Core, Runtime, NO_KEY};
-use crate::request::{Stamp, Word};
+use crate::request::Stamp;
 use crate::sync::{Arc, Ordering};
 use crate::wheel::{Key, Wheel};
 
@@ -43,11 +43,11 @@ pub(crate) struct Estimate {
     pub(crate) unknown: bool,
 }
 
-/// What the wheel remembers of a trigger: who, and the exact request word
-/// it was armed for (so expiry can tell a superseded request apart).
+/// What the wheel remembers of a trigger: only who. The request word it
+/// was filed for needs no copy (see `Core::expire`): a wheel entry is 24
+/// bytes, not 32.
 struct Entry<R: Runtime> {
     core: Arc<Core<R>>,
-    seen: Word,
 }
 
 /// The timer role's single-threaded state.
@@ -87,10 +87,10 @@ impl<R: Runtime> Timer<R> {
 
         let mut estimate = Estimate::default();
         let let_go = &mut self.let_go;
-        self.wheel.poll(now_us, |_, due_at, Entry { core, seen }| {
+        self.wheel.poll(now_us, |_, due_at, Entry { core }| {
             // Relaxed: see `update`.
             core.timer_key.store(NO_KEY, Ordering::Relaxed);
-            if core.expire(seen, due_at) {
+            if core.expire(due_at) {
                 match core.expected_run_us() {
                     Some(us) => estimate.known_us = estimate.known_us.saturating_add(us),
                     None => estimate.unknown = true,
@@ -132,7 +132,7 @@ impl<R: Runtime> Timer<R> {
     pub(crate) fn take_in(&mut self, core: Arc<Core<R>>, stamp: Stamp, now_us: u64) {
         let seen = core.request().leave_inbox();
         let deadline = stamp.deadline(seen, now_us);
-        self.update(core, seen, deadline);
+        self.update(core, deadline);
     }
 
     /// The references the turns let go of, for a caller that turns under a
@@ -172,23 +172,20 @@ impl<R: Runtime> Timer<R> {
     /// Moves (or adds, or removes) `core`'s entry to match its request.
     /// `core`: the inbox item's reference, which a new entry keeps (no
     /// count changes per insert).
-    fn update(&mut self, core: Arc<Core<R>>, seen: Word, deadline: Option<u64>) {
+    fn update(&mut self, core: Arc<Core<R>>, deadline: Option<u64>) {
         // Relaxed: `timer_key` is only touched by the role holder, and the
         // role passes between threads through the pool lock.
         let key = core.timer_key.load(Ordering::Relaxed);
         let key = (key != NO_KEY).then_some(Key::from_raw(key));
         match (deadline, key) {
             (Some(deadline), Some(key)) if self.wheel.reschedule(key, deadline) => {
-                if let Some(entry) = self.wheel.get_mut(key) {
-                    entry.seen = seen;
-                }
                 // The entry keeps a reference of its own.
                 self.let_go.push(core);
             }
             (Some(deadline), _) => {
                 // The reference moves into the entry; the key is stored
                 // through it.
-                let key = self.wheel.insert(deadline, Entry { core, seen });
+                let key = self.wheel.insert(deadline, Entry { core });
                 if let Some(entry) = self.wheel.get_mut(key) {
                     entry
                         .core

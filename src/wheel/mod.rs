@@ -49,8 +49,8 @@ impl Key {
 struct Entry<T> {
     when: u64,
     /// Previous in the slot list, or for the list's head a [`HEAD`] marker
-    /// naming its slot (so an entry needs no level and slot fields: 32 B
-    /// rather than 40 for a two-word value).
+    /// naming its slot (so an entry needs no level and slot fields: 24 B
+    /// rather than 32 for a one-word value, such as the timer's).
     prev: u32,
     /// Next in the slot list, or next free entry while vacant.
     next: u32,
@@ -449,9 +449,9 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_holding_two_words_is_32_bytes() {
-        // The timer's value: a reference to the trigger and a request word.
-        assert_eq!(std::mem::size_of::<Entry<(std::sync::Arc<u8>, u64)>>(), 32);
+    fn an_entry_holding_one_reference_is_24_bytes() {
+        // The timer's value: a reference to the trigger, nothing else.
+        assert_eq!(std::mem::size_of::<Entry<std::sync::Arc<u8>>>(), 24);
     }
 
     #[test]
