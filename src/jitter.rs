@@ -65,6 +65,24 @@ pub(crate) fn with_rng<T>(draw: impl FnOnce(&mut fastrand::Rng) -> T) -> T {
     RNG.with(|rng| draw(&mut rng.borrow_mut()))
 }
 
+/// `initial` doubled `times` times, saturating at `Duration::MAX` (in
+/// 128-bit nanoseconds: a 32-bit multiplier stopped at 2^32 times
+/// `initial`, short of a distant `max`).
+fn doubled(initial: Duration, times: u32) -> Duration {
+    let nanos = initial.as_nanos();
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    if times >= nanos.leading_zeros() {
+        return Duration::MAX;
+    }
+    let nanos = nanos << times;
+    // The remainder is below 10^9: it fits in a `u32`.
+    u64::try_from(nanos / 1_000_000_000).map_or(Duration::MAX, |secs| {
+        Duration::new(secs, (nanos % 1_000_000_000) as u32)
+    })
+}
+
 /// `period · (1 + fraction · (2u − 1))` for `u` in `[0, 1)`, saturating.
 ///
 /// Only the offset goes through `f64`, and it is at most `period` itself,
@@ -208,9 +226,8 @@ impl RetryBackoff {
         if self.max_retries.is_some_and(|limit| self.failures >= limit) {
             return None;
         }
-        let doubling = 1u32.checked_shl(self.failures).unwrap_or(u32::MAX);
+        let delay = doubled(self.initial, self.failures).min(self.max);
         self.failures = self.failures.saturating_add(1);
-        let delay = self.initial.saturating_mul(doubling).min(self.max);
         Some(spread(delay, self.jitter, self.rng.f64()).min(self.max))
     }
 
@@ -286,6 +303,41 @@ mod tests {
             Some(Duration::from_secs(30))
         );
         assert_eq!(backoff.failures(), 0);
+    }
+
+    #[test]
+    fn backoff_reaches_a_distant_max_and_stays_there() {
+        // 1 µs doubled reaches a day after 37 failures: past 2^32 µs (about
+        // 71 minutes), where a 32-bit multiplier used to stop for good.
+        let day = Duration::from_secs(86_400);
+        let mut backoff = RetryBackoff::new(Duration::from_micros(1), day);
+        let delays: Vec<Duration> = (0..100).map(|_| backoff.failed().unwrap()).collect();
+        assert_eq!(delays[33], Duration::from_micros(1 << 33));
+        assert_eq!(delays[36], Duration::from_micros(1 << 36));
+        assert!(delays[..37].windows(2).all(|pair| pair[1] == pair[0] * 2));
+        assert!(delays[37..].iter().all(|&delay| delay == day));
+        // The largest spans: no overflow, no panic, capped at `max`.
+        let mut huge = RetryBackoff::new(Duration::MAX, Duration::MAX);
+        assert_eq!(huge.failed(), Some(Duration::MAX));
+        assert_eq!(huge.failed(), Some(Duration::MAX));
+    }
+
+    #[test]
+    fn doubling_saturates_exactly() {
+        assert_eq!(doubled(Duration::ZERO, u32::MAX), Duration::ZERO);
+        assert_eq!(doubled(Duration::from_nanos(3), 0), Duration::from_nanos(3));
+        assert_eq!(
+            doubled(Duration::from_millis(1500), 2),
+            Duration::from_secs(6)
+        );
+        assert_eq!(doubled(Duration::from_nanos(1), 127), Duration::MAX);
+        assert_eq!(doubled(Duration::from_nanos(1), u32::MAX), Duration::MAX);
+        // 2^63 ns is about 292 years: exact; 2^64 s is past Duration::MAX.
+        assert_eq!(
+            doubled(Duration::from_nanos(1), 63),
+            Duration::from_nanos(1 << 63)
+        );
+        assert_eq!(doubled(Duration::from_secs(1), 64), Duration::MAX);
     }
 
     #[test]
