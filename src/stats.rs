@@ -210,6 +210,18 @@ impl RareCounters {
         self.suspend_version.store(version, Relaxed);
     }
 
+    /// Whether the IDLE request of `version` is a suspend's (nothing fired
+    /// since).
+    pub(crate) fn is_suspend(&self, version: u32) -> bool {
+        self.suspend_version.load(Relaxed) == version
+    }
+
+    /// A resume left a suspended trigger idle at `version`: still
+    /// suspended (the advance itself was counted by `not_a_fire`).
+    pub(crate) fn still_suspended(&self, version: u32) {
+        self.suspend_version.store(version, Relaxed);
+    }
+
     /// An iteration panicked (worker side, the holder of RUNNING: the only
     /// writer, so a load and a store do).
     pub(crate) fn panicked(&self) {

@@ -385,3 +385,88 @@ fn a_resume_while_a_run_is_held_adopts_its_delay_on_real_threads() {
     scheduler.shutdown();
     assert!(scheduler.await_termination(PATIENCE));
 }
+
+/// G6 through the off switch: a suspended trigger stays suspended across a
+/// pause and a resume onto its schedule — suspended before the pause, or
+/// while paused — until the next fire; `resume_after` still restarts it.
+#[test]
+fn a_suspended_trigger_stays_suspended_through_pause_and_resume() {
+    let sim = Scheduler::builder().build_virtual();
+    let (trigger, runs) = periodic(&sim);
+    trigger.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(runs.get(), 1); // armed for 30 s
+
+    // Suspended, then paused and resumed (a feature switch toggled).
+    trigger.suspend();
+    trigger.pause();
+    assert_eq!(trigger.resume(), Ok(true));
+    assert_eq!(trigger.stats().state, TriggerState::Suspended);
+    sim.advance(PERIOD * 4);
+    assert_eq!(runs.get(), 1, "the resume restarted a suspended trigger");
+
+    // Twice over: the resume left it suspended, so the next pause sees it.
+    trigger.pause();
+    assert_eq!(trigger.resume(), Ok(true));
+    sim.advance(PERIOD * 4);
+    assert_eq!(runs.get(), 1);
+
+    // The next fire restarts it, on its schedule again.
+    trigger.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(runs.get(), 2);
+    sim.advance(PERIOD);
+    assert_eq!(runs.get(), 3);
+
+    // Suspended while paused: the same.
+    trigger.pause();
+    trigger.suspend();
+    assert!(trigger.is_paused(), "suspend is not a resume");
+    assert_eq!(trigger.resume(), Ok(true));
+    sim.advance(PERIOD * 4);
+    assert_eq!(runs.get(), 3, "a suspend while paused was forgotten");
+
+    // A pause and resume with no suspend in between: back on the schedule.
+    trigger.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(runs.get(), 4);
+    trigger.pause();
+    assert_eq!(trigger.resume(), Ok(true));
+    sim.advance(PERIOD);
+    assert_eq!(runs.get(), 5);
+
+    // `resume_after` asks for a run of its own: suspended or not.
+    trigger.suspend();
+    trigger.pause();
+    assert_eq!(trigger.resume_after(Duration::from_secs(5)), Ok(true));
+    sim.advance(Duration::from_secs(5));
+    assert_eq!(runs.get(), 6);
+}
+
+/// A suspend during a run, then a pause and a resume while that run is
+/// still in flight: its returned delay is ignored (G6), not adopted as a
+/// resume during a run otherwise adopts it.
+#[test]
+fn a_run_in_flight_when_its_trigger_was_suspended_restarts_nothing_after_a_resume() {
+    let sim = Scheduler::builder().build_virtual();
+    let runs = Counter::default();
+    let slot: Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> = Arc::default();
+    let (r, s) = (runs.clone(), slot.clone());
+    let trigger = Trigger::bind(&sim, move || {
+        if r.bump() == 1 {
+            let me = s.get().unwrap().upgrade().unwrap();
+            me.suspend();
+            me.pause();
+            assert_eq!(me.resume(), Ok(true)); // its own run is in flight
+        }
+        Some(Duration::from_secs(7))
+    });
+    slot.set(trigger.downgrade()).unwrap();
+    trigger.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(runs.get(), 1);
+    assert_eq!(sim.next_deadline(), None, "the returned 7 s was armed");
+    sim.advance(Duration::from_secs(60));
+    assert_eq!(runs.get(), 1);
+    assert_eq!(trigger.stats().state, TriggerState::Suspended);
+}

@@ -72,17 +72,24 @@ struct Model {
     paused: bool,
     /// The delay the last run returned (µs): what `resume` re-arms.
     last_delay: Option<u64>,
+    /// Suspended, and not fired since (G6): `resume` re-arms nothing.
+    suspended: bool,
 }
 
 impl Model {
     fn apply(&mut self, op: Op, script: &[Step]) {
         match op {
-            // Refused while paused (G17).
-            Op::Fire | Op::FireAfter(_) | Op::FireAt(_) | Op::Suspend if self.paused => {}
-            Op::Fire => self.pending = Some(self.now),
-            Op::FireAfter(d) => self.pending = Some(self.now + d),
-            Op::FireAt(t) => self.pending = Some(t.max(self.now)),
-            Op::Suspend => self.pending = None,
+            // Refused while paused (G17); a suspend then only cancels the
+            // schedule a resume would restore (G6).
+            Op::Suspend if self.paused => self.suspended = true,
+            Op::Fire | Op::FireAfter(_) | Op::FireAt(_) if self.paused => {}
+            Op::Fire => self.fired(self.now),
+            Op::FireAfter(d) => self.fired(self.now + d),
+            Op::FireAt(t) => self.fired(t.max(self.now)),
+            Op::Suspend => {
+                self.pending = None;
+                self.suspended = true;
+            }
             Op::Pause => {
                 self.paused = true;
                 self.pending = None;
@@ -90,11 +97,13 @@ impl Model {
             Op::Resume | Op::ResumeAfter(_) if !self.paused => {}
             Op::Resume => {
                 self.paused = false;
-                self.pending = self.last_delay.map(|d| self.now + d);
+                if !self.suspended {
+                    self.pending = self.last_delay.map(|d| self.now + d);
+                }
             }
             Op::ResumeAfter(d) => {
                 self.paused = false;
-                self.pending = Some(self.now + d);
+                self.fired(self.now + d);
             }
             Op::Advance(d) => {
                 let target = self.now + d;
@@ -105,6 +114,12 @@ impl Model {
                 self.now = target;
             }
         }
+    }
+
+    /// A request for a run at `at` (a fire, or `resume_after`).
+    fn fired(&mut self, at: u64) {
+        self.pending = Some(at);
+        self.suspended = false;
     }
 
     /// When the live request runs: its instant, or the end of the cooldown
@@ -133,6 +148,8 @@ impl Model {
             Step::FireSelf => Some(self.now),
             Step::FireAfterSelf(d) => Some(self.now + d),
         };
+        // A run is served only after a fire: it suspends itself or not.
+        self.suspended = step == Step::SuspendSelf;
     }
 }
 

@@ -212,6 +212,38 @@ fn g17_suspend_racing_pause_leaves_it_paused() {
     });
 }
 
+/// `suspend` racing `pause` on a trigger with a schedule, then a resume
+/// onto that schedule: the suspend holds whatever their order (G6) — it
+/// came first, met the pause between its advance and its install, or came
+/// after it — so nothing runs until the next fire.
+#[test]
+fn g6_a_suspend_racing_pause_outlives_the_resume() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (trigger, runs) = counted(&h, 0, Some(Duration::from_micros(10)));
+        trigger.fire().unwrap();
+        h.run_one(); // ran once: its schedule is a run 10 µs on
+        let suspender = {
+            let t = trigger.clone();
+            thread::spawn(move || t.suspend())
+        };
+        let pauser = {
+            let t = trigger.clone();
+            thread::spawn(move || t.pause())
+        };
+        pauser.join().unwrap();
+        suspender.join().unwrap();
+        assert!(trigger.is_paused());
+        assert!(trigger.resume().unwrap());
+        h.timer_turn(1_000);
+        h.run_all();
+        assert_eq!(runs.get(), 1, "the resume restarted a suspended trigger");
+        trigger.fire().unwrap();
+        h.run_all();
+        assert_eq!(runs.get(), 2);
+    });
+}
+
 /// `pause` racing `resume`: they serialize (the pause lock), so the trigger
 /// ends paused (the resume came first and found nothing to do, or the
 /// pause came last) or resumed with its schedule live — never resumed

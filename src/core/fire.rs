@@ -351,16 +351,49 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn suspend(&self) {
         self.close_burst();
         if self.request.peek().kind() == Kind::Paused {
-            return; // a no-op while paused: nothing is pending
+            self.suspend_paused();
+            return;
         }
-        let version = self.advance();
-        self.rare().counters.suspended(version);
-        // A newer request may already be installed: then it wins, as the
-        // later call.
-        let _ = self.request.publish(version, Kind::Idle);
+        let (version, met_pause) = self.advance_to_idle();
+        if met_pause {
+            self.suspend_paused();
+        }
         // After the publish: a waiter told "suspended" reads the trigger so.
         if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
+        }
+    }
+
+    /// Advances and installs IDLE; returns the version, and whether the
+    /// install met a pause that came in between (it took what was
+    /// pending: the suspend then only cancels the schedule a resume would
+    /// restore, [`suspend_paused`](Self::suspend_paused)). A newer request
+    /// installed meanwhile wins, as the later call.
+    fn advance_to_idle(&self) -> (u32, bool) {
+        let version = self.advance();
+        self.rare().counters.suspended(version);
+        let installed = self
+            .request
+            .install(version, Kind::Idle, Installer::Publish);
+        (version, installed == Err(Refused::Paused))
+    }
+
+    /// A suspend that meets a pause: nothing is pending, but a resume onto
+    /// the schedule would restart the trigger, which G6 forbids until the
+    /// next fire. Under the pause lock, so no resume can come in between:
+    /// still paused, the resume is told to leave the trigger idle;
+    /// resumed meanwhile, the suspend cancels what the resume installed.
+    fn suspend_paused(&self) {
+        let _guard = crate::sync::lock(self.runtime.pause_lock());
+        if self.is_paused() {
+            // Relaxed: read and written under the pause lock.
+            self.rare()
+                .stays_suspended
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            // No pause can come in between: this lock is held.
+            let (_, met_pause) = self.advance_to_idle();
+            debug_assert!(!met_pause, "paused without the pause lock");
         }
     }
 
@@ -570,8 +603,8 @@ impl<R: Runtime> Core<R> {
     /// The entry keeps no copy of the word it was filed for: that word is
     /// the one live now if the word is an AT request with IN_INBOX clear.
     /// Every AT install sets IN_INBOX (see `Request::install`) and only the
-    /// timer's `leave_inbox` clears it, after which the same turn files
-    /// the word it read, moving this trigger's one entry. An AT word in the
+    /// timer's `leave_inbox` clears it, after which the same `take_in`
+    /// files the word it read, moving this trigger's one entry. An AT word in the
     /// inbox is newer: the timer reads and files it when it takes the
     /// trigger in. (The read may be stale; the exact-word RMW in
     /// `Request::expire` then fails, as for a word replaced in between.)

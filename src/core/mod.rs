@@ -171,6 +171,12 @@ struct Rare {
     policies: Option<Box<Policies>>,
     counters: RareCounters,
     waiters: std::sync::OnceLock<Box<Waiters>>,
+    /// The trigger was suspended when it was paused, or while paused: a
+    /// resume onto its schedule leaves it idle until the next fire (G6).
+    /// Read and written only under the runtime's pause lock (Relaxed: the
+    /// lock orders it). A `std` atomic, as the rare counters: the part is
+    /// published through `OnceBox`, which loom does not see.
+    stays_suspended: std::sync::atomic::AtomicBool,
 }
 
 impl Rare {
@@ -179,6 +185,7 @@ impl Rare {
             policies,
             counters: RareCounters::new(start_version),
             waiters: std::sync::OnceLock::new(),
+            stays_suspended: std::sync::atomic::AtomicBool::new(false),
         })
     }
 }

@@ -31,12 +31,21 @@ impl<R: Runtime> Core<R> {
     /// by its advance. Fires never take it.
     pub(crate) fn pause(&self) {
         let guard = crate::sync::lock(self.runtime.pause_lock());
-        if self.request.pause().kind() == Kind::Paused {
+        let replaced = self.request.pause();
+        if replaced.kind() == Kind::Paused {
             return; // paused already: that pause advanced
         }
+        let rare = self.rare();
+        // Suspended (IDLE of the last suspend's version, nothing fired
+        // since): it stays so through the resume (G6). Relaxed: under the
+        // pause lock.
+        let suspended =
+            replaced.kind() == Kind::Idle && rare.counters.is_suspend(replaced.version());
+        rare.stays_suspended
+            .store(suspended, std::sync::atomic::Ordering::Relaxed);
         self.close_burst();
         let version = self.advance();
-        self.rare().counters.suspended(version);
+        rare.counters.suspended(version);
         drop(guard);
         // Waiters of a fire the pause cancelled are told "suspended".
         if let Some(waiters) = self.existing_waiters() {
@@ -86,10 +95,19 @@ impl<R: Runtime> Core<R> {
         if !self.is_paused() {
             return Ok(false);
         }
+        // Relaxed: under the pause lock. Cleared: the flag is for this
+        // pause only.
+        let suspended = self
+            .rare()
+            .stays_suspended
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
         // Under the lock, while paused: no iteration can start, so one
         // seen ended stays ended.
         let (kind, deadline) = match given {
             Some(request) => request,
+            // Suspended before or during the pause: idle until the next
+            // fire, whatever an iteration in flight returns (G6).
+            None if suspended => (Kind::Idle, 0),
             None if self.state.snapshot().is_running() => (Kind::Resuming, 0),
             None => self.schedule_of(self.last_delay.get(), now_ns),
         };
@@ -108,6 +126,10 @@ impl<R: Runtime> Core<R> {
                 Err(Refused::NotPaused | Refused::Paused) => return Ok(false),
             }
         };
+        if suspended && given.is_none() {
+            // Still suspended: its stats say so, and a later pause sees it.
+            self.rare().counters.still_suspended(version);
+        }
         drop(guard);
         self.close_burst();
         match kind {

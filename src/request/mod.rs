@@ -27,8 +27,9 @@
 //! word lets `fire_after` install its request and claim the inbox slot in
 //! one compare-exchange, and lets the timer leave the inbox and read the
 //! request in one RMW. Every AT install sets it, and only the timer's
-//! `leave_inbox` clears it: an AT word without IN_INBOX is therefore the
-//! one the timer read and filed last, which is why a wheel entry keeps no
+//! `leave_inbox` clears it (and the `take_in` that called it files the
+//! word it read): an AT word without IN_INBOX is therefore the one the
+//! timer filed last, which is why a wheel entry keeps no
 //! copy of it (see `Core::expire`).
 //!
 //! A deadline needs more than the bits left beside the version, so an AT
@@ -300,13 +301,15 @@ impl Request {
         }
     }
 
-    /// Reads the word for statistics. Relaxed: a recent value is enough.
+    /// Reads the word: for statistics, the paused checks, and the timer's
+    /// expiry (see `Core::expire`). Relaxed: a recent value is enough —
+    /// every decision taken on it is then made by an RMW that fails if the
+    /// word moved on.
     pub(crate) fn peek(&self) -> Word {
         Word(self.word.load(Ordering::Relaxed))
     }
 
-    /// Reads the word, for models and tests. Relaxed: it orders nothing;
-    /// the scheduler itself reads this word only through RMWs.
+    /// Reads the word, for models and tests. Relaxed: it orders nothing.
     #[cfg(any(test, loom))]
     pub(crate) fn load(&self) -> Word {
         Word(self.word.load(Ordering::Relaxed))
@@ -400,8 +403,8 @@ impl Request {
     /// fires that only bump the state word (coalescing into a reserved
     /// re-run), so the two versions never drift half the 30-bit ring apart
     /// — past that, `is_newer` would judge the re-run's publish at `exit`
-    /// older than the word and refuse it. An AT request is left alone (its
-    /// word is what the timer filed; none is live while a re-run is
+    /// older than the word and refuse it. An AT request is left alone (the
+    /// timer files that exact word; none is live while a re-run is
     /// reserved). Relaxed: it hands nothing on, and as an RMW it keeps every
     /// release sequence running through the word.
     pub(crate) fn catch_up(&self, version: u32) {

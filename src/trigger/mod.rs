@@ -519,9 +519,11 @@ impl Trigger {
     /// Cancels what is pending: no new iteration starts after `suspend`
     /// returns — **until the next fire**, which starts the trigger again;
     /// an iteration in flight finishes and its returned delay is ignored.
-    /// Works after shutdown too. A switch that must hold whatever fires
-    /// arrive wants [`pause`](Self::pause) (see [Pause and
-    /// resume](#pause-and-resume)).
+    /// A pause and a [`resume`](Self::resume) do not undo it: suspended
+    /// before the pause or while paused, the trigger stays idle after the
+    /// resume until the next fire. Works after shutdown too. A switch that
+    /// must hold whatever fires arrive wants [`pause`](Self::pause) (see
+    /// [Pause and resume](#pause-and-resume)).
     #[inline]
     pub fn suspend(&self) {
         self.core.suspend();

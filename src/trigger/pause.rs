@@ -62,8 +62,10 @@ impl Trigger {
     /// iteration that began before the pause is still in flight, from
     /// when that iteration returns, with the delay it returns. A trigger
     /// whose last iteration returned `None`, or that never ran, is
-    /// unpaused and stays idle until the next fire; so is one whose last
-    /// delay is over about 34 years.
+    /// unpaused and stays idle until the next fire; so is one suspended
+    /// before the pause or while paused (a [`suspend`](Self::suspend)
+    /// holds until the next fire, whatever that iteration in flight
+    /// returns), and one whose last delay is over about 34 years.
     ///
     /// Fires are accepted again from this call on. A fire that races it
     /// is refused (it saw the pause), or served as a fire after the
