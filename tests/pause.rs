@@ -27,6 +27,23 @@ fn periodic(sim: &VirtualScheduler) -> (Trigger, Counter) {
     (trigger, runs)
 }
 
+/// A trigger whose task gets its own handle and its run's number (from
+/// 1), and returns what `task` returns; and its run counter.
+fn self_aware(
+    sim: &VirtualScheduler,
+    mut task: impl FnMut(&Trigger, usize) -> Option<Duration> + Send + 'static,
+) -> (Trigger, Counter) {
+    let runs = Counter::default();
+    let slot: Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> = Arc::default();
+    let (r, s) = (runs.clone(), slot.clone());
+    let trigger = Trigger::bind(sim, move || {
+        let n = r.bump();
+        task(&s.get().unwrap().upgrade().unwrap(), n)
+    });
+    slot.set(trigger.downgrade()).unwrap();
+    (trigger, runs)
+}
+
 #[test]
 fn a_burst_of_fires_while_paused_runs_nothing_and_resume_brings_back_the_schedule() {
     let sim = Scheduler::builder().build_virtual();
@@ -78,17 +95,13 @@ fn a_burst_of_fires_while_paused_runs_nothing_and_resume_brings_back_the_schedul
 #[test]
 fn a_pause_during_a_run_keeps_that_run_and_remembers_its_delay() {
     let sim = Scheduler::builder().build_virtual();
-    let runs = Counter::default();
-    let slot: Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> = Arc::default();
-    let (r, s) = (runs.clone(), slot.clone());
-    let trigger = Trigger::bind(&sim, move || {
+    let (trigger, runs) = self_aware(&sim, |me, n| {
         // The first run pauses its own trigger, then asks for 10 s.
-        if r.bump() == 1 {
-            s.get().unwrap().upgrade().unwrap().pause();
+        if n == 1 {
+            me.pause();
         }
         Some(Duration::from_secs(10))
     });
-    slot.set(trigger.downgrade()).unwrap();
     trigger.fire().unwrap();
     sim.advance(Duration::from_secs(100));
     assert_eq!(runs.get(), 1, "the returned delay was not armed");
@@ -337,20 +350,14 @@ fn fires_racing_pause_and_resume_never_run_while_paused() {
 #[test]
 fn a_resume_during_a_run_adopts_the_delay_that_run_returns() {
     let sim = Scheduler::builder().build_virtual();
-    let runs = Counter::default();
-    let slot: Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> = Arc::default();
-    let (r, s) = (runs.clone(), slot.clone());
-    let trigger = Trigger::bind(&sim, move || {
-        let n = r.bump();
+    let (trigger, runs) = self_aware(&sim, |me, n| {
         if n == 1 {
-            let me = s.get().unwrap().upgrade().unwrap();
             me.pause();
             assert_eq!(me.resume(), Ok(true)); // its own run is in flight
         }
         // The first run asks for 7 s, later ones for 60 s.
         Some(Duration::from_secs(if n == 1 { 7 } else { 60 }))
     });
-    slot.set(trigger.downgrade()).unwrap();
     trigger.fire().unwrap();
     sim.advance(Duration::ZERO);
     assert_eq!(runs.get(), 1);
@@ -449,19 +456,14 @@ fn a_suspended_trigger_stays_suspended_through_pause_and_resume() {
 #[test]
 fn a_run_in_flight_when_its_trigger_was_suspended_restarts_nothing_after_a_resume() {
     let sim = Scheduler::builder().build_virtual();
-    let runs = Counter::default();
-    let slot: Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> = Arc::default();
-    let (r, s) = (runs.clone(), slot.clone());
-    let trigger = Trigger::bind(&sim, move || {
-        if r.bump() == 1 {
-            let me = s.get().unwrap().upgrade().unwrap();
+    let (trigger, runs) = self_aware(&sim, |me, n| {
+        if n == 1 {
             me.suspend();
             me.pause();
             assert_eq!(me.resume(), Ok(true)); // its own run is in flight
         }
         Some(Duration::from_secs(7))
     });
-    slot.set(trigger.downgrade()).unwrap();
     trigger.fire().unwrap();
     sim.advance(Duration::ZERO);
     assert_eq!(runs.get(), 1);

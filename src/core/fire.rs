@@ -347,56 +347,6 @@ impl<R: Runtime> Core<R> {
         self.fire_after_from(now_ns, delay)
     }
 
-    /// Cancels every pending request; an iteration in flight finishes.
-    pub(crate) fn suspend(&self) {
-        self.close_burst();
-        if self.request.peek().kind() == Kind::Paused {
-            self.suspend_paused();
-            return;
-        }
-        let (version, met_pause) = self.advance_to_idle();
-        if met_pause {
-            self.suspend_paused();
-        }
-        // After the publish: a waiter told "suspended" reads the trigger so.
-        if let Some(waiters) = self.existing_waiters() {
-            waiters.suspended(version);
-        }
-    }
-
-    /// Advances and installs IDLE; returns the version, and whether the
-    /// install met a pause that came in between (it took what was
-    /// pending: the suspend then only cancels the schedule a resume would
-    /// restore, [`suspend_paused`](Self::suspend_paused)). A newer request
-    /// installed meanwhile wins, as the later call.
-    fn advance_to_idle(&self) -> (u32, bool) {
-        let version = self.advance();
-        self.rare().counters.suspended(version);
-        let installed = self
-            .request
-            .install(version, Kind::Idle, Installer::Publish);
-        (version, installed == Err(Refused::Paused))
-    }
-
-    /// A suspend that meets a pause: nothing is pending, but a resume onto
-    /// the schedule would restart the trigger, which G6 forbids until the
-    /// next fire. Under the pause lock, so no resume can come in between:
-    /// still paused, the resume is told to leave the trigger idle;
-    /// resumed meanwhile, the suspend cancels what the resume installed.
-    fn suspend_paused(&self) {
-        let _guard = crate::sync::lock(self.runtime.pause_lock());
-        if self.is_paused() {
-            // Relaxed: read and written under the pause lock.
-            self.rare()
-                .stays_suspended
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        } else {
-            // No pause can come in between: this lock is held.
-            let (_, met_pause) = self.advance_to_idle();
-            debug_assert!(!met_pause, "paused without the pause lock");
-        }
-    }
-
     /// A debounced burst whose run is cancelled is over: the next fire
     /// opens a new one.
     pub(super) fn close_burst(&self) {

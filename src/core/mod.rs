@@ -35,9 +35,9 @@
 //! |------|-----|
 //! | `mod.rs` | [`Core`]: the fields, who may touch them, accessors |
 //! | `runtime.rs` | [`Runtime`]: everything the core asks of the runtime |
-//! | `fire.rs` | the firer side (`fire`, `fire_after`, `suspend`, `fire_and_wait`, debounce) and the hand-offs to the runtime: into the run queue, the timer's inbox, the shutdown report |
+//! | `fire.rs` | the firer side (`fire`, `fire_after`, `fire_and_wait`, debounce) and the hand-offs to the runtime: into the run queue, the timer's inbox, the shutdown report |
 //! | `give_way.rs` | a firer whose fire only lands on a pending run yields its CPU once in a while, so a storm's firers leave the worker its core |
-//! | `pause.rs` | the off switch: `pause`, `resume` (G17) |
+//! | `pause.rs` | the stop calls: `suspend` (G6), and the off switch, `pause` and `resume` (G17) |
 //! | `run.rs` | the runner side: `dispatch`, `run`, `end`, re-run and re-arm |
 //! | `task_cell.rs` | the task cell ([`TaskCell`], touched only by the RUNNING holder): the task in place if it fits in a pointer, else boxed |
 //! | `iteration.rs` | an async iteration, polled by its executor |

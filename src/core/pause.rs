@@ -1,8 +1,11 @@
-//! The off switch (G17): `pause` and `resume`, the two control calls that
-//! take the runtime's pause lock; the firer side's share of the protocol
-//! (the paused check, a refused publish) is in `fire.rs`, the request
-//! word's (PAUSED, `install`) in `request.rs`. docs/DESIGN.md, "Pause",
-//! has the whole protocol and the models that check it.
+//! The stop calls: `suspend` (G6), which cancels what is pending until the
+//! next fire, and the off switch (G17), `pause` and `resume`, the two
+//! control calls that take the runtime's pause lock — as does a suspend
+//! that meets a pause, so that a resume does not undo it. The firer
+//! side's share of the protocol (the paused check, a refused publish) is
+//! in `fire.rs`, the request word's (PAUSED, `install`) in `request.rs`.
+//! docs/DESIGN.md, "Pause", has the whole protocol and the models that
+//! check it.
 
 use super::fire::OnClosed;
 use super::{Core, Runtime};
@@ -50,6 +53,56 @@ impl<R: Runtime> Core<R> {
         // Waiters of a fire the pause cancelled are told "suspended".
         if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
+        }
+    }
+
+    /// Cancels every pending request; an iteration in flight finishes.
+    pub(crate) fn suspend(&self) {
+        self.close_burst();
+        if self.request.peek().kind() == Kind::Paused {
+            self.suspend_paused();
+            return;
+        }
+        let (version, met_pause) = self.advance_to_idle();
+        if met_pause {
+            self.suspend_paused();
+        }
+        // After the publish: a waiter told "suspended" reads the trigger so.
+        if let Some(waiters) = self.existing_waiters() {
+            waiters.suspended(version);
+        }
+    }
+
+    /// Advances and installs IDLE; returns the version, and whether the
+    /// install met a pause that came in between (it took what was
+    /// pending: the suspend then only cancels the schedule a resume would
+    /// restore, [`suspend_paused`](Self::suspend_paused)). A newer request
+    /// installed meanwhile wins, as the later call.
+    fn advance_to_idle(&self) -> (u32, bool) {
+        let version = self.advance();
+        self.rare().counters.suspended(version);
+        let installed = self
+            .request
+            .install(version, Kind::Idle, Installer::Publish);
+        (version, installed == Err(Refused::Paused))
+    }
+
+    /// A suspend that meets a pause: nothing is pending, but a resume onto
+    /// the schedule would restart the trigger, which G6 forbids until the
+    /// next fire. Under the pause lock, so no resume can come in between:
+    /// still paused, the resume is told to leave the trigger idle;
+    /// resumed meanwhile, the suspend cancels what the resume installed.
+    fn suspend_paused(&self) {
+        let _guard = crate::sync::lock(self.runtime.pause_lock());
+        if self.is_paused() {
+            // Relaxed: read and written under the pause lock.
+            self.rare()
+                .stays_suspended
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            // No pause can come in between: this lock is held.
+            let (_, met_pause) = self.advance_to_idle();
+            debug_assert!(!met_pause, "paused without the pause lock");
         }
     }
 
