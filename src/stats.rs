@@ -313,21 +313,42 @@ impl Counters {
     }
 
     /// Fires and coalesced fires since the last call (worker side, at the
-    /// end of an iteration; `version` is the state word's now), for the
-    /// `metrics` counters.
+    /// end of an iteration; `version` is the state word's now, `pending`
+    /// whether a request newer than this iteration's still waits for its
+    /// run), for the `metrics` counters, which only go up.
+    ///
+    /// A fire still waiting for its run is not coalesced (yet): it is one
+    /// of the fires not served, so it is taken off — counted as coalesced
+    /// at once, it would be counted again when its run, serving it, brings
+    /// the difference back down. So counted, fires less served less
+    /// pending only grows: a fire into a pending request, or a suspend
+    /// that drops one, adds one; a fire that makes one pending, or the run
+    /// serving it, leaves it. Both totals are reported as the largest
+    /// value seen, so a reading torn by a concurrent fire (the version and
+    /// the rare counters are read apart) never makes a later one count
+    /// twice.
     #[cfg(feature = "metrics")]
     pub(crate) fn fires_since_reported(
         &self,
         version: u32,
         rare: Option<&RareCounters>,
+        pending: bool,
     ) -> (u64, u64) {
         let fires = Self::fires(version, rare);
-        let coalesced = fires.saturating_sub(self.served_fires.load(Relaxed));
-        let fires_before = self.reported_fires.swap(fires, Relaxed);
-        let coalesced_before = self.reported_coalesced.swap(coalesced, Relaxed);
+        let coalesced = fires
+            .saturating_sub(self.served_fires.load(Relaxed))
+            .saturating_sub(u64::from(pending));
+        // The holder of RUNNING is the only writer: a load and a store do.
+        let raise = |reported: &AtomicU64, now: u64| {
+            let before = reported.load(Relaxed);
+            if now > before {
+                reported.store(now, Relaxed);
+            }
+            now.saturating_sub(before)
+        };
         (
-            fires.saturating_sub(fires_before),
-            coalesced.saturating_sub(coalesced_before),
+            raise(&self.reported_fires, fires),
+            raise(&self.reported_coalesced, coalesced),
         )
     }
 
@@ -481,12 +502,36 @@ impl SchedulerStats {
     }
 }
 
-/// Worker counts, for statistics.
+/// Worker counts, for statistics. `current` changes only through
+/// [`started`](Self::started) and [`gone`](Self::gone), which move the
+/// `metrics` gauge of workers with it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct WorkerCounts {
-    pub(crate) current: usize,
+    current: usize,
     pub(crate) peak: usize,
     pub(crate) limit_hits: u64,
+}
+
+impl WorkerCounts {
+    /// The workers counted now.
+    pub(crate) fn current(&self) -> usize {
+        self.current
+    }
+
+    /// A worker is counted (started, or about to be).
+    pub(crate) fn started(&mut self) {
+        self.current += 1;
+        self.peak = self.peak.max(self.current);
+        crate::metrics::workers(1.0);
+    }
+
+    /// A counted worker is gone (exited, retired, or never started).
+    pub(crate) fn gone(&mut self) {
+        if self.current > 0 {
+            self.current -= 1;
+            crate::metrics::workers(-1.0);
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]

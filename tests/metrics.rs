@@ -92,6 +92,55 @@ fn counted_exactly(name: Option<&str>, label: &str) {
     assert_eq!(get("circulation_trigger_triggers{}"), 1.0);
 }
 
+/// `coalesced_fires_total` agrees with `TriggerStats::coalesced_fires`: a
+/// fire still waiting for its run at an iteration's end is not counted as
+/// coalesced then (it used to be, and again once served).
+#[test]
+fn coalesced_fires_are_counted_once_whenever_their_run_comes() {
+    let recorder = DebuggingRecorder::new();
+    let (metrics, stats) = metrics::with_local_recorder(&recorder, || {
+        let sim = Scheduler::builder().build_virtual();
+        let slot: std::sync::Arc<std::sync::OnceLock<circulation_trigger::WeakTrigger>> =
+            Default::default();
+        let s = slot.clone();
+        let mut runs = 0;
+        let trigger = Trigger::builder(&sim).name("refiring").bind(move || {
+            runs += 1;
+            // Every odd run fires its own trigger: a follow-up pending as
+            // the run ends, served by a run of its own.
+            if runs % 2 == 1 {
+                s.get().unwrap().upgrade().unwrap().fire().unwrap();
+            }
+            None
+        });
+        slot.set(trigger.downgrade()).unwrap();
+        for _ in 0..10 {
+            trigger.fire().unwrap();
+            sim.advance(Duration::from_secs(1));
+        }
+        // Three fires into one pending run: two coalesced (that run, the
+        // 21st, fires itself once more).
+        for _ in 0..3 {
+            trigger.fire().unwrap();
+        }
+        sim.advance(Duration::from_secs(1));
+        (readings(&recorder), trigger.stats())
+    });
+    assert_eq!(stats.fires, 24);
+    assert_eq!(stats.iterations, 22);
+    assert_eq!(stats.coalesced_fires, 2);
+    let get = |name: &str| metrics.get(name).copied().unwrap_or(0.0);
+    assert_eq!(
+        get("circulation_trigger_fires_total{trigger=refiring}"),
+        24.0
+    );
+    assert_eq!(
+        get("circulation_trigger_coalesced_fires_total{trigger=refiring}"),
+        2.0,
+        "{metrics:#?}"
+    );
+}
+
 #[test]
 fn iterations_fires_refusals_durations_and_lateness_are_counted_exactly() {
     counted_exactly(Some("counted"), "counted");

@@ -214,3 +214,41 @@ fn an_async_iteration_is_instrumented_across_its_awaits() {
         "{log:#?}"
     );
 }
+
+/// An async timed run's span carries its lateness, as a sync one's does:
+/// the span is made as the iteration starts and handed to its future.
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_timed_iteration_span_carries_its_lateness() {
+    let collector = Collector::default();
+    let log = collector.0.clone();
+    tracing::subscriber::with_default(collector, || {
+        let sim = Scheduler::builder().build_virtual();
+        let trigger = Trigger::builder(&sim)
+            .name("async-timed")
+            .bind_async(|| async {
+                tokio::task::yield_now().await;
+                None
+            });
+        trigger.fire_after(Duration::from_secs(1)).unwrap();
+        sim.advance(Duration::from_secs(2));
+        assert_eq!(trigger.stats().iterations, 1);
+    });
+    let log = log.lock().unwrap();
+    let spans: Vec<_> = log
+        .iter()
+        .filter(|l| l.starts_with("span iteration") && l.contains("\"async-timed\""))
+        .collect();
+    assert_eq!(spans.len(), 1, "one span per iteration: {log:#?}");
+    let id = spans[0].split_whitespace().nth(2).unwrap(); // "id=N"
+    assert!(
+        log.iter()
+            .any(|l| l == &format!("record {id} lateness_us=0")),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l == &format!("record {id} outcome=Completed")),
+        "{log:#?}"
+    );
+}

@@ -42,6 +42,7 @@
 //! [`await_termination`](crate::Scheduler::await_termination), so graceful
 //! shutdown and drop wait for it up to the grace period.
 
+use super::run::Started;
 use super::{Core, OnClosed, Runtime};
 use crate::async_task::TaskFuture;
 use crate::context::{self, Outcome};
@@ -66,25 +67,31 @@ pub(crate) struct Iteration<R: Runtime> {
     /// own events nest in it across its `.await`s.
     #[cfg(feature = "tracing")]
     span: Option<(u32, tracing::Span)>,
+    /// The lateness of the run of `version` (a timed one's, µs), until its
+    /// span records it.
+    #[cfg(feature = "tracing")]
+    late: Option<u32>,
 }
 
 impl<R: Runtime> Iteration<R> {
     /// The iteration of `version`, about to be spawned (counted alive
     /// until it ends).
-    pub(crate) fn new(core: Arc<Core<R>>, version: u32, future: TaskFuture) -> Self {
+    pub(crate) fn new(core: Arc<Core<R>>, started: Started) -> Self {
         core.runtime.alive_started();
-        Self::counted(core, version, future)
+        Self::counted(core, started)
     }
 
     /// As [`new`](Self::new), for a caller that counted it alive already.
-    fn counted(core: Arc<Core<R>>, version: u32, future: TaskFuture) -> Self {
+    fn counted(core: Arc<Core<R>>, started: Started) -> Self {
         Self {
             core,
-            version,
-            future: Some(future),
+            version: started.version,
+            future: Some(started.future),
             observed: false,
             #[cfg(feature = "tracing")]
             span: None,
+            #[cfg(feature = "tracing")]
+            late: started.late,
         }
     }
 
@@ -122,10 +129,14 @@ impl<R: Runtime> Iteration<R> {
         let mut next = None;
         let adopt = if in_poll { Some(&mut next) } else { None };
         self.core.end_async(self.version, result, outcome, adopt);
-        if let Some((version, future)) = next {
-            self.version = version;
-            self.future = Some(future);
+        if let Some(started) = next {
+            self.version = started.version;
+            self.future = Some(started.future);
             self.observed = false;
+            #[cfg(feature = "tracing")]
+            {
+                self.late = started.late;
+            }
             return true;
         }
         self.core.runtime.alive_ended();
@@ -196,6 +207,9 @@ impl<R: Runtime> Iteration<R> {
             Some((version, span)) if *version == self.version => span.clone(),
             _ => {
                 let span = crate::context::iteration_span(self.core.name(), self.version);
+                if let Some(late) = self.late.take() {
+                    span.record("lateness_us", late);
+                }
                 self.span = Some((self.version, span.clone()));
                 span
             }
@@ -272,8 +286,8 @@ impl<R: Runtime> Future for DispatchJob<R> {
                 push.deliver_now(&core);
             }
             match adopted {
-                Some((version, future)) => {
-                    self.iteration = Some(Iteration::counted(core, version, future));
+                Some(started) => {
+                    self.iteration = Some(Iteration::counted(core, started));
                 }
                 None => {
                     core.runtime.alive_ended();

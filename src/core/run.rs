@@ -29,7 +29,16 @@ use std::time::Duration;
 /// the run queue; `Some(slot)`, for an async iteration ending in a poll,
 /// served on the spot, its future put in `slot` for the ending iteration to
 /// poll next in the same executor task (no worker wake-up, no new spawn).
-pub(crate) type Adopt<'a> = Option<&'a mut Option<(u32, TaskFuture)>>;
+pub(crate) type Adopt<'a> = Option<&'a mut Option<Started>>;
+
+/// An async iteration as its run started: the version it serves, its
+/// future, and a timed run's lateness (µs), for the span its future makes.
+pub(crate) struct Started {
+    pub(crate) version: u32,
+    pub(crate) future: TaskFuture,
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) late: Option<u32>,
+}
 
 impl<R: Runtime> Core<R> {
     /// Worker side: serves whatever request is live and due.
@@ -46,7 +55,7 @@ impl<R: Runtime> Core<R> {
     /// async run due at once put in `adopt` for the caller to poll.
     pub(crate) fn dispatch_here(
         self: &Arc<Self>,
-        adopt: &mut Option<(u32, TaskFuture)>,
+        adopt: &mut Option<Started>,
     ) -> Option<InboxPush> {
         // Acquire: see `# Orderings` (queued); clear before reading.
         self.queued.swap(false, Ordering::Acquire);
@@ -140,7 +149,8 @@ impl<R: Runtime> Core<R> {
     pub(super) fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
         // A sync iteration's span, at DEBUG: trigger, version, lateness (a
         // timed run's), outcome. An async iteration gets its span from its
-        // future (`iteration.rs`), entered at every poll.
+        // future (`iteration.rs`), entered at every poll, and the lateness
+        // with the future ([`Started`]).
         #[cfg(feature = "tracing")]
         let span = if self.cancel_slot().is_none() {
             crate::context::iteration_span(self.name(), version)
@@ -153,7 +163,8 @@ impl<R: Runtime> Core<R> {
         // measured from it ends no earlier, a lateness reads at most about
         // 2 µs high.
         let start_us = self.runtime.clock().deadline_base_ns() / 1_000;
-        if let Some(late) = self.stats.started(version, start_us) {
+        let late = self.stats.started(version, start_us);
+        if let Some(late) = late {
             #[cfg(feature = "tracing")]
             span.record("lateness_us", late);
             crate::metrics::lateness(self.name(), late);
@@ -183,7 +194,11 @@ impl<R: Runtime> Core<R> {
             }
             Called::Started(future) if adopt.is_some() => {
                 if let Some(slot) = adopt {
-                    *slot = Some((version, future));
+                    *slot = Some(Started {
+                        version,
+                        future,
+                        late,
+                    });
                 }
                 None
             }
@@ -195,8 +210,13 @@ impl<R: Runtime> Core<R> {
                 // Spawned outside the cell's borrow: an executor that drops
                 // the job at once (it shut down) ends the iteration right
                 // here, and the next holder may then touch the cell.
+                let started = Started {
+                    version,
+                    future,
+                    late,
+                };
                 slot.spawner
-                    .spawn(Box::pin(Iteration::new(Arc::clone(self), version, future)));
+                    .spawn(Box::pin(Iteration::new(Arc::clone(self), started)));
                 None
             }
         }
@@ -249,9 +269,14 @@ impl<R: Runtime> Core<R> {
         crate::metrics::iteration_ended(self.name(), outcome, ran_us);
         #[cfg(feature = "metrics")]
         {
-            let (fires, coalesced) = self
-                .stats
-                .fires_since_reported(self.state.snapshot().version(), self.rare_counters());
+            // A follow-up reserved, or a request newer than this run's
+            // (DUE or AT) waits for its run.
+            let state = self.state.snapshot();
+            let pending = state.is_reserved()
+                || matches!(self.request.peek().kind(), Kind::Due | Kind::At { .. });
+            let (fires, coalesced) =
+                self.stats
+                    .fires_since_reported(state.version(), self.rare_counters(), pending);
             crate::metrics::fires(self.name(), fires, coalesced);
         }
         if let Some(policies) = self.policies() {

@@ -105,7 +105,7 @@ impl Harness {
 
     /// Worker threads counted now.
     pub fn workers(&self) -> usize {
-        self.shared().pool.counts().current
+        self.shared().pool.counts().current()
     }
 
     /// The scheduler to bind triggers to.

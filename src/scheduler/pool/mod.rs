@@ -219,7 +219,7 @@ impl<R: Runtime> State<R> {
     /// Workers neither parked nor asleep on the timer.
     fn busy(&self) -> usize {
         self.workers
-            .current
+            .current()
             .saturating_sub(self.idle.len() + usize::from(self.holder_asleep))
     }
 }
@@ -419,7 +419,7 @@ impl<R: Runtime> Pool<R> {
             if state.closed {
                 // This thread is on its way out (`SchedulerStats::workers`
                 // counts the threads now).
-                state.workers.current = state.workers.current.saturating_sub(1);
+                state.workers.gone();
                 return Work::Exit;
             }
             // Only the first look may use the hint: after a wait it is old.
@@ -460,14 +460,13 @@ impl<R: Runtime> Pool<R> {
             // blocked, say): it takes that instead.
             if let Some(index) = state.idle.iter().position(|b| Arc::ptr_eq(b, bed)) {
                 state.idle.remove(index);
-                let surplus = state.workers.current > limits.core;
+                let surplus = state.workers.current() > limits.core;
                 // Not while the role is free either: this worker takes it
                 // (the top of the loop), so no deadline goes unwatched.
                 let role_free = state.timer.is_some();
                 if extra && !state.closed && surplus && !role_free && !state.pending(clock.now_us())
                 {
-                    state.workers.current -= 1;
-                    crate::metrics::workers(-1.0);
+                    state.workers.gone();
                     return Work::Exit;
                 }
             }
@@ -531,17 +530,13 @@ impl<R: Runtime> Pool<R> {
 
     /// Counts a worker the builder starts.
     pub(crate) fn add_core_worker(&self) {
-        let mut state = self.lock();
-        state.workers.current += 1;
-        crate::metrics::workers(1.0);
-        state.workers.peak = state.workers.peak.max(state.workers.current);
+        self.lock().workers.started();
     }
 
     /// A worker start the monitor decided on failed (or a core worker
     /// could not be spawned): uncount it.
     pub(crate) fn worker_not_started(&self) {
-        let mut state = self.lock();
-        state.workers.current = state.workers.current.saturating_sub(1);
+        self.lock().workers.gone();
     }
 
     /// Worker counts for statistics.
@@ -558,7 +553,7 @@ mod tests {
     #[test]
     fn an_extra_worker_past_its_keep_alive_takes_work_nobody_picked_up() {
         let pool = Arc::new(Pool::<TestRuntime>::new(None)); // the role is held for good
-        pool.lock().workers.current = 1;
+        pool.lock().workers.started();
         let limits = Limits {
             core: 0,
             max: 1,
@@ -585,6 +580,6 @@ mod tests {
         let runtime = crate::core::tests::TestRuntime::new();
         pool.lock().queue.push_back(runtime.bind(|| None));
         assert!(worker.join().unwrap(), "the extra worker took the run");
-        assert_eq!(pool.counts().current, 1);
+        assert_eq!(pool.counts().current(), 1);
     }
 }

@@ -131,17 +131,15 @@ impl<R: Runtime> Pool<R> {
         let mut wakes = Wakes::default();
         let start = if state.wake_idle(&mut wakes) || state.wake_holder(&mut wakes) {
             false // a waiting thread was missed: wake it (never expected)
-        } else if state.workers.current < limits.max {
-            state.workers.current += 1;
-            crate::metrics::workers(1.0);
-            state.workers.peak = state.workers.peak.max(state.workers.current);
+        } else if state.workers.current() < limits.max {
+            state.workers.started();
             true
         } else {
             if !std::mem::replace(&mut state.at_limit, true) {
                 state.workers.limit_hits += 1;
                 #[cfg(feature = "tracing")]
                 tracing::warn!(
-                    workers = state.workers.current,
+                    workers = state.workers.current(),
                     "every worker is busy and the worker limit is reached: runs wait"
                 );
             }
@@ -248,7 +246,7 @@ mod tests {
         let pool = Pool::<TestRuntime>::new(None); // the role is held
         {
             let mut state = pool.lock();
-            state.workers.current = 1;
+            state.workers.started();
             state.holder_asleep = true;
         }
         let tick = Duration::from_millis(20);

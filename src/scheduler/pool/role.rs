@@ -150,7 +150,7 @@ impl<R: Runtime> Pool<R> {
         timer: &Timer<R>,
         limits: &Limits,
     ) -> Option<Wakes> {
-        if state.idle.is_empty() || state.workers.current <= limits.core {
+        if state.idle.is_empty() || state.workers.current() <= limits.core {
             return None;
         }
         let mut wakes = Wakes::default();
@@ -158,8 +158,7 @@ impl<R: Runtime> Pool<R> {
         let _ = state.wake_idle(&mut wakes);
         // The woken worker takes the role even if a run is queued first.
         state.successor = true;
-        state.workers.current -= 1;
-        crate::metrics::workers(-1.0);
+        state.workers.gone();
         Some(wakes)
     }
 
