@@ -63,7 +63,9 @@ impl Scheduler {
     /// Resolves once every thread of the scheduler has exited and every
     /// async iteration has ended — after a shutdown (before one, a real
     /// scheduler's threads are alive, so it waits; a virtual scheduler has
-    /// none, so it resolves at once). The async
+    /// none, so it resolves at once — unless an async iteration is in
+    /// flight, which ends only as virtual time moves on, or when its
+    /// executor drops it). The async
     /// [`await_termination`](Self::await_termination): it never blocks the
     /// thread that polls it, and works on any executor. Bound the wait
     /// with the executor's timeout (e.g. `tokio::time::timeout`); a future
