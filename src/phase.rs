@@ -168,7 +168,8 @@ fn modulo(value: Duration, period: Duration) -> Duration {
 
 /// `PhaseKeeper` from a config file (feature `serde`): `period`, and
 /// optionally `offset`, `min_gap` (human durations) and `random_offset`
-/// (`true`: each process draws its own phase).
+/// (`true`: each process draws its own phase; an error beside `offset`,
+/// since both choose the phase).
 ///
 /// ```
 /// # #[cfg(feature = "serde")] {
@@ -196,6 +197,11 @@ impl<'de> serde::Deserialize<'de> for PhaseKeeper {
             random_offset: bool,
         }
         let config = Config::deserialize(deserializer)?;
+        if config.random_offset && config.offset.is_some() {
+            return Err(serde::de::Error::custom(
+                "`offset` and `random_offset` both choose the phase: give one",
+            ));
+        }
         let mut keeper = PhaseKeeper::new(config.period);
         if config.random_offset {
             keeper = keeper.random_offset();

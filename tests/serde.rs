@@ -77,6 +77,14 @@ fn bad_config_is_a_clear_error() {
     let not_a_duration =
         serde_json::from_str::<RetryBackoff>(r#"{ "initial": "soon", "max": "1m" }"#);
     assert!(not_a_duration.is_err());
+    // Two ways to choose the phase: one must go.
+    let both = serde_json::from_str::<PhaseKeeper>(
+        r#"{ "period": "1m", "offset": "15s", "random_offset": true }"#,
+    );
+    assert!(both.unwrap_err().to_string().contains("random_offset"));
+    let random: PhaseKeeper =
+        serde_json::from_str(r#"{ "period": "1m", "random_offset": true }"#).unwrap();
+    assert_eq!(random.period(), Duration::from_secs(60));
     // Every field of the policies is optional.
     let empty: TriggerPolicies = serde_json::from_str("{}").unwrap();
     assert!(empty.name.is_none() && empty.on_panic.is_none());
