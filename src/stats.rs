@@ -270,6 +270,20 @@ impl Counters {
         advances.saturating_sub(rare.suspends.load(Relaxed))
     }
 
+    /// The version of the last iteration that started, or was entered
+    /// and then listed unstarted (the start version before any).
+    pub(crate) fn last_started_version(&self) -> u32 {
+        self.last_version.load(Relaxed)
+    }
+
+    /// Worker side (the holder of RUNNING): the run of `version` entered
+    /// after the shutdown scan and was listed in the report instead of
+    /// run; its claim is accounted for (nothing else is counted: it served
+    /// no fire).
+    pub(crate) fn listed_unstarted(&self, version: u32) {
+        self.last_version.store(version, Relaxed);
+    }
+
     /// Whether an iteration ever started.
     pub(crate) fn ran(&self) -> bool {
         self.iterations.load(Relaxed) > 0

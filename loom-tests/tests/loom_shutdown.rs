@@ -100,6 +100,53 @@ fn a_fire_racing_shutdown_is_refused_or_listed_never_lost() {
     }
 }
 
+/// A fire accepted before shutdown, whose run a worker has claimed but
+/// not yet entered, while a second fire races shutdown: the second one's
+/// advance makes the claimed run stale, so if it is then refused its
+/// request must stand for the first fire's run (run or listed), never be
+/// withdrawn with it — and never be run or listed as well as refused.
+#[test]
+fn a_refused_fire_never_takes_an_accepted_fires_claimed_run_with_it() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("claimed")
+            .bind(move || {
+                r.bump();
+                None
+            });
+        trigger.fire().unwrap(); // accepted, queued
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one(); // claims it, then enters (or finds it stale)
+            })
+        };
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire())
+        };
+        h.scheduler().shutdown();
+        let second = firer.join().unwrap();
+        worker.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        let (listed, ran) = (report.discarded().len(), runs.get());
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        // The first fire is run or listed, once.
+        assert!(listed + ran >= 1, "the accepted fire was lost ({second:?})");
+        assert!(
+            listed <= 1 && ran <= 2,
+            "listed {listed}, ran {ran}, second {second:?}"
+        );
+        if second.is_err() {
+            assert_eq!(listed + ran, 1, "refused, yet ran {ran}, listed {listed}");
+        }
+    });
+}
+
 /// `is_shutdown()` synchronizes with `shutdown()`: what the caller wrote
 /// before shutting down is visible to whoever sees the scheduler shut down.
 #[test]

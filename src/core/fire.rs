@@ -250,7 +250,10 @@ impl<R: Runtime> Core<R> {
     /// The firer's re-check after publishing (see `scheduler/lifecycle.rs`):
     /// if shutdown began meanwhile, refuse the fire. Its request is taken
     /// back — unless it replaced an armed one: then it stands for that
-    /// earlier, accepted run, and stays for the shutdown scan to list.
+    /// earlier, accepted run, and stays for the shutdown scan to list; or
+    /// unless it replaced a worker's claim whose run never started (see
+    /// [`left_a_claim_stale`](Self::left_a_claim_stale)): it stands for
+    /// that run, and is listed now (or by the scan, if it has not run).
     /// If someone listed or served it already, the fire was accepted.
     #[inline]
     pub(super) fn confirm(
@@ -264,10 +267,33 @@ impl<R: Runtime> Core<R> {
         }
         let replaced_armed =
             replaced.is_some_and(|old| matches!(old.kind(), Kind::At { .. } | Kind::Due));
-        if replaced_armed || self.request.withdraw_own(version, kind) {
+        if replaced_armed {
+            return Err(FireError::Shutdown);
+        }
+        if replaced.is_some_and(|old| self.left_a_claim_stale(old)) {
+            // Under the report's lock: claims this request back and lists
+            // it, unless the scan (or a late worker) has it already.
+            self.closed_under(OnClosed::List);
+            return Err(FireError::Shutdown);
+        }
+        if self.request.withdraw_own(version, kind) {
             return Err(FireError::Shutdown);
         }
         Ok(())
+    }
+
+    /// Whether `old`, the word this fire's request replaced, is a worker's
+    /// claim (TAKEN) of an earlier, accepted fire's run that never started
+    /// and now never will: this fire's advance made its version stale, so
+    /// the worker's `enter` drops it. Withdrawn with this refused fire, that
+    /// accepted fire would be neither run nor listed. Nothing runs now, and
+    /// the last run started was not that one (TAKEN is also what an ended
+    /// iteration leaves; its start recorded its version, and its `exit`'s
+    /// Release, which this fire's advance read, makes that visible).
+    fn left_a_claim_stale(&self, old: Word) -> bool {
+        old.kind() == Kind::Taken
+            && !self.state.snapshot().is_running()
+            && self.stats.last_started_version() != old.version()
     }
 
     /// Requests a run `delay` from now (latest request wins).

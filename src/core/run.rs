@@ -76,6 +76,9 @@ impl<R: Runtime> Core<R> {
                 // (and listed), like any armed run: only iterations already
                 // running when shutdown began finish.
                 let discard = || {
+                    // Listed: a firer that made this run's claim look stale
+                    // must not list it again (`left_a_claim_stale`).
+                    self.stats.listed_unstarted(version);
                     let _ = self.state.exit(version);
                 };
                 if self.runtime.is_closed() && !self.runtime.admit_late(self, discard) {
