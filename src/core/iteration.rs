@@ -42,7 +42,6 @@
 //! [`await_termination`](crate::Scheduler::await_termination), so graceful
 //! shutdown and drop wait for it up to the grace period.
 
-use super::run::Started;
 use super::{Core, OnClosed, Runtime};
 use crate::async_task::TaskFuture;
 use crate::context::{self, Outcome};
@@ -192,6 +191,15 @@ enum Step {
     /// The iteration ended; a re-run due at once is now this task's future.
     Adopted,
     Ended,
+}
+
+/// An async iteration as its run started: the version it serves, its
+/// future, and a timed run's lateness (µs), for the span its future makes.
+pub(crate) struct Started {
+    pub(crate) version: u32,
+    pub(crate) future: TaskFuture,
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) late: Option<u32>,
 }
 
 /// Iterations one executor task runs back to back (re-runs adopted in one

@@ -65,9 +65,9 @@
 //! | `queued` | set by whoever pushes to the run queue, cleared by the dispatch that pops it |
 //! | `timer_key` | the timer role holder only (the role passes through the pool's lock) |
 //! | `task` | the RUNNING holder only (see the invariant on the field) |
-//! | `stats` | counters written by firers and the runner, each with its own rule (see `stats.rs`) |
+//! | `stats` | counters written by firers and the runner, each with its own rule (see `stats/mod.rs`) |
 //! | `slot`, `runtime` | set at creation, read-only after |
-//! | `rare` | created at creation for a trigger with policies or a start version, else on first use: the policies (read-only), the rare counters (see `stats.rs`), and `fire_and_wait`'s waiters, created on first use behind their own lock |
+//! | `rare` | created at creation for a trigger with policies or a start version, else on first use: the policies (read-only), the rare counters (see `stats/mod.rs`), and `fire_and_wait`'s waiters, created on first use behind their own lock |
 //! | `handles` | the user's handles (`Trigger`), by RMW only (see [`Core::release_handle`]) |
 
 use crate::async_task::CancelSlot;
@@ -330,7 +330,7 @@ impl<R: Runtime> Core<R> {
     }
 
     /// `State::advance`, counted for the statistics (fires are derived from
-    /// the version, see `stats.rs`).
+    /// the version, see `stats/mod.rs`).
     #[inline]
     fn advance(&self) -> u32 {
         let version = self.state.advance();

@@ -14,10 +14,9 @@
 //! back through the run queue (G10), except for an async iteration ending
 //! in a poll, which adopts it ([`Adopt`]).
 
-use super::iteration::Iteration;
+use super::iteration::{Iteration, Started};
 use super::task_cell::Called;
 use super::{Core, InboxPush, OnClosed, Runtime};
-use crate::async_task::TaskFuture;
 use crate::clock::{coalesce, deadline_us};
 use crate::context::{self, Outcome};
 use crate::request::Kind;
@@ -30,15 +29,6 @@ use std::time::Duration;
 /// served on the spot, its future put in `slot` for the ending iteration to
 /// poll next in the same executor task (no worker wake-up, no new spawn).
 pub(crate) type Adopt<'a> = Option<&'a mut Option<Started>>;
-
-/// An async iteration as its run started: the version it serves, its
-/// future, and a timed run's lateness (µs), for the span its future makes.
-pub(crate) struct Started {
-    pub(crate) version: u32,
-    pub(crate) future: TaskFuture,
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-    pub(crate) late: Option<u32>,
-}
 
 impl<R: Runtime> Core<R> {
     /// Worker side: serves whatever request is live and due.

@@ -1,0 +1,93 @@
+//! Unit tests of the per-trigger counters and their snapshots.
+use super::*;
+
+fn snapshot(counters: &Counters) -> TriggerStats {
+    snapshot_with(counters, None)
+}
+
+fn snapshot_with(counters: &Counters, rare: Option<&RareCounters>) -> TriggerStats {
+    let word = Word::new(1, Kind::Idle);
+    // Version 1, idle (the version sits above the two bits).
+    counters.snapshot(
+        rare,
+        None,
+        Snapshot::from_raw(1 << 2),
+        word,
+        0,
+        false,
+        false,
+    )
+}
+
+#[test]
+fn an_encoded_delay_is_never_shorter_and_close() {
+    for delay in [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_micros(999_999),
+        Duration::from_secs(30),
+        Duration::from_secs(17 * 60) + Duration::from_nanos(7),
+        Duration::from_secs(86_400 * 3),
+        Duration::from_secs(86_400 * 365 * 5) + Duration::from_nanos(1),
+    ] {
+        let decoded = decode_delay(encode_delay(delay)).unwrap();
+        assert!(decoded >= delay, "{delay:?} -> {decoded:?}");
+        // Rounded up by under one unit: 1 µs, 1 ms or 1 s, and by
+        // under a millionth of the delay past the first unit.
+        assert!(decoded - delay < Duration::from_secs(1));
+        assert!(decoded - delay <= Duration::from_micros(1) + delay / 1_000_000);
+    }
+    assert_eq!(decode_delay(encode_delay(Duration::MAX)), None);
+    assert_eq!(
+        decode_delay(encode_delay(Duration::from_secs(1 << 30))),
+        None
+    );
+    let last = LastDelay::new();
+    assert_eq!(last.get(), None);
+    last.returned(Some(Duration::from_secs(30)));
+    assert_eq!(last.get(), Some(Duration::from_secs(30)));
+    last.returned(None);
+    assert_eq!(last.get(), None);
+}
+
+#[test]
+fn lateness_saturates_instead_of_wrapping() {
+    let counters = Counters::new(0);
+    assert_eq!(snapshot(&counters).max_lateness, None);
+    counters.marked_due(1, 10);
+    counters.started(1, 10 + 5_000_000_000_000); // ~58 days late
+    let max = Duration::from_micros(u64::from(LATENESS_MAX));
+    assert_eq!(snapshot(&counters).last_lateness, Some(max));
+    assert_eq!(snapshot(&counters).max_lateness, Some(max));
+    counters.marked_due(1, 100);
+    counters.started(1, 142);
+    let stats = snapshot(&counters);
+    assert_eq!(stats.last_lateness, Some(Duration::from_micros(42)));
+    assert_eq!(stats.max_lateness, Some(max), "the maximum stays");
+}
+
+#[test]
+fn rare_counters_count_panics_suspends_and_wraps() {
+    let counters = Counters::new(0);
+    assert_eq!(snapshot(&counters).panics, 0);
+    assert_eq!(snapshot(&counters).fires, 1, "one advance, a fire");
+    let rare = RareCounters::new(0);
+    for _ in 0..3 {
+        rare.panicked();
+    }
+    assert_eq!(snapshot_with(&counters, Some(&rare)).panics, 3);
+    // Version 1 was a suspend's: no fire, and the idle word at it
+    // reads as suspended.
+    rare.suspended(1);
+    let stats = snapshot_with(&counters, Some(&rare));
+    assert_eq!((stats.fires, stats.state), (0, TriggerState::Suspended));
+    // A wrap later, at version 1 again: 2^30 more advances, all fires.
+    rare.wrapped();
+    let fires = snapshot_with(&counters, Some(&rare)).fires;
+    assert_eq!(fires, u64::from(VERSION_MASK) + 1);
+    // A trigger that started at version 1 has made no fire there.
+    assert_eq!(
+        snapshot_with(&counters, Some(&RareCounters::new(1))).fires,
+        0
+    );
+}
