@@ -59,15 +59,23 @@ impl<R: Runtime> Core<R> {
     /// Cancels every pending request; an iteration in flight finishes.
     pub(crate) fn suspend(&self) {
         self.close_burst();
-        if self.request.peek().kind() == Kind::Paused {
-            self.suspend_paused();
-            return;
-        }
-        let (version, met_pause) = self.advance_to_idle();
-        if met_pause {
-            self.suspend_paused();
-        }
+        let version = if self.request.peek().kind() == Kind::Paused {
+            // The pause told the waiters of what it cancelled already.
+            match self.suspend_paused() {
+                Some(version) => version,
+                None => return,
+            }
+        } else {
+            let (version, met_pause) = self.advance_to_idle();
+            if met_pause {
+                self.suspend_paused().unwrap_or(version)
+            } else {
+                version
+            }
+        };
         // After the publish: a waiter told "suspended" reads the trigger so.
+        // The newest version this suspend installed: a fire accepted after
+        // a resume that it cancelled has a waiter too.
         if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
         }
@@ -91,19 +99,21 @@ impl<R: Runtime> Core<R> {
     /// the schedule would restart the trigger, which G6 forbids until the
     /// next fire. Under the pause lock, so no resume can come in between:
     /// still paused, the resume is told to leave the trigger idle;
-    /// resumed meanwhile, the suspend cancels what the resume installed.
-    fn suspend_paused(&self) {
+    /// resumed meanwhile, the suspend cancels what the resume installed,
+    /// and the version it installed is returned.
+    fn suspend_paused(&self) -> Option<u32> {
         let _guard = crate::sync::lock(self.runtime.pause_lock());
         if self.is_paused() {
             // Relaxed: read and written under the pause lock.
             self.rare()
                 .stays_suspended
                 .store(true, std::sync::atomic::Ordering::Relaxed);
-        } else {
-            // No pause can come in between: this lock is held.
-            let (_, met_pause) = self.advance_to_idle();
-            debug_assert!(!met_pause, "paused without the pause lock");
+            return None;
         }
+        // No pause can come in between: this lock is held.
+        let (version, met_pause) = self.advance_to_idle();
+        debug_assert!(!met_pause, "paused without the pause lock");
+        Some(version)
     }
 
     /// Whether the trigger is paused.
