@@ -13,7 +13,7 @@ mod common;
 
 use circulation_trigger::model::{Executor, Harness};
 use circulation_trigger::Outcome;
-use common::{run_model, Count, Exclusive};
+use common::{run_model, run_model_bounded, Count, Exclusive};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -216,5 +216,69 @@ fn a_fire_finding_the_async_dispatch_queued_is_served_by_it() {
         drain(&h, &executor);
         assert_eq!(starts.get(), 1, "the fire after the suspend was lost");
         assert_eq!(executor.pending(), 0);
+    });
+}
+
+/// Fires during an `.await` racing `shutdown_now`, which cancels the
+/// iteration at its next poll: every accepted fire is served by a run that
+/// saw it, or a run is listed — and at most one is.
+#[test]
+fn fires_during_an_await_racing_shutdown_now_are_run_or_listed() {
+    // Bound 3: the double listing the close prevents needs three
+    // preemptions.
+    run_model_bounded(3, || {
+        let h = Arc::new(Harness::new());
+        let executor = Executor::default();
+        let data = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let (d, s) = (data.clone(), seen.clone());
+        let trigger = h.async_trigger(0, &executor, move || {
+            let (d, s) = (d.clone(), s.clone());
+            async move {
+                s.fetch_max(d.load(Ordering::SeqCst), Ordering::SeqCst);
+                Yields(1).await;
+                None
+            }
+        });
+        trigger.fire().unwrap();
+        h.run_all();
+        executor.poll_one(); // in flight, pending at its await
+        let firer = {
+            let (t, data) = (trigger.clone(), data.clone());
+            thread::spawn(move || {
+                let mut last = 0;
+                for k in 1..=2 {
+                    data.store(k, Ordering::SeqCst);
+                    if t.fire().is_ok() {
+                        last = k;
+                    }
+                }
+                last
+            })
+        };
+        let poller = {
+            let executor = executor.clone();
+            thread::spawn(move || {
+                executor.poll_one();
+            })
+        };
+        h.shutdown_now_without_waiting();
+        let last = firer.join().unwrap();
+        poller.join().unwrap();
+        drain(&h, &executor);
+        let report = h.scheduler().shutdown_report().unwrap();
+        let listed = report.discarded().len();
+        assert!(!h.is_armed(&trigger), "an armed request escaped");
+        assert!(listed <= 1, "{report:?}");
+        // A run that entered before the scan is in flight, and may be
+        // cancelled before its future first runs: that run served the
+        // fire too (the report says how it ended).
+        let cancelled = report
+            .in_flight()
+            .iter()
+            .any(|run| run.outcome() == Outcome::Cancelled);
+        if seen.load(Ordering::SeqCst) < last && !cancelled {
+            assert_eq!(listed, 1, "fire {last} lost: {report:?}");
+        }
     });
 }

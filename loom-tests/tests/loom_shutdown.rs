@@ -6,7 +6,7 @@ mod common;
 
 use circulation_trigger::model::Harness;
 use circulation_trigger::FireError;
-use common::{run_model, Count};
+use common::{run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
@@ -296,4 +296,124 @@ fn an_iteration_ending_as_shutdown_begins_is_never_left_still_running() {
             assert!(report.in_flight().len() <= 1);
         });
     }
+}
+
+/// Fires during an iteration (the first reserves the re-run, the second
+/// coalesces into it) racing shutdown: every accepted fire is served by a
+/// run that saw it, or a run is listed.
+#[test]
+fn fires_during_a_run_racing_shutdown_are_run_or_listed() {
+    // Bound 3: the double listing the close prevents needs three
+    // preemptions (a second fire after the scan, claimed by the reservation
+    // of the first).
+    run_model_bounded(3, || {
+        use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let h = Arc::new(Harness::new());
+        let data = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let (d, s) = (data.clone(), seen.clone());
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("busy")
+            .bind(move || {
+                s.fetch_max(d.load(SeqCst), SeqCst);
+                None
+            });
+        trigger.fire().unwrap(); // accepted, queued
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+                h.run_one();
+            })
+        };
+        let firer = {
+            let (t, data) = (trigger.clone(), data.clone());
+            thread::spawn(move || {
+                let mut last = 0;
+                for k in 1..=2 {
+                    data.store(k, SeqCst);
+                    if t.fire().is_ok() {
+                        last = k;
+                    }
+                }
+                last
+            })
+        };
+        h.scheduler().shutdown();
+        let last = firer.join().unwrap();
+        worker.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        let listed = report.discarded().len();
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        assert!(listed <= 1, "{report:?}");
+        if seen.load(SeqCst) < last {
+            assert_eq!(
+                listed,
+                1,
+                "fire {last} lost: seen {}, {report:?}",
+                seen.load(SeqCst)
+            );
+        }
+    });
+}
+
+/// As `fires_during_a_run_racing_shutdown_are_run_or_listed`, with a
+/// delayed request first (whose advance cancels a reserved re-run) and the
+/// timer turning.
+#[test]
+fn delayed_and_plain_fires_racing_shutdown_are_run_or_listed() {
+    run_model_bounded(3, || {
+        use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let h = Arc::new(Harness::new());
+        let data = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let (d, s) = (data.clone(), seen.clone());
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("busy")
+            .bind(move || {
+                s.fetch_max(d.load(SeqCst), SeqCst);
+                None
+            });
+        trigger.fire().unwrap(); // accepted, queued
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+                h.timer_turn(10);
+                h.run_one();
+            })
+        };
+        let firer = {
+            let (t, data) = (trigger.clone(), data.clone());
+            thread::spawn(move || {
+                let mut last = 0;
+                data.store(1, SeqCst);
+                if t.fire_after(Duration::from_micros(5)).is_ok() {
+                    last = 1;
+                }
+                data.store(2, SeqCst);
+                if t.fire().is_ok() {
+                    last = 2;
+                }
+                last
+            })
+        };
+        h.scheduler().shutdown();
+        let last = firer.join().unwrap();
+        worker.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        let listed = report.discarded().len();
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        assert!(listed <= 1, "{report:?}");
+        if seen.load(SeqCst) < last {
+            assert_eq!(
+                listed,
+                1,
+                "fire {last} lost: seen {}, {report:?}",
+                seen.load(SeqCst)
+            );
+        }
+    });
 }

@@ -2,19 +2,19 @@
 //! `fire_and_wait`, `suspend`, called from any thread, any number at once
 //! — and the core's hand-offs to the runtime: a due run into the run queue
 //! (`schedule_run`), a deadline into the timer's inbox (`publish_at`,
-//! [`InboxPush`]), a request that meets a closed runtime into the shutdown
-//! report (`closed_under`), and the timer's expiry back (`expire`). The
-//! runner side (`run.rs`) hands its re-runs and re-arms on through the
-//! same doors.
+//! [`InboxPush`]), a run the closed request word refused into the shutdown
+//! report (`list_owed`, `list_stale_claim`), and the timer's expiry back
+//! (`expire`). The runner side (`run.rs`) hands its re-runs and re-arms on
+//! through the same doors.
 //!
 //! # Ground rules
 //!
 //! A firer only ever does read-modify-writes on the state word (`advance`,
-//! `advance_fire`, `reserve`) and the request word (`publish`, `take_due`,
-//! `withdraw_own`), then hands the trigger on. It never touches the task
-//! cell, and it re-checks `is_closed` after publishing (`confirm`), so a
-//! fire racing shutdown is either refused or listed in the shutdown report
-//! (see `scheduler/lifecycle.rs`).
+//! `advance_fire`, `reserve`) and the request word (`install`, `take_due`,
+//! `take_mark`), then hands the trigger on. It never touches the task
+//! cell. Its install decides a race with shutdown: one before the scan's
+//! close of the word is accepted (the scan lists it, or its claim's run is
+//! run or listed), one after it is refused (see `scheduler/lifecycle.rs`).
 //!
 //! Two flags make every queue hold a trigger at most once (G9, G13):
 //! `queued` (run queue) and IN_INBOX (timer inbox, a bit of the request
@@ -30,18 +30,19 @@ use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
-use crate::request::{is_newer, Installer, Kind, Refused, Stamp, Word};
+use crate::request::{is_newer, Installer, Kind, Mark, Refused, Stamp, Word};
 use crate::state::Reserve;
 use crate::sync::{Arc, Ordering};
 use std::time::Duration;
 
-/// What a request that meets a closed scheduler does (see `lifecycle.rs`).
+/// Whose request an install is, which decides what its refusal by the
+/// word the shutdown scan closed means (see `Request::close`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnClosed {
-    /// A firer's request: left in place; the firer's `confirm` takes it
-    /// back and refuses the fire.
+    /// A firer's (or a resume's): refused to its caller.
     Refuse,
-    /// The scheduler's own (expiry, re-run, re-arm): listed as discarded.
+    /// The scheduler's own (a re-run, a re-arm, a cooldown's, a resume's
+    /// schedule): the run it stood for is listed as discarded.
     List,
 }
 
@@ -76,25 +77,18 @@ impl InboxPush {
         self.stamp
     }
 
-    /// Pushes `core` (the trigger this push came from) now; a closed pool
-    /// makes the request discarded (and listed) for the scheduler's own
-    /// requests, or refused for a firer's.
-    pub(super) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>, on_closed: OnClosed) {
-        if !core.runtime.to_timer(core, self.stamp_for(core)) {
-            core.closed_under(on_closed);
-        }
+    /// Pushes `core` (the trigger this push came from) now. A closed pool
+    /// takes nothing, and nothing more is needed: the request went in
+    /// before the shutdown scan closed the word, so the scan lists it
+    /// (see `Request::close`).
+    pub(crate) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>) {
+        let _ = core.runtime.to_timer(core, self.stamp_for(core));
     }
 
-    /// Pushes `core` now; the scheduler's own request (a re-arm).
-    pub(crate) fn deliver_now<R: Runtime>(self, core: &Arc<Core<R>>) {
-        self.deliver(core, OnClosed::List);
-    }
-
-    /// The pool was closed before the push: list `core`'s re-arm as
-    /// discarded.
+    /// The pool was closed before the push: nothing to deliver (the scan
+    /// lists the request, as in [`deliver`](Self::deliver)).
     pub(crate) fn closed<R: Runtime>(self, core: &Core<R>) {
         let _ = self.stamp_for(core);
-        core.closed_under(OnClosed::List);
     }
 }
 
@@ -170,10 +164,12 @@ impl<R: Runtime> Core<R> {
             return Ok(version);
         }
         let installed = self.request.install(version, Kind::Due, Installer::Publish);
-        let replaced = self.refused_if_paused(installed)?;
-        let queued_here =
-            replaced.is_some() && !self.reserve_inline() && self.schedule_run(OnClosed::Refuse);
-        self.confirm(version, Kind::Due, replaced)?;
+        // Installed, the fire is accepted: the install came before the
+        // shutdown scan's close of the word, so the scan lists the request,
+        // or whoever claims it first runs it (or lists it, see
+        // `Request::close`).
+        let replaced = self.accepted(installed)?;
+        let queued_here = replaced.is_some() && !self.reserve_inline() && self.schedule_run(true);
         if !queued_here && replaced.is_some_and(|old| old.kind() == Kind::Due) {
             // The run was already pending (queued, not yet taken) and now
             // serves this fire too: this fire handed nothing on.
@@ -242,58 +238,56 @@ impl<R: Runtime> Core<R> {
         };
         match self.state.reserve(version) {
             Reserve::Reserved | Reserve::Stale => true,
-            // The iteration ended meanwhile: hand the request back.
-            Reserve::NotRunning => self.request.publish(version, Kind::Due).is_none(),
+            // The iteration ended meanwhile: hand the request back — or,
+            // the scan having closed the word, list the accepted run.
+            Reserve::NotRunning => {
+                match self.request.install(version, Kind::Due, Installer::Publish) {
+                    Ok(_) => false,
+                    Err(Refused::Closed) => {
+                        self.list_owed(Kind::Due);
+                        true
+                    }
+                    Err(_) => true,
+                }
+            }
         }
     }
 
-    /// The firer's re-check after publishing (see `scheduler/lifecycle.rs`):
-    /// if shutdown began meanwhile, refuse the fire. Its request is taken
-    /// back — unless it replaced an armed one: then it stands for that
-    /// earlier, accepted run, and stays for the shutdown scan to list; or
-    /// unless it replaced a worker's claim whose run never started (see
-    /// [`left_a_claim_stale`](Self::left_a_claim_stale)): it stands for
-    /// that run, and is listed now (or by the scan, if it has not run).
-    /// If someone listed or served it already, the fire was accepted.
-    #[inline]
-    pub(super) fn confirm(
-        &self,
-        version: u32,
-        kind: Kind,
-        replaced: Option<Word>,
-    ) -> Result<(), FireError> {
-        if !self.runtime.is_closed() {
-            return Ok(());
+    /// A request of this trigger's met the word the shutdown scan closed
+    /// (see `Request::close`), and this call advanced the version first (a
+    /// fire, a suspend): if the scan found a worker's claim (TAKEN) of an
+    /// earlier, accepted fire's run that never started, that advance made
+    /// it stale — the worker's `enter` drops it —, so list the run here,
+    /// unless someone listed it already: if nothing runs now, and the last
+    /// run started was not that one (TAKEN is also what an ended iteration
+    /// leaves; its start recorded its version before its `exit`).
+    ///
+    /// "Nothing runs" is read with an RMW (`touch`), not a load: a load
+    /// could return this call's own advance, made while an iteration ran,
+    /// though that iteration has ended since — and its end, seeing no
+    /// closed word yet, listed nothing either. The RMW reads the latest
+    /// state: an `exit` before it published the start it recorded (the
+    /// touch's Acquire); one after it reads its Release, so that iteration
+    /// sees the closed word this call read, and lists the claim itself
+    /// (`Core::end`).
+    pub(super) fn list_stale_claim(&self) {
+        let running = self.state.touch().is_running();
+        let last_started = self.stats.last_started_version();
+        let stale = |claimed: u32| !running && last_started != claimed;
+        if self.request.take_mark(Mark::Claim, stale) {
+            self.runtime.list_discarded(self, Kind::Due);
         }
-        let replaced_armed =
-            replaced.is_some_and(|old| matches!(old.kind(), Kind::At { .. } | Kind::Due));
-        if replaced_armed {
-            return Err(FireError::Shutdown);
-        }
-        if replaced.is_some_and(|old| self.left_a_claim_stale(old)) {
-            // Under the report's lock: claims this request back and lists
-            // it, unless the scan (or a late worker) has it already.
-            self.closed_under(OnClosed::List);
-            return Err(FireError::Shutdown);
-        }
-        if self.request.withdraw_own(version, kind) {
-            return Err(FireError::Shutdown);
-        }
-        Ok(())
     }
 
-    /// Whether `old`, the word this fire's request replaced, is a worker's
-    /// claim (TAKEN) of an earlier, accepted fire's run that never started
-    /// and now never will: this fire's advance made its version stale, so
-    /// the worker's `enter` drops it. Withdrawn with this refused fire, that
-    /// accepted fire would be neither run nor listed. Nothing runs now, and
-    /// the last run started was not that one (TAKEN is also what an ended
-    /// iteration leaves; its start recorded its version, and its `exit`'s
-    /// Release, which this fire's advance read, makes that visible).
-    fn left_a_claim_stale(&self, old: Word) -> bool {
-        old.kind() == Kind::Taken
-            && !self.state.snapshot().is_running()
-            && self.stats.last_started_version() != old.version()
+    /// The scheduler's own request for a run (a re-run, a re-arm, a
+    /// cooldown's, a resume's schedule) met the word the shutdown scan
+    /// closed: that run stood for an accepted fire or schedule, and is
+    /// listed — by this call, if it takes the scan's mark first (see
+    /// `Request::take_mark`).
+    pub(super) fn list_owed(&self, kind: Kind) {
+        if self.request.take_mark(Mark::Claim, |_| true) {
+            self.runtime.list_discarded(self, kind);
+        }
     }
 
     /// Requests a run `delay` from now (latest request wins).
@@ -333,8 +327,9 @@ impl<R: Runtime> Core<R> {
         }
         self.check_paused()?;
         let version = self.advance();
-        let (kind, replaced) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
-        self.confirm(version, kind, self.refused_if_paused(replaced)?)?;
+        let (_, installed) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
+        // Installed: accepted (as in `fire_now`).
+        self.accepted(installed)?;
         Ok(version)
     }
 
@@ -382,12 +377,9 @@ impl<R: Runtime> Core<R> {
     }
 
     /// A firer's install: `Ok(Some(replaced))`, `Ok(None)` if a newer
-    /// request won, or the error of a paused trigger — that fire advanced
-    /// the version, but is refused: not counted as a fire.
-    fn refused_if_paused(
-        &self,
-        installed: Result<Word, Refused>,
-    ) -> Result<Option<Word>, FireError> {
+    /// request won, or the error of a paused or shut-down trigger — that
+    /// fire advanced the version, but is refused: not counted as a fire.
+    fn accepted(&self, installed: Result<Word, Refused>) -> Result<Option<Word>, FireError> {
         match installed {
             Ok(replaced) => Ok(Some(replaced)),
             Err(Refused::Paused) => {
@@ -395,13 +387,18 @@ impl<R: Runtime> Core<R> {
                 crate::metrics::refused(self.name(), "paused");
                 Err(FireError::Paused)
             }
-            Err(_) => Ok(None),
+            Err(Refused::Closed) => {
+                self.rare().counters.not_a_fire();
+                self.list_stale_claim();
+                Err(self.refused_shutdown())
+            }
+            Err(Refused::Newer | Refused::NotPaused) => Ok(None),
         }
     }
 
     /// Puts the trigger in the run queue unless it is there already;
-    /// returns whether this call put it there (or spawned its dispatch). A
-    /// firer's run wakes a worker; the scheduler's own (a worker
+    /// returns whether this call put it there (or spawned its dispatch).
+    /// `wake`: a firer's run wakes a worker; the scheduler's own (a worker
     /// re-queueing the trigger it just ran) wakes nobody, however long the
     /// iteration ran: that worker goes back to the queue itself and
     /// normally runs it, behind the runs queued before it (G10).
@@ -422,8 +419,8 @@ impl<R: Runtime> Core<R> {
     /// scheduler is open): it only spawns the iteration's future, which
     /// the same executor task then polls — no worker wake-up. A dispatch
     /// its executor drops unpolled falls back to the pool.
-    pub(super) fn schedule_run(self: &Arc<Self>, on_closed: OnClosed) -> bool {
-        if !self.claim_queue_slot(on_closed) {
+    pub(super) fn schedule_run(self: &Arc<Self>, wake: bool) -> bool {
+        if !self.claim_queue_slot() {
             return false;
         }
         if let Some(slot) = self.cancel_slot() {
@@ -433,23 +430,23 @@ impl<R: Runtime> Core<R> {
                 return true;
             }
         }
-        let wake = on_closed == OnClosed::Refuse;
-        self.push_to_pool(on_closed, wake);
+        self.push_to_pool(wake);
         true
     }
 
     /// Puts this trigger, its queue slot claimed, in the run queue, waking
-    /// a worker if `wake`.
-    pub(crate) fn push_to_pool(self: &Arc<Self>, on_closed: OnClosed, wake: bool) {
-        if !self.runtime.queue_run(Arc::clone(self), wake) {
-            self.closed_under(on_closed);
-        }
+    /// a worker if `wake`. A closed pool takes nothing, and nothing more is
+    /// needed: the request went in before the shutdown scan closed the
+    /// word, so the scan lists it, or its claim's run (see
+    /// `Request::close`).
+    pub(crate) fn push_to_pool(self: &Arc<Self>, wake: bool) {
+        let _ = self.runtime.queue_run(Arc::clone(self), wake);
     }
 
     /// Sets `queued`; returns whether this caller must push the trigger. A
-    /// trigger already queued is not pushed again — unless the queue was
-    /// closed under it (see [`Core::closed_under`]).
-    pub(super) fn claim_queue_slot(&self, on_closed: OnClosed) -> bool {
+    /// trigger already queued is not pushed again (after shutdown the flag
+    /// may stay set: nothing is queued any more).
+    pub(super) fn claim_queue_slot(&self) -> bool {
         // Release: see `# Orderings` (queued).
         if !self.queued.swap(true, Ordering::Release) {
             return true;
@@ -459,19 +456,7 @@ impl<R: Runtime> Core<R> {
             trigger = self.name().unwrap_or("<unnamed>"),
             "fire coalesced into the queued run"
         );
-        if self.runtime.is_closed() {
-            self.closed_under(on_closed);
-        }
         false
-    }
-
-    /// A request met a closed scheduler. The scheduler's own requests are
-    /// listed as discarded here; a firer's is left for its `confirm`, which
-    /// takes it back and refuses the fire.
-    pub(super) fn closed_under(&self, on_closed: OnClosed) {
-        if on_closed == OnClosed::List {
-            self.runtime.discard_listed(self);
-        }
     }
 
     /// Installs "run at `deadline`" for `version` and tells the timer: the
@@ -488,7 +473,7 @@ impl<R: Runtime> Core<R> {
     ) -> (Kind, Result<Word, Refused>) {
         let (kind, installed, push) = self.install_at(version, deadline, now_us, on_closed);
         if let Some(push) = push {
-            push.deliver(self, on_closed);
+            push.deliver(self);
         }
         (kind, installed)
     }
@@ -504,14 +489,14 @@ impl<R: Runtime> Core<R> {
         on_closed: OnClosed,
     ) {
         if let Some(push) = self.hand_to_timer(installed, stamp, deadline, on_closed) {
-            push.deliver(self, on_closed);
+            push.deliver(self);
         }
     }
 
     /// [`publish_at`](Self::publish_at), leaving the inbox push (if one is
     /// needed) to the caller: a worker hands it to the pool under the lock
-    /// it takes next anyway. A request meeting a closed scheduler here is
-    /// handled by `on_closed`: a firer's is left for its `confirm`.
+    /// it takes next anyway. `on_closed`: whose request it is (see
+    /// [`OnClosed`]).
     pub(super) fn publish_at_later(
         self: &Arc<Self>,
         version: u32,
@@ -560,8 +545,13 @@ impl<R: Runtime> Core<R> {
             }),
             Ok(_) => {
                 self.runtime.poke_timer(deadline);
-                if self.runtime.is_closed() {
-                    self.closed_under(on_closed);
+                None
+            }
+            // The scan closed the word: the scheduler's own request lists
+            // the run it stood for; a firer's is refused (`accepted`).
+            Err(Refused::Closed) => {
+                if on_closed == OnClosed::List {
+                    self.list_owed(stamp.kind());
                 }
                 None
             }
@@ -590,6 +580,6 @@ impl<R: Runtime> Core<R> {
             return false;
         }
         self.stats.marked_due(seen.version(), due_at_us);
-        self.request.expire(seen) && self.claim_queue_slot(OnClosed::List)
+        self.request.expire(seen) && self.claim_queue_slot()
     }
 }

@@ -42,7 +42,7 @@
 //! [`await_termination`](crate::Scheduler::await_termination), so graceful
 //! shutdown and drop wait for it up to the grace period.
 
-use super::{Core, OnClosed, Runtime};
+use super::{Core, Runtime};
 use crate::async_task::TaskFuture;
 use crate::context::{self, Outcome};
 use crate::sync::Arc;
@@ -291,7 +291,7 @@ impl<R: Runtime> Future for DispatchJob<R> {
             let push = core.dispatch_here(&mut adopted);
             context::leave_thread(previous);
             if let Some(push) = push {
-                push.deliver_now(&core);
+                push.deliver(&core);
             }
             match adopted {
                 Some(started) => {
@@ -316,7 +316,7 @@ impl<R: Runtime> Drop for DispatchJob<R> {
     /// itself (and ends the iteration as cancelled).
     fn drop(&mut self) {
         if let Some(core) = self.core.take() {
-            core.push_to_pool(OnClosed::List, true);
+            core.push_to_pool(true);
         }
     }
 }

@@ -54,7 +54,7 @@
 //! | `request`, `expected_run_us` | the timer | read the deadline to file; estimate a due batch |
 //! | `stuck_for` | the monitor | how long a run has been in flight |
 //! | `touch_state`, `wake_waiters`, `cancel_slot`, `name`, `stats` | shutdown scan, stats | read-only looks |
-//! | `InboxPush::deliver_now` / `closed` | the virtual driver, an async trigger's executor (`deliver_now`); a worker (`closed`, delivering through the pool lock otherwise) | deliver the timer hand-over a `dispatch` returned, or list it at shutdown |
+//! | `InboxPush::deliver` / `closed` | the virtual driver, an async trigger's executor (`deliver`); a worker (`closed`, delivering through the pool lock otherwise) | deliver the timer hand-over a `dispatch` returned, or drop it at shutdown |
 //!
 //! # Ground rules
 //!
@@ -124,8 +124,9 @@ pub(crate) struct Core<R: Runtime> {
     /// before the install that sets IN_INBOX, never cleared.
     timed: AtomicBool,
     /// This trigger's slot in the scheduler's registry (here, where it
-    /// fills what would be padding).
-    slot: u32,
+    /// fills what would be padding). Set once, right after the trigger is
+    /// built: registered whole, it is never missed by the shutdown scan.
+    slot: std::sync::atomic::AtomicU32,
     /// The user's handles to this trigger (`Trigger`s), counted here
     /// rather than in an `Arc` of their own: one allocation per trigger,
     /// not two. Starts at 1, for the handle `bind` returns; once 0, it
@@ -197,7 +198,9 @@ const MAX_HANDLES: u32 = u32::MAX / 2;
 impl<R: Runtime> Drop for Core<R> {
     fn drop(&mut self) {
         crate::metrics::triggers(-1.0);
-        self.runtime.unregister(self.slot);
+        // Relaxed: see `new`.
+        self.runtime
+            .unregister(self.slot.load(std::sync::atomic::Ordering::Relaxed));
     }
 }
 
@@ -219,7 +222,7 @@ impl<R: Runtime> Core<R> {
         version: u32,
     ) -> Arc<Self> {
         let watched = policies.as_ref().is_some_and(|p| p.stuck_after_us > 0);
-        let core = Arc::new_cyclic(|weak| Self {
+        let core = Arc::new(Self {
             state: State::new(version),
             request: Request::new(version),
             queued: AtomicBool::new(false),
@@ -234,7 +237,7 @@ impl<R: Runtime> Core<R> {
                     once_cell::race::OnceBox::with_value(Rare::new(policies, start))
                 }
             },
-            slot: runtime.register(weak.clone()),
+            slot: std::sync::atomic::AtomicU32::new(0),
             stats: Counters::new(version & crate::state::VERSION_MASK),
             runtime,
             handles: AtomicU32::new(1),
@@ -242,6 +245,16 @@ impl<R: Runtime> Core<R> {
             #[cfg(loom)]
             first_run_warnings: std::sync::atomic::AtomicUsize::new(0),
         });
+        // Registered whole, so the shutdown scan, which upgrades what it
+        // finds registered, never misses it; registered after the scan
+        // took its list, it is closed here as the scan closes the others'
+        // (see `Request::close`): nobody else holds it yet.
+        let (slot, scanned) = core.runtime.register(Arc::downgrade(&core));
+        // Relaxed: written before the trigger is shared; read by its drop.
+        core.slot.store(slot, std::sync::atomic::Ordering::Relaxed);
+        if scanned {
+            let _ = core.request.close();
+        }
         if watched {
             core.runtime.watch(&core);
         }

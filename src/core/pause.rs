@@ -11,7 +11,7 @@ use super::fire::OnClosed;
 use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::error::FireError;
-use crate::request::{Installer, Kind, Refused, Stamp};
+use crate::request::{Installer, Kind, Mark, Refused, Stamp};
 use crate::sync::Arc;
 use std::time::Duration;
 
@@ -35,8 +35,10 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn pause(&self) {
         let guard = crate::sync::lock(self.runtime.pause_lock());
         let replaced = self.request.pause();
-        if replaced.kind() == Kind::Paused {
-            return; // paused already: that pause advanced
+        if replaced.kind() == Kind::Paused || replaced.is_closed() {
+            // Paused already: that pause advanced. Or shut down: nothing
+            // runs any more, and the scan's word stays.
+            return;
         }
         let rare = self.rare();
         // Suspended (IDLE of the last suspend's version, nothing fired
@@ -92,6 +94,11 @@ impl<R: Runtime> Core<R> {
         let installed = self
             .request
             .install(version, Kind::Idle, Installer::Publish);
+        if installed == Err(Refused::Closed) {
+            // Shut down: nothing is pending to cancel, but the advance may
+            // have left an accepted fire's claimed run stale.
+            self.list_stale_claim();
+        }
         (version, installed == Err(Refused::Paused))
     }
 
@@ -116,9 +123,23 @@ impl<R: Runtime> Core<R> {
         Some(version)
     }
 
+    /// The scan closed a RESUMING word: the run the schedule asks for
+    /// (`kind`; none if IDLE) stood for an accepted resume, and is listed
+    /// by whichever settle takes the scan's mark.
+    fn list_resumed(&self, kind: Kind) {
+        if matches!(kind, Kind::Due | Kind::At { .. })
+            && self.request.take_mark(Mark::Resuming, |_| true)
+        {
+            self.runtime.list_discarded(self, kind);
+        }
+    }
+
     /// Whether the trigger is paused.
     pub(crate) fn is_paused(&self) -> bool {
-        self.request.peek().kind() == Kind::Paused
+        matches!(
+            self.request.peek().kind(),
+            Kind::Paused | Kind::Closed { paused: true, .. }
+        )
     }
 
     /// **resume** (G17): takes a paused trigger back on a schedule — the
@@ -187,6 +208,8 @@ impl<R: Runtime> Core<R> {
                 Err(Refused::Newer) => continue,
                 // Only pause and resume change PAUSED, and we hold the lock.
                 Err(Refused::NotPaused | Refused::Paused) => return Ok(false),
+                // The scan closed the word (it was PAUSED: nothing owed).
+                Err(Refused::Closed) => return Err(FireError::Shutdown),
             }
         };
         if suspended && given.is_none() {
@@ -197,7 +220,7 @@ impl<R: Runtime> Core<R> {
         self.close_burst();
         match kind {
             Kind::Due if !self.reserve_inline() => {
-                self.schedule_run(OnClosed::Refuse);
+                self.schedule_run(true);
             }
             Kind::At { .. } => {
                 let stamp = Stamp::new(version, kind, now_ns / 1_000);
@@ -264,6 +287,17 @@ impl<R: Runtime> Core<R> {
         on_closed: OnClosed,
     ) {
         let word = self.request.peek();
+        if matches!(
+            word.kind(),
+            Kind::Closed {
+                mark: Mark::Resuming,
+                ..
+            }
+        ) {
+            let (kind, _) = self.schedule_of(delay, now_ns);
+            self.list_resumed(kind);
+            return;
+        }
         if word.kind() != Kind::Resuming {
             return;
         }
@@ -272,15 +306,22 @@ impl<R: Runtime> Core<R> {
         if to_inbox {
             self.mark_timed();
         }
-        let Ok(replaced) = self
+        let replaced = match self
             .request
             .install(word.version(), kind, Installer::Settle)
-        else {
-            return;
+        {
+            Ok(replaced) => replaced,
+            // The scan closed the RESUMING word: the schedule it waited for
+            // stood for an accepted resume.
+            Err(Refused::Closed) => {
+                self.list_resumed(kind);
+                return;
+            }
+            Err(_) => return,
         };
         match kind {
             Kind::Due => {
-                self.schedule_run(on_closed);
+                self.schedule_run(on_closed == OnClosed::Refuse);
             }
             Kind::At { .. } => {
                 let stamp = Stamp::new(word.version(), kind, now_ns / 1_000);

@@ -19,7 +19,7 @@ use super::task_cell::Called;
 use super::{Core, InboxPush, OnClosed, Runtime};
 use crate::clock::{coalesce, deadline_us};
 use crate::context::{self, Outcome};
-use crate::request::Kind;
+use crate::request::{Installer, Kind, Mark, Refused};
 use crate::state::{Enter, Exit};
 use crate::sync::{Arc, Ordering};
 use std::time::Duration;
@@ -64,12 +64,13 @@ impl<R: Runtime> Core<R> {
             Enter::Entered => {
                 // Entered after the shutdown scan? Then the run is discarded
                 // (and listed), like any armed run: only iterations already
-                // running when shutdown began finish.
+                // running when shutdown began finish. Listed under the
+                // scan's mark, which the scan left for this claim: a firer
+                // that finds the claim stale after this `exit` lists it
+                // otherwise (`Core::list_stale_claim`).
                 let discard = || {
-                    // Listed: a firer that made this run's claim look stale
-                    // must not list it again (`left_a_claim_stale`).
-                    self.stats.listed_unstarted(version);
                     let _ = self.state.exit(version);
+                    self.request.take_mark(Mark::Claim, |_| true)
                 };
                 if self.runtime.is_closed() && !self.runtime.admit_late(self, discard) {
                     return None;
@@ -228,7 +229,7 @@ impl<R: Runtime> Core<R> {
         adopt: Adopt<'_>,
     ) {
         if let Some(push) = self.end(version, result, outcome, adopt) {
-            push.deliver_now(self);
+            push.deliver(self);
         }
     }
 
@@ -315,6 +316,23 @@ impl<R: Runtime> Core<R> {
                 // Resumed while this iteration ran: its delay is the
                 // schedule (see `Core::resume`).
                 self.settle_resuming(next, end_ns, OnClosed::List);
+                // Shut down, and the scan found a claim of a newer run than
+                // this one, which a fire refused since left stale (a claim
+                // made stale before the scan was replaced by the newer
+                // request, which the scan listed): list it, unless that
+                // fire did (`Core::list_stale_claim`).
+                if matches!(
+                    self.request.peek().kind(),
+                    Kind::Closed {
+                        mark: Mark::Claim,
+                        ..
+                    }
+                ) && self
+                    .request
+                    .take_mark(Mark::Claim, |claimed| claimed != version)
+                {
+                    self.runtime.list_discarded(self, Kind::Due);
+                }
                 if adopt.is_some() {
                     self.serve_due(adopt)
                 } else {
@@ -334,15 +352,26 @@ impl<R: Runtime> Core<R> {
             self.requeue(version);
             return None;
         }
-        self.request.publish(version, Kind::Due)?;
-        self.serve_due(adopt)
+        match self.request.install(version, Kind::Due, Installer::Publish) {
+            Ok(_) => self.serve_due(adopt),
+            Err(refused) => {
+                if refused == Refused::Closed {
+                    self.list_owed(Kind::Due);
+                }
+                None
+            }
+        }
     }
 
     /// Scheduler side: `version` is due again at once (a re-run after a
     /// reservation, or a zero re-arm delay).
     pub(super) fn requeue(self: &Arc<Self>, version: u32) {
-        if self.request.publish(version, Kind::Due).is_some() {
-            self.schedule_run(OnClosed::List);
+        match self.request.install(version, Kind::Due, Installer::Publish) {
+            Ok(_) => {
+                self.schedule_run(false);
+            }
+            Err(Refused::Closed) => self.list_owed(Kind::Due),
+            Err(_) => {}
         }
     }
 

@@ -23,7 +23,7 @@
 use super::Core;
 use crate::clock::Clock;
 use crate::context::{Context, Outcome};
-use crate::request::Stamp;
+use crate::request::{Kind, Stamp};
 use crate::sync::{Arc, Mutex, Weak};
 use std::any::Any;
 
@@ -35,7 +35,8 @@ pub(crate) const SHARE_US: u64 = 200;
 /// The runtime a trigger's core runs on (see the module docs).
 pub(crate) trait Runtime: Send + Sync + Sized + 'static {
     /// Whether shutdown has begun. A fire that passes this check may still
-    /// race shutdown: it then re-checks after publishing (`Core::confirm`).
+    /// race shutdown: the scan's close of its request word then decides
+    /// (see `Request::close`).
     fn is_closed(&self) -> bool;
 
     /// The runtime's clock (real or virtual).
@@ -68,8 +69,10 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
     /// timer if it sleeps past it.
     fn poke_timer(&self, deadline: u64);
 
-    /// Lists a new trigger for stats and the shutdown scan; returns its slot.
-    fn register(&self, core: Weak<Core<Self>>) -> u32;
+    /// Lists a new trigger for stats and the shutdown scan; returns its
+    /// slot, and whether the scan has been (it will not close this
+    /// trigger's request word: the trigger starts closed).
+    fn register(&self, core: Weak<Core<Self>>) -> (u32, bool);
 
     /// Frees the slot [`register`](Self::register) returned.
     fn unregister(&self, slot: u32);
@@ -77,13 +80,14 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
     /// Puts a trigger with a `stuck_after` on the monitor's watch list.
     fn watch(&self, core: &Arc<Core<Self>>);
 
-    /// A request met a closed runtime: list what `core` has armed as
-    /// discarded.
-    fn discard_listed(&self, core: &Core<Self>);
+    /// A run the closed request word refused (see `Request::close`),
+    /// whose listing this caller has claimed: list it as discarded.
+    fn list_discarded(&self, core: &Core<Self>, kind: Kind);
 
     /// An iteration entered after shutdown began: whether to run it; if
-    /// not, `discard` is called and the run listed as discarded.
-    fn admit_late(&self, core: &Core<Self>, discard: impl FnOnce()) -> bool;
+    /// not, `discard` is called, and the run listed as discarded if it
+    /// returns `true`.
+    fn admit_late(&self, core: &Core<Self>, discard: impl FnOnce() -> bool) -> bool;
 
     /// Records how an iteration listed in flight ended; whether the
     /// shutdown scan had run.

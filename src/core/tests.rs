@@ -94,15 +94,15 @@ impl Runtime for TestRuntime {
     }
     fn poke_timer(&self, _deadline: u64) {}
     fn poke_timer_now(&self) {}
-    fn register(&self, _core: Weak<Core<Self>>) -> u32 {
+    fn register(&self, _core: Weak<Core<Self>>) -> (u32, bool) {
         let mut next = self.registered.lock().unwrap();
         *next += 1;
-        *next
+        (*next, false)
     }
     fn unregister(&self, _slot: u32) {}
     fn watch(&self, _core: &Arc<Core<Self>>) {}
-    fn discard_listed(&self, _core: &Core<Self>) {}
-    fn admit_late(&self, _core: &Core<Self>, _discard: impl FnOnce()) -> bool {
+    fn list_discarded(&self, _core: &Core<Self>, _kind: crate::request::Kind) {}
+    fn admit_late(&self, _core: &Core<Self>, _discard: impl FnOnce() -> bool) -> bool {
         true
     }
     fn finish_listed(&self, _core: &Core<Self>, _outcome: Outcome) -> bool {

@@ -9,6 +9,9 @@
 //! │ version (30 bits)│ IN_INBOX │ tag (5 bits) │ mantissa (28 bits)  │
 //! └──────────────────┴──────────┴──────────────┴────────────────────┘
 //! tag 0..=19 : AT — deadline ≈ mantissa · 4^tag µs (see below)
+//! tag 25     : CLOSED — the shutdown scan has been: no request goes in;
+//!              the mantissa holds whether the trigger is paused (bit 0)
+//!              and the scan's mark (bits 1..=2, see [`Mark`])
 //! tag 27     : RESUMING — resumed while an iteration ran: that
 //!              iteration's returned delay settles the schedule
 //! tag 28     : PAUSED — nothing requested, and no request is accepted
@@ -77,11 +80,27 @@ const DELAY_BITS: u32 = 26;
 /// are even, so the tag stores `exp / 2` in 5 bits.
 const MAX_EXP: u8 = 38;
 
+const TAG_CLOSED: u8 = 25;
 const TAG_RESUMING: u8 = 27;
 const TAG_PAUSED: u8 = 28;
 const TAG_TAKEN: u8 = 29;
 const TAG_DUE: u8 = 30;
 const TAG_IDLE: u8 = 31;
+
+/// The scan's note in a CLOSED word: a run it could not list, because it
+/// found the run's claim rather than its request, which may still be
+/// owed — listed by whoever takes the mark ([`Request::take_mark`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// Nothing owed.
+    None,
+    /// The scan found TAKEN: a worker's claim not yet entered, a
+    /// reservation's re-run, or what an ended iteration leaves.
+    Claim,
+    /// The scan found RESUMING: the run the schedule asks for once the
+    /// iteration in flight ends.
+    Resuming,
+}
 
 /// What a request word asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +117,14 @@ pub(crate) enum Kind {
     /// that iteration's returned delay (or, if it ended first, the
     /// resume) settles what comes next (see `Core::settle_resuming`).
     Resuming,
+    /// The shutdown scan has been: every install is refused (see
+    /// [`Request::close`]).
+    Closed {
+        /// What the scan found that may still owe a run.
+        mark: Mark,
+        /// Paused (before or after the scan): only `is_paused` asks.
+        paused: bool,
+    },
     /// Run at a deadline (encoded; see [`Kind::deadline`]).
     At {
         /// Unit exponent: units are `2^exp` µs.
@@ -143,6 +170,7 @@ impl Kind {
             Kind::Taken => (TAG_TAKEN, 0),
             Kind::Paused => (TAG_PAUSED, 0),
             Kind::Resuming => (TAG_RESUMING, 0),
+            Kind::Closed { mark, paused } => (TAG_CLOSED, (mark as u64) << 1 | u64::from(paused)),
             Kind::At { exp, mantissa } => (exp / 2, u64::from(mantissa)),
         }
     }
@@ -181,11 +209,25 @@ impl Word {
             TAG_TAKEN => Kind::Taken,
             TAG_PAUSED => Kind::Paused,
             TAG_RESUMING => Kind::Resuming,
+            TAG_CLOSED => Kind::Closed {
+                mark: match (self.0 >> 1) & 3 {
+                    1 => Mark::Claim,
+                    2 => Mark::Resuming,
+                    _ => Mark::None,
+                },
+                paused: self.0 & 1 != 0,
+            },
             half => Kind::At {
                 exp: half * 2,
                 mantissa: (self.0 & MANTISSA_MASK) as u32,
             },
         }
+    }
+
+    /// Whether the shutdown scan has closed the word (CLOSED or
+    /// CLOSED_CLAIM).
+    pub(crate) fn is_closed(self) -> bool {
+        matches!(self.kind(), Kind::Closed { .. })
     }
 
     /// Whether the trigger sits in the timer's inbox.
@@ -240,6 +282,11 @@ impl Stamp {
         }
     }
 
+    /// The request pushed.
+    pub(crate) fn kind(self) -> Kind {
+        self.kind
+    }
+
     /// The pusher's clock.
     pub(crate) fn now_us(self) -> u64 {
         self.now_us
@@ -286,6 +333,8 @@ pub(crate) enum Refused {
     /// The trigger is not paused (a resume's request), or the RESUMING
     /// word was settled or replaced already (a settling one).
     NotPaused,
+    /// The shutdown scan has been (CLOSED or CLOSED_CLAIM): nothing goes in.
+    Closed,
 }
 
 /// The atomic request word of one trigger.
@@ -329,6 +378,7 @@ impl Request {
     /// too); returns the word it replaced, or `None` if refused.
     /// Same-version writes are allowed (exit re-arms, re-runs after a
     /// reservation).
+    #[cfg(test)]
     pub(crate) fn publish(&self, version: u32, kind: Kind) -> Option<Word> {
         self.install(version, kind, Installer::Publish).ok()
     }
@@ -355,6 +405,9 @@ impl Request {
         let fresh = Word::new(version, kind).raw() | if to_inbox { IN_INBOX } else { 0 };
         let resume = installer == Installer::Resume;
         self.update(|current| {
+            if current.is_closed() {
+                return Step::Keep(Err(Refused::Closed));
+            }
             let paused = current.kind() == Kind::Paused;
             if installer == Installer::Settle
                 && (current.kind() != Kind::Resuming || current.version() != version)
@@ -391,10 +444,14 @@ impl Request {
     /// state word, not data handed to anyone (see `Core::pause`).
     pub(crate) fn pause(&self) -> Word {
         self.update(|current| {
-            if current.kind() == Kind::Paused {
-                return Step::Keep(current);
-            }
-            let paused = Word::new(current.version(), Kind::Paused).with_inbox_of(current.raw());
+            let paused = match current.kind() {
+                Kind::Paused | Kind::Closed { paused: true, .. } => return Step::Keep(current),
+                // Shut down: only noted, for `is_paused`; the scan's mark
+                // stays (a run it stands for was accepted before).
+                Kind::Closed { mark, .. } => Kind::Closed { mark, paused: true },
+                _ => Kind::Paused,
+            };
+            let paused = Word::new(current.version(), paused).with_inbox_of(current.raw());
             Step::Store(paused, Ordering::Relaxed, current)
         })
     }
@@ -409,7 +466,8 @@ impl Request {
     /// release sequence running through the word.
     pub(crate) fn catch_up(&self, version: u32) {
         self.update(|current| {
-            if !is_newer(version, current.version()) || matches!(current.kind(), Kind::At { .. }) {
+            let keep = matches!(current.kind(), Kind::At { .. }) || current.is_closed();
+            if keep || !is_newer(version, current.version()) {
                 return Step::Keep(());
             }
             let caught_up = Word::new(version, current.kind()).with_inbox_of(current.raw());
@@ -471,18 +529,64 @@ impl Request {
         (old & IN_INBOX == 0).then_some(Word(old))
     }
 
-    /// Shutdown: claims whatever request is armed (AT or DUE) and leaves
-    /// IDLE in its place; returns what it claimed. Release: a publish that
-    /// comes later in this word's modification order synchronizes with it
-    /// and so sees the scheduler closed (see `scheduler/lifecycle.rs`). No
-    /// Acquire half: the scan reads only the word's bits.
-    pub(crate) fn withdraw(&self) -> Option<Kind> {
+    /// The shutdown scan (under the report's lock): closes the word, so
+    /// that every later install is refused, and returns the word it
+    /// replaced. An armed request (AT or DUE) is the scan's to list; a
+    /// claimed run (TAKEN) leaves CLOSED_CLAIM and a RESUMING word
+    /// CLOSED_RESUMING: the run either may still owe is listed by whoever
+    /// takes the mark ([`take_mark`](Self::take_mark)); anything else
+    /// leaves CLOSED.
+    ///
+    /// So an install either came before this in the word's modification
+    /// order — its request is the scan's to list, or someone claimed it
+    /// first and the claim's run is in flight, or owed under the mark — or
+    /// after it, and is refused: a request can never go in after the scan
+    /// and be claimed by someone other than its installer (a worker, a
+    /// reservation), listed beside an earlier one. Release: a firer whose
+    /// RMW on this word comes later sees the scheduler closed (the flag is
+    /// set before the scan). No Acquire half: the scan reads only the
+    /// word's bits.
+    pub(crate) fn close(&self) -> Word {
         self.update(|current| {
-            if !matches!(current.kind(), Kind::At { .. } | Kind::Due) {
-                return Step::Keep(None);
+            let (mark, paused) = match current.kind() {
+                Kind::Closed { .. } => return Step::Keep(current),
+                Kind::Taken => (Mark::Claim, false),
+                Kind::Resuming => (Mark::Resuming, false),
+                Kind::Paused => (Mark::None, true),
+                _ => (Mark::None, false),
+            };
+            let closed = Kind::Closed { mark, paused };
+            let word = Word::new(current.version(), closed).with_inbox_of(current.raw());
+            Step::Store(word, Ordering::Relaxed, current)
+        })
+    }
+
+    /// Takes the scan's `mark` (CLOSED_CLAIM or CLOSED_RESUMING, see
+    /// [`close`](Self::close)), if `owed` judges the run it stands for (by
+    /// the version the scan found) still owed; returns whether this call
+    /// took it, and so lists that run. Of those who may owe a claim's run
+    /// one lists it: the worker whose claim enters after the scan, the
+    /// ending iteration whose re-run or re-arm the closed word refused, or
+    /// a refused fire whose advance left the claim stale. Relaxed: it
+    /// orders nothing; the listing goes under the report's lock.
+    pub(crate) fn take_mark(&self, mark: Mark, owed: impl Fn(u32) -> bool) -> bool {
+        self.update(|current| {
+            let Kind::Closed {
+                mark: found,
+                paused,
+            } = current.kind()
+            else {
+                return Step::Keep(false);
+            };
+            if found != mark || !owed(current.version()) {
+                return Step::Keep(false);
             }
-            let idle = Word::new(current.version(), Kind::Idle).with_inbox_of(current.raw());
-            Step::Store(idle, Ordering::Release, Some(current.kind()))
+            let kept = Kind::Closed {
+                mark: Mark::None,
+                paused,
+            };
+            let word = Word::new(current.version(), kept).with_inbox_of(current.raw());
+            Step::Store(word, Ordering::Relaxed, true)
         })
     }
 

@@ -101,8 +101,9 @@ impl Runtime for Shared {
         self.pool.poke(deadline);
     }
 
-    /// Lists a new trigger for stats and the shutdown scan; returns its slot.
-    fn register(&self, core: Weak<Core<Self>>) -> u32 {
+    /// Lists a new trigger for stats and the shutdown scan; returns its
+    /// slot, and whether the scan has been.
+    fn register(&self, core: Weak<Core<Self>>) -> (u32, bool) {
         self.lifecycle.register(core)
     }
 
@@ -121,15 +122,15 @@ impl Runtime for Shared {
         self.pool.unpark_monitor();
     }
 
-    /// A request met a closed scheduler: list what `core` has armed as
-    /// discarded (see `lifecycle.rs`).
-    fn discard_listed(&self, core: &Core<Self>) {
-        self.lifecycle.discard_live(core);
+    /// A run the closed request word refused, its listing claimed by the
+    /// caller (see `Lifecycle::list`).
+    fn list_discarded(&self, core: &Core<Self>, kind: crate::request::Kind) {
+        self.lifecycle.list(core, kind);
     }
 
     /// An iteration entered after shutdown began: whether to run it (see
     /// `Lifecycle::admit_late`).
-    fn admit_late(&self, core: &Core<Self>, discard: impl FnOnce()) -> bool {
+    fn admit_late(&self, core: &Core<Self>, discard: impl FnOnce() -> bool) -> bool {
         self.lifecycle.admit_late(core, discard)
     }
 

@@ -4,24 +4,36 @@
 //! # Exactness: how a fire racing shutdown is never lost
 //!
 //! Shutdown sets `closed`, closes the queues, then scans every registered
-//! trigger under the report lock: it *withdraws* the armed request (an RMW
-//! on the request word that claims AT/DUE and leaves IDLE) and lists it,
-//! and reads the state word with an RMW to list the iteration in flight.
+//! trigger under the report lock: it *closes* the request word (one RMW,
+//! `Request::close`) and reads the state word with an RMW to list the
+//! iteration in flight. A closed word refuses every install from then on.
 //!
-//! * A firer re-checks `closed` after publishing. If the scan's withdraw
-//!   came first in the request word's modification order, the firer's
-//!   publish synchronized with it (both AcqRel), so the firer sees `closed`
-//!   and takes its request back (`withdraw_own`): the fire is **rejected**.
-//!   Otherwise the scan claimed the firer's request (or a newer one): it is
-//!   **listed**, and `withdraw_own` fails, so the firer reports success.
-//! * Scheduler-internal requests (timer expiry, re-runs, re-arms) that meet
-//!   a closed queue are claimed and listed by whoever met it
-//!   ([`Lifecycle::discard_live`]).
-//! * A worker that *entered* an iteration after the scan read its state
-//!   word synchronized with that read, so it sees `closed`; under the report
-//!   lock it then finds the trigger not listed in flight, and discards the
-//!   run, listing it as discarded. One that entered before the scan is
-//!   listed in flight and runs to completion; its outcome is recorded.
+//! * **An install before the close** (in the word's modification order) is
+//!   accepted. The close finds its request (or a newer one that stands for
+//!   it) and lists it — or finds it claimed: by a worker (TAKEN), whose run
+//!   is then in flight, or enters after the scan and is listed by it
+//!   ([`Lifecycle::admit_late`]); or by a reservation, whose re-run the
+//!   ending iteration lists when the closed word refuses it.
+//! * **An install after the close** is refused: the fire returns
+//!   `FireError::Shutdown`. No request can go in after the scan and be
+//!   claimed by someone else before its firer could take it back, so
+//!   nothing is both refused and run, nor listed beside an earlier run.
+//! * **A claim the scan could not list**: a worker's TAKEN that has not
+//!   entered, a reservation, a RESUMING word. The close leaves a mark in
+//!   the word, and whoever lists the run it may still owe takes the mark
+//!   first (`Request::take_mark`), so it is listed once: the worker that
+//!   enters late, the ending iteration whose re-run or re-arm is refused,
+//!   the settle of the RESUMING word, or a refused fire (or suspend) whose
+//!   advance left a worker's claim stale — its `enter` then drops it, and
+//!   without the fire's listing an accepted run would be lost
+//!   (`Core::list_stale_claim`).
+//! * **Iterations**: a worker that *entered* after the scan read its
+//!   state word synchronized with that read, so it sees `closed`; under
+//!   the report lock it then finds the trigger not listed in flight, and
+//!   discards the run, listing it under the mark. One that entered before
+//!   the scan is listed in flight and runs to completion; its outcome is
+//!   recorded.
+//! * A trigger registered after the scan took its list starts closed.
 //!
 //! The report lock serializes the scan of each trigger with these
 //! decisions, so a run is listed once: as discarded or as in flight.
@@ -60,6 +72,9 @@ struct Registry<R: Runtime> {
     /// lock (see `chunked.rs`).
     slots: Chunked<Weak<Core<R>>>,
     free: Vec<u32>,
+    /// The shutdown scan has taken its list: a trigger registered from
+    /// now on is not scanned, and starts closed.
+    scanned: bool,
 }
 
 fn key<R: Runtime>(core: &Core<R>) -> usize {
@@ -72,6 +87,7 @@ impl<R: Runtime> Default for Lifecycle<R> {
             registry: Mutex::new(Registry {
                 slots: Chunked::new(),
                 free: Vec::new(),
+                scanned: false,
             }),
             watched: Mutex::new(Vec::new()),
             draft: Mutex::new(None),
@@ -81,10 +97,11 @@ impl<R: Runtime> Default for Lifecycle<R> {
 }
 
 impl<R: Runtime> Lifecycle<R> {
-    /// Registers a new trigger; returns its slot.
-    pub(crate) fn register(&self, core: Weak<Core<R>>) -> u32 {
+    /// Registers a new trigger; returns its slot, and whether the shutdown
+    /// scan has taken its list already (then the trigger starts closed).
+    pub(crate) fn register(&self, core: Weak<Core<R>>) -> (u32, bool) {
         let mut registry = lock(&self.registry);
-        match registry.free.pop() {
+        let slot = match registry.free.pop() {
             Some(slot) => {
                 registry.slots[slot as usize] = core;
                 slot
@@ -93,7 +110,8 @@ impl<R: Runtime> Lifecycle<R> {
                 registry.slots.push(core);
                 u32::try_from(registry.slots.len() - 1).expect("fewer than 2^32 triggers")
             }
-        }
+        };
+        (slot, registry.scanned)
     }
 
     /// Whether `shutdown_now` was called, for an async iteration (read
@@ -178,7 +196,15 @@ impl<R: Runtime> Lifecycle<R> {
     /// calls included).
     #[must_use = "dropping the scanned triggers here may run a task's destructor under the caller's lock"]
     pub(crate) fn scan(&self, now_us: u64) -> Vec<Arc<Core<R>>> {
-        let cores = self.live();
+        let cores = {
+            let mut registry = lock(&self.registry);
+            registry.scanned = true;
+            registry
+                .slots
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect::<Vec<_>>()
+        };
         {
             let mut guard = lock(&self.draft);
             let draft = guard.insert(Draft {
@@ -186,8 +212,9 @@ impl<R: Runtime> Lifecycle<R> {
                 ..Draft::default()
             });
             for core in &cores {
-                if let Some(kind) = core.request().withdraw() {
-                    draft.list_discarded(core, kind);
+                let closed = core.request().close();
+                if matches!(closed.kind(), Kind::At { .. } | Kind::Due) {
+                    draft.list_discarded(core, closed.kind());
                 }
                 if core.touch_state().is_running() {
                     draft.in_flight_keys.push(Some(key(core)));
@@ -205,22 +232,10 @@ impl<R: Runtime> Lifecycle<R> {
         cores
     }
 
-    /// A request met a closed scheduler: claim whatever `core` has armed and
-    /// list it as discarded (nothing if the scan or someone else did).
-    pub(crate) fn discard_live(&self, core: &Core<R>) {
-        let mut draft = lock(&self.draft);
-        // Before the scan has run, leave the request for the scan to list.
-        if let Some(draft) = draft.as_mut() {
-            if let Some(kind) = core.request().withdraw() {
-                draft.list_discarded(core, kind);
-            }
-        }
-    }
-
     /// A worker entered an iteration and then saw the scheduler closed:
     /// returns whether to run it (the scan listed it in flight). If not,
     /// `discard` is called under the report lock and the run is listed.
-    pub(crate) fn admit_late(&self, core: &Core<R>, discard: impl FnOnce()) -> bool {
+    pub(crate) fn admit_late(&self, core: &Core<R>, discard: impl FnOnce() -> bool) -> bool {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
             return true; // closed, but the scan has not run yet: it will list it
@@ -228,9 +243,19 @@ impl<R: Runtime> Lifecycle<R> {
         if draft.in_flight_keys.contains(&Some(key(core))) {
             return true;
         }
-        discard();
-        draft.list_discarded(core, Kind::Due);
+        if discard() {
+            draft.list_discarded(core, Kind::Due);
+        }
         false
+    }
+
+    /// A run that the closed request word refused, and whose listing the
+    /// caller claimed (`Request::take_mark`): list it as discarded. The
+    /// scan has run (it closed the word).
+    pub(crate) fn list(&self, core: &Core<R>, kind: Kind) {
+        if let Some(draft) = lock(&self.draft).as_mut() {
+            draft.list_discarded(core, kind);
+        }
     }
 
     /// Records how an iteration listed in flight ended; returns whether

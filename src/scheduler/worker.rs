@@ -120,10 +120,11 @@ fn hold_timer(
                 return false;
             }
             Step::Retired => return true,
+            // Never queued: each was marked due before the shutdown scan
+            // closed its word, so the scan lists it (see `Request::close`).
+            // Dropped here, outside every lock.
             Step::Closed(never_queued) => {
-                for core in &never_queued {
-                    shared.lifecycle.discard_live(core);
-                }
+                drop(never_queued);
                 return false;
             }
         }
@@ -144,11 +145,10 @@ pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> b
             let start = shared
                 .pool
                 .monitor_turned(watch, timer, &mut due, &shared.limits);
-            // Left only if the pool closed meanwhile: never queued, so the
-            // shutdown report lists them (as a holder's `Step::Closed`).
-            for core in &due {
-                shared.lifecycle.discard_live(core);
-            }
+            // Left only if the pool closed meanwhile: never queued, and
+            // listed by the shutdown scan (as a holder's `Step::Closed`);
+            // dropped here, outside every lock.
+            drop(due);
             start
         }
     }

@@ -270,18 +270,10 @@ impl Counters {
         advances.saturating_sub(rare.suspends.load(Relaxed))
     }
 
-    /// The version of the last iteration that started, or was entered
-    /// and then listed unstarted (the start version before any).
+    /// The version of the last iteration that started (the start version
+    /// before any).
     pub(crate) fn last_started_version(&self) -> u32 {
         self.last_version.load(Relaxed)
-    }
-
-    /// Worker side (the holder of RUNNING): the run of `version` entered
-    /// after the shutdown scan and was listed in the report instead of
-    /// run; its claim is accounted for (nothing else is counted: it served
-    /// no fire).
-    pub(crate) fn listed_unstarted(&self, version: u32) {
-        self.last_version.store(version, Relaxed);
     }
 
     /// Whether an iteration ever started.
@@ -454,6 +446,8 @@ impl Counters {
             Kind::Idle => TriggerState::Idle,
             Kind::Paused => TriggerState::Paused,
             Kind::Resuming => TriggerState::Idle,
+            // Closed by the shutdown scan, which set `closed` first.
+            Kind::Closed { .. } => TriggerState::ShutDown,
         }
     }
 }
