@@ -240,6 +240,20 @@ impl State {
         Snapshot(self.word.fetch_or(0, Ordering::AcqRel))
     }
 
+    /// The shutdown scan found a worker's claim of the live version not
+    /// entered, and the word idle as `seen` (its `touch` read it): advances
+    /// the version, so the claim's `enter` finds it stale and the scan
+    /// lists the run instead. One compare-exchange from exactly `seen`:
+    /// fails if the worker entered meanwhile (or anything else changed).
+    /// Relaxed: the claim's `enter` only has to fail; nothing is handed
+    /// over, and the run is listed under the report's lock.
+    pub fn steal(&self, seen: Snapshot) -> bool {
+        let stolen = word_of(next_version(seen.version()));
+        self.word
+            .compare_exchange(seen.0, stolen, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Every transition goes through the one compare-exchange loop of
     /// `word.rs`: `step` maps the word it read to a [`Step`] — write a new
     /// word (with the ordering that transition's arm needs, see

@@ -3,7 +3,7 @@
 //! — and the core's hand-offs to the runtime: a due run into the run queue
 //! (`schedule_run`), a deadline into the timer's inbox (`publish_at`,
 //! [`InboxPush`]), a run the closed request word refused into the shutdown
-//! report (`list_owed`, `list_stale_claim`), and the timer's expiry back
+//! report (`list_owed`, `claim_unstarted`), and the timer's expiry back
 //! (`expire`). The runner side (`run.rs`) hands its re-runs and re-arms on
 //! through the same doors.
 //!
@@ -253,30 +253,27 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// A request of this trigger's met the word the shutdown scan closed
-    /// (see `Request::close`), and this call advanced the version first (a
-    /// fire, a suspend): if the scan found a worker's claim (TAKEN) of an
-    /// earlier, accepted fire's run that never started, that advance made
-    /// it stale — the worker's `enter` drops it —, so list the run here,
-    /// unless someone listed it already: if nothing runs now, and the last
-    /// run started was not that one (TAKEN is also what an ended iteration
-    /// leaves; its start recorded its version before its `exit`).
-    ///
-    /// "Nothing runs" is read with an RMW (`touch`), not a load: a load
-    /// could return this call's own advance, made while an iteration ran,
-    /// though that iteration has ended since — and its end, seeing no
-    /// closed word yet, listed nothing either. The RMW reads the latest
-    /// state: an `exit` before it published the start it recorded (the
-    /// touch's Acquire); one after it reads its Release, so that iteration
-    /// sees the closed word this call read, and lists the claim itself
-    /// (`Core::end`).
-    pub(super) fn list_stale_claim(&self) {
-        let running = self.state.touch().is_running();
-        let last_started = self.stats.last_started_version();
-        let stale = |claimed: u32| !running && last_started != claimed;
-        if self.request.take_mark(Mark::Claim, stale) {
-            self.runtime.list_discarded(self, Kind::Due);
+    /// The shutdown scan closed the word over a claim (TAKEN) of `claimed`,
+    /// and its `touch` read the state word as `state`, idle: whether the
+    /// scan lists the claim's run, which never started. If it started (the
+    /// last start recorded that version; the ended iteration's `exit`,
+    /// which the touch read, published it), nothing is owed. Otherwise the
+    /// claim's `enter` is made to fail — it fails already if a fire
+    /// advanced the version since (then refused by the closed word) — and
+    /// the scan lists the run now: nobody else would (that fire is refused
+    /// and lists nothing, it may get there only after `shutdown` returned).
+    /// If the worker enters first, it lists the run itself (`admit_late`).
+    /// Under the report's lock.
+    pub(crate) fn claim_unstarted(&self, claimed: u32, state: crate::state::Snapshot) -> bool {
+        if self.stats.last_started_version() == claimed {
+            return false;
         }
+        let unclaimable = state.version() != claimed || self.state.steal(state);
+        if unclaimable && state.version() == claimed {
+            // The stolen advance is no fire.
+            self.rare().counters.not_a_fire();
+        }
+        unclaimable && self.request.take_mark(Mark::Claim, |_| true)
     }
 
     /// The scheduler's own request for a run (a re-run, a re-arm, a
@@ -389,7 +386,6 @@ impl<R: Runtime> Core<R> {
             }
             Err(Refused::Closed) => {
                 self.rare().counters.not_a_fire();
-                self.list_stale_claim();
                 Err(self.refused_shutdown())
             }
             Err(Refused::Newer | Refused::NotPaused) => Ok(None),

@@ -94,11 +94,6 @@ impl<R: Runtime> Core<R> {
         let installed = self
             .request
             .install(version, Kind::Idle, Installer::Publish);
-        if installed == Err(Refused::Closed) {
-            // Shut down: nothing is pending to cancel, but the advance may
-            // have left an accepted fire's claimed run stale.
-            self.list_stale_claim();
-        }
         (version, installed == Err(Refused::Paused))
     }
 

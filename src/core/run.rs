@@ -65,9 +65,8 @@ impl<R: Runtime> Core<R> {
                 // Entered after the shutdown scan? Then the run is discarded
                 // (and listed), like any armed run: only iterations already
                 // running when shutdown began finish. Listed under the
-                // scan's mark, which the scan left for this claim: a firer
-                // that finds the claim stale after this `exit` lists it
-                // otherwise (`Core::list_stale_claim`).
+                // scan's mark, which the scan left for this claim when it
+                // could not make the claim fail (`Core::claim_unstarted`).
                 let discard = || {
                     let _ = self.state.exit(version);
                     self.request.take_mark(Mark::Claim, |_| true)
@@ -316,11 +315,14 @@ impl<R: Runtime> Core<R> {
                 // Resumed while this iteration ran: its delay is the
                 // schedule (see `Core::resume`).
                 self.settle_resuming(next, end_ns, OnClosed::List);
-                // Shut down, and the scan found a claim of a newer run than
-                // this one, which a fire refused since left stale (a claim
-                // made stale before the scan was replaced by the newer
-                // request, which the scan listed): list it, unless that
-                // fire did (`Core::list_stale_claim`).
+                // Shut down while this iteration ran, and the scan found a
+                // claim of a newer run than this one (a reservation) that a
+                // fire refused by the closed word cancelled with its advance:
+                // list that run. (A claim made stale before the scan was
+                // replaced by the newer request, which the scan listed; one
+                // the scan found idle it listed itself.) This `exit` read
+                // the scan's `touch` or a later RMW of its release sequence,
+                // so the look sees the closed word.
                 if matches!(
                     self.request.peek().kind(),
                     Kind::Closed {

@@ -18,15 +18,17 @@
 //!   `FireError::Shutdown`. No request can go in after the scan and be
 //!   claimed by someone else before its firer could take it back, so
 //!   nothing is both refused and run, nor listed beside an earlier run.
-//! * **A claim the scan could not list**: a worker's TAKEN that has not
-//!   entered, a reservation, a RESUMING word. The close leaves a mark in
-//!   the word, and whoever lists the run it may still owe takes the mark
-//!   first (`Request::take_mark`), so it is listed once: the worker that
-//!   enters late, the ending iteration whose re-run or re-arm is refused,
-//!   the settle of the RESUMING word, or a refused fire (or suspend) whose
-//!   advance left a worker's claim stale — its `enter` then drops it, and
-//!   without the fire's listing an accepted run would be lost
-//!   (`Core::list_stale_claim`).
+//! * **A claim rather than a request**: a worker's TAKEN that has not
+//!   entered, a reservation, a RESUMING word. A worker's claim the scan
+//!   finds idle and never started it lists itself, and makes the claim's
+//!   `enter` fail (`Core::claim_unstarted`) — a fire refused by the closed
+//!   word may have made it fail already, with its advance, and lists
+//!   nothing: a refused fire may get there only after `shutdown` returned.
+//!   Otherwise the close leaves a mark in the word, and whoever then owes
+//!   the run takes the mark first (`Request::take_mark`), so it is listed
+//!   once, on one of the scheduler's own threads: the worker that enters
+//!   late, the ending iteration whose re-run, re-arm or settle is refused
+//!   (or whose reservation a refused fire's advance cancelled).
 //! * **Iterations**: a worker that *entered* after the scan read its
 //!   state word synchronized with that read, so it sees `closed`; under
 //!   the report lock it then finds the trigger not listed in flight, and
@@ -213,10 +215,17 @@ impl<R: Runtime> Lifecycle<R> {
             });
             for core in &cores {
                 let closed = core.request().close();
-                if matches!(closed.kind(), Kind::At { .. } | Kind::Due) {
-                    draft.list_discarded(core, closed.kind());
+                let state = core.touch_state();
+                match closed.kind() {
+                    Kind::At { .. } | Kind::Due => draft.list_discarded(core, closed.kind()),
+                    Kind::Taken
+                        if !state.is_running() && core.claim_unstarted(closed.version(), state) =>
+                    {
+                        draft.list_discarded(core, Kind::Due);
+                    }
+                    _ => {}
                 }
-                if core.touch_state().is_running() {
+                if state.is_running() {
                     draft.in_flight_keys.push(Some(key(core)));
                     draft.report.in_flight.push(InFlightRun {
                         trigger: core.name().map(str::to_owned),
