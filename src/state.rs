@@ -181,6 +181,18 @@ pub enum Enter {
     Stale,
 }
 
+/// Outcome of [`State::steal`].
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steal {
+    /// The version moved on: the claim's `enter` fails.
+    Stolen,
+    /// A fire had moved it on already: the claim's `enter` fails.
+    Stale,
+    /// The claim's worker entered: it lists the run itself.
+    Entered,
+}
+
 /// Outcome of [`State::reserve`].
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,18 +252,26 @@ impl State {
         Snapshot(self.word.fetch_or(0, Ordering::AcqRel))
     }
 
-    /// The shutdown scan found a worker's claim of the live version not
-    /// entered, and the word idle as `seen` (its `touch` read it): advances
-    /// the version, so the claim's `enter` finds it stale and the scan
-    /// lists the run instead. One compare-exchange from exactly `seen`:
-    /// fails if the worker entered meanwhile (or anything else changed).
+    /// The shutdown scan found a worker's claim of `claimed`, not entered
+    /// when its `touch` read this word: advances the version, so the
+    /// claim's `enter` fails and the scan lists the run instead — unless
+    /// the claim is stale already (a fire advanced since), or the worker
+    /// entered meanwhile. Every value the loop reads is at or after the
+    /// scan's `touch` (coherence), so both refusals are current: versions
+    /// only move on, and RUNNING set means the claim's worker entered.
     /// Relaxed: the claim's `enter` only has to fail; nothing is handed
     /// over, and the run is listed under the report's lock.
-    pub fn steal(&self, seen: Snapshot) -> bool {
-        let stolen = word_of(next_version(seen.version()));
-        self.word
-            .compare_exchange(seen.0, stolen, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
+    pub fn steal(&self, claimed: u32) -> Steal {
+        self.update(|current| {
+            if version_of(current) != claimed {
+                Step::Keep(Steal::Stale)
+            } else if current & RUNNING != 0 {
+                Step::Keep(Steal::Entered)
+            } else {
+                let stolen = word_of(next_version(claimed));
+                Step::Store(stolen, Ordering::Relaxed, Steal::Stolen)
+            }
+        })
     }
 
     /// Every transition goes through the one compare-exchange loop of

@@ -235,11 +235,18 @@ fn fire_and_wait_on_a_paused_trigger_is_refused_and_a_waiter_is_released_by_paus
 fn after_shutdown_pause_works_and_resume_is_refused() {
     let sim = Scheduler::builder().build_virtual();
     let (trigger, _runs) = periodic(&sim);
+    let (later, _later_runs) = periodic(&sim);
     trigger.pause();
     sim.shutdown();
     trigger.pause();
     assert_eq!(trigger.resume(), Err(FireError::Shutdown));
     assert!(trigger.is_paused());
+    // Paused first after shutdown: it says so too, and stays refused.
+    assert!(!later.is_paused());
+    later.pause();
+    assert!(later.is_paused());
+    assert_eq!(later.resume(), Err(FireError::Shutdown));
+    assert_eq!(later.fire(), Err(FireError::Shutdown));
     // A paused trigger has nothing armed to report.
     assert!(sim.shutdown_report().unwrap().discarded().is_empty());
 }

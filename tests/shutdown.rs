@@ -428,3 +428,82 @@ fn a_task_dropped_by_the_shutdown_may_call_the_scheduler() {
     release_tx.send(()).unwrap();
     shutting.join().unwrap();
 }
+
+/// One trigger, two threads firing it flat out — `fire` and `fire_after`
+/// mixed, so fires land during iterations (reserving, coalescing,
+/// cancelling reservations) — racing each kind of shutdown. Whatever the
+/// interleaving: the last accepted fire is served by a run that saw it
+/// (each fire publishes its number before it fires), or a run is listed —
+/// or, after `shutdown_now`, the iteration listed in flight was cancelled
+/// —, and at most one run is listed: the report never lists a run twice,
+/// nor misses one an accepted fire is owed.
+#[test]
+fn fires_during_runs_racing_shutdown_are_served_or_listed_once() {
+    use std::sync::atomic::AtomicU64;
+    for round in 0..60u64 {
+        let scheduler = Scheduler::builder().workers(1).build().unwrap();
+        let published = Arc::new(AtomicU64::new(0));
+        let seen = Arc::new(AtomicU64::new(0));
+        let trigger = {
+            let (published, seen) = (published.clone(), seen.clone());
+            Trigger::builder(&scheduler).name("busy").bind(move || {
+                seen.fetch_max(published.load(Ordering::SeqCst), Ordering::SeqCst);
+                thread::sleep(Duration::from_micros(20));
+                None
+            })
+        };
+        let next = Arc::new(AtomicU64::new(0));
+        let go = Arc::new(Barrier::new(3));
+        let firers: Vec<_> = (0..2)
+            .map(|_| {
+                let (trigger, published, next, go) =
+                    (trigger.clone(), published.clone(), next.clone(), go.clone());
+                thread::spawn(move || {
+                    go.wait();
+                    let mut last = 0;
+                    // Bounded: shutdown comes within milliseconds.
+                    for _ in 0..1_000_000 {
+                        let k = next.fetch_add(1, Ordering::SeqCst) + 1;
+                        published.fetch_max(k, Ordering::SeqCst);
+                        let result = if k % 2 == 0 {
+                            trigger.fire_after(Duration::from_micros((k % 7 + 1) * 50))
+                        } else {
+                            trigger.fire()
+                        };
+                        match result {
+                            Ok(()) => last = k,
+                            Err(FireError::Shutdown) => return last,
+                            Err(other) => panic!("unexpected {other}"),
+                        }
+                    }
+                    panic!("never refused");
+                })
+            })
+            .collect();
+        go.wait();
+        thread::sleep(Duration::from_micros(300 * (round % 7)));
+        let report = match round % 3 {
+            0 => {
+                scheduler.shutdown();
+                assert!(scheduler.await_termination(PATIENCE));
+                scheduler.shutdown_report().unwrap()
+            }
+            1 => scheduler.shutdown_now(),
+            _ => scheduler.shutdown_and_join(),
+        };
+        let last = firers.into_iter().map(|f| f.join().unwrap()).max().unwrap();
+        let listed = report.discarded().len();
+        assert!(listed <= 1, "round {round}: listed twice: {report}");
+        let cancelled = report
+            .in_flight()
+            .iter()
+            .any(|run| run.outcome() == Outcome::Cancelled);
+        if seen.load(Ordering::SeqCst) < last && !cancelled {
+            assert_eq!(
+                listed,
+                1,
+                "round {round}: fire {last} accepted, but no run saw it and none is listed: {report}"
+            );
+        }
+    }
+}

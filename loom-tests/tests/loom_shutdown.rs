@@ -107,7 +107,9 @@ fn a_fire_racing_shutdown_is_refused_or_listed_never_lost() {
 /// withdrawn with it — and never be run or listed as well as refused.
 #[test]
 fn a_refused_fire_never_takes_an_accepted_fires_claimed_run_with_it() {
-    run_model(|| {
+    // Bound 4: the fire's advance must land between the scan's two looks
+    // at the state word.
+    run_model_bounded(4, || {
         let h = Arc::new(Harness::new());
         let runs = Count::default();
         let r = runs.clone();
@@ -170,8 +172,9 @@ fn is_shutdown_sees_what_preceded_shutdown() {
 
 /// A fire whose trigger is still marked queued when shutdown closes the
 /// queue (the queued dispatch was dropped by the close) must still be
-/// refused or listed: it finds the scheduler closed through the scan's
-/// Release withdraw on the request word.
+/// refused or listed: its install comes before the scan's close of the
+/// request word (accepted, and listed with the first) or after it
+/// (refused).
 #[test]
 fn a_fire_coalescing_onto_a_dropped_dispatch_is_refused_or_listed() {
     run_model(|| {
@@ -193,7 +196,8 @@ fn a_fire_coalescing_onto_a_dropped_dispatch_is_refused_or_listed() {
         assert_eq!(listed, 1, "listed {listed}, second {second:?}");
         assert!(!h.run_one(), "nothing dispatched after shutdown");
         // Nothing is left armed and unaccounted for: an accepted second
-        // fire was coalesced into the listed run, a refused one withdrawn.
+        // fire was coalesced into the listed run, a refused one installed
+        // nothing.
         assert!(!h.is_armed(&trigger), "an armed request escaped the report");
     });
 }
@@ -526,5 +530,49 @@ fn a_fire_accepted_before_shutdown_is_in_the_report_it_leaves() {
             assert!(accounted >= 1, "an accepted fire is missing: {report:?}");
         }
         firer.join().unwrap();
+    });
+}
+
+/// A fire accepted before shutdown whose run a worker claims and then
+/// defers (the cooldown is not over), while a later fire, refused by
+/// shutdown, advances the version: the deferred run is owed to the
+/// accepted fire, and is listed — once.
+#[test]
+fn a_deferred_run_racing_shutdown_is_listed_once() {
+    // Bound 3: the refused fire's advance lands between the worker's
+    // claim and its `enter`'s deferral.
+    run_model_bounded(3, || {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("cooled")
+            .min_interval(Duration::from_micros(50))
+            .bind(move || {
+                r.bump();
+                None
+            });
+        trigger.fire().unwrap();
+        h.run_one(); // the first run, at time 0: the cooldown runs to 50 µs
+        trigger.fire().unwrap(); // accepted, queued
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one(); // claims it, enters, and defers it (or finds it stale)
+            })
+        };
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire())
+        };
+        h.scheduler().shutdown();
+        let second = firer.join().unwrap();
+        worker.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        let (listed, ran) = (report.discarded().len(), runs.get() - 1);
+        assert_eq!(ran, 0, "the cooldown holds");
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        assert_eq!(listed, 1, "second {second:?}: {report:?}");
     });
 }

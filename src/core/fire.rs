@@ -2,16 +2,16 @@
 //! `fire_and_wait`, `suspend`, called from any thread, any number at once
 //! — and the core's hand-offs to the runtime: a due run into the run queue
 //! (`schedule_run`), a deadline into the timer's inbox (`publish_at`,
-//! [`InboxPush`]), a run the closed request word refused into the shutdown
-//! report (`list_owed`, `claim_unstarted`), and the timer's expiry back
-//! (`expire`). The runner side (`run.rs`) hands its re-runs and re-arms on
-//! through the same doors.
+//! [`InboxPush`]), and the timer's expiry back (`expire`); what meets the
+//! request word the shutdown scan closed is in `closed.rs`. The runner
+//! side (`run.rs`) hands its re-runs and re-arms on through the same
+//! doors.
 //!
 //! # Ground rules
 //!
 //! A firer only ever does read-modify-writes on the state word (`advance`,
-//! `advance_fire`, `reserve`) and the request word (`install`, `take_due`,
-//! `take_mark`), then hands the trigger on. It never touches the task
+//! `advance_fire`, `reserve`) and the request word (`install`, `take_due`),
+//! then hands the trigger on. It never touches the task
 //! cell. Its install decides a race with shutdown: one before the scan's
 //! close of the word is accepted (the scan lists it, or its claim's run is
 //! run or listed), one after it is refused (see `scheduler/lifecycle.rs`).
@@ -30,7 +30,7 @@ use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
-use crate::request::{is_newer, Installer, Kind, Mark, Refused, Stamp, Word};
+use crate::request::{is_newer, Installer, Kind, Refused, Stamp, Word};
 use crate::state::Reserve;
 use crate::sync::{Arc, Ordering};
 use std::time::Duration;
@@ -238,52 +238,15 @@ impl<R: Runtime> Core<R> {
         };
         match self.state.reserve(version) {
             Reserve::Reserved | Reserve::Stale => true,
-            // The iteration ended meanwhile: hand the request back — or,
-            // the scan having closed the word, list the accepted run.
-            Reserve::NotRunning => {
-                match self.request.install(version, Kind::Due, Installer::Publish) {
-                    Ok(_) => false,
-                    Err(Refused::Closed) => {
-                        self.list_owed(Kind::Due);
-                        true
-                    }
-                    Err(_) => true,
-                }
-            }
-        }
-    }
-
-    /// The shutdown scan closed the word over a claim (TAKEN) of `claimed`,
-    /// and its `touch` read the state word as `state`, idle: whether the
-    /// scan lists the claim's run, which never started. If it started (the
-    /// last start recorded that version; the ended iteration's `exit`,
-    /// which the touch read, published it), nothing is owed. Otherwise the
-    /// claim's `enter` is made to fail — it fails already if a fire
-    /// advanced the version since (then refused by the closed word) — and
-    /// the scan lists the run now: nobody else would (that fire is refused
-    /// and lists nothing, it may get there only after `shutdown` returned).
-    /// If the worker enters first, it lists the run itself (`admit_late`).
-    /// Under the report's lock.
-    pub(crate) fn claim_unstarted(&self, claimed: u32, state: crate::state::Snapshot) -> bool {
-        if self.stats.last_started_version() == claimed {
-            return false;
-        }
-        let unclaimable = state.version() != claimed || self.state.steal(state);
-        if unclaimable && state.version() == claimed {
-            // The stolen advance is no fire.
-            self.rare().counters.not_a_fire();
-        }
-        unclaimable && self.request.take_mark(Mark::Claim, |_| true)
-    }
-
-    /// The scheduler's own request for a run (a re-run, a re-arm, a
-    /// cooldown's, a resume's schedule) met the word the shutdown scan
-    /// closed: that run stood for an accepted fire or schedule, and is
-    /// listed — by this call, if it takes the scan's mark first (see
-    /// `Request::take_mark`).
-    pub(super) fn list_owed(&self, kind: Kind) {
-        if self.request.take_mark(Mark::Claim, |_| true) {
-            self.runtime.list_discarded(self, kind);
+            // The iteration ended meanwhile: hand the request back. Refused
+            // by the closed word: nothing to hand on. The scan lists this claim if it
+            // found it idle, or the iteration that ran as it closed the
+            // word does, ending (`list_marked_claim`): the scheduler's own
+            // threads list, never a firer's.
+            Reserve::NotRunning => self
+                .request
+                .install(version, Kind::Due, Installer::Publish)
+                .is_err(),
         }
     }
 

@@ -83,6 +83,7 @@ pub(crate) use pause::ResumeTo;
 pub(crate) use runtime::Runtime;
 pub(crate) use task_cell::TaskCell;
 
+mod closed;
 mod fire;
 mod give_way;
 pub(crate) mod iteration;

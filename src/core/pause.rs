@@ -240,12 +240,10 @@ impl<R: Runtime> Core<R> {
             }
             _ => {}
         }
-        // Shutdown began meanwhile: take the request back and stay paused
-        // — unless the shutdown scan listed it already (then it stands).
-        if self.runtime.is_closed() && self.request.withdraw_own(version, kind) {
-            self.request.pause();
-            return Err(FireError::Shutdown);
-        }
+        // Installed, the resume is accepted, shutdown or not: the install
+        // came before the scan closed the word, so the scan lists its
+        // request, or the iteration or worker that holds it runs or lists
+        // it (see `Request::close`).
         Ok(true)
     }
 
@@ -268,6 +266,11 @@ impl<R: Runtime> Core<R> {
     /// a delay past the clock's range meaning none (it never comes due).
     fn schedule_of(&self, delay: Option<Duration>, now_ns: u64) -> (Kind, u64) {
         self.request_for(delay, now_ns).unwrap_or((Kind::Idle, 0))
+    }
+
+    /// [`schedule_of`](Self::schedule_of), for the shutdown scan.
+    pub(super) fn schedule_at(&self, delay: Option<Duration>, now_ns: u64) -> (Kind, u64) {
+        self.schedule_of(delay, now_ns)
     }
 
     /// Settles a RESUMING word into the request `delay` asks for (see

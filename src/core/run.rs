@@ -126,6 +126,9 @@ impl<R: Runtime> Core<R> {
             Exit::Rerun { version } => version,
             Exit::Done { live: true } => version,
             Exit::Done { live: false } => {
+                // Shut down: the claim this deferred run came from, if the
+                // scan marked it, is owed its run (it never ran).
+                self.list_marked_claim(None);
                 // A newer request rules — unless a resume waits for this
                 // (deferred) run's schedule: the last iteration's.
                 let now_ns = self.runtime.clock().now_ns();
@@ -315,26 +318,9 @@ impl<R: Runtime> Core<R> {
                 // Resumed while this iteration ran: its delay is the
                 // schedule (see `Core::resume`).
                 self.settle_resuming(next, end_ns, OnClosed::List);
-                // Shut down while this iteration ran, and the scan found a
-                // claim of a newer run than this one (a reservation) that a
-                // fire refused by the closed word cancelled with its advance:
-                // list that run. (A claim made stale before the scan was
-                // replaced by the newer request, which the scan listed; one
-                // the scan found idle it listed itself.) This `exit` read
-                // the scan's `touch` or a later RMW of its release sequence,
-                // so the look sees the closed word.
-                if matches!(
-                    self.request.peek().kind(),
-                    Kind::Closed {
-                        mark: Mark::Claim,
-                        ..
-                    }
-                ) && self
-                    .request
-                    .take_mark(Mark::Claim, |claimed| claimed != version)
-                {
-                    self.runtime.list_discarded(self, Kind::Due);
-                }
+                // Shut down while this iteration ran: a claim of a newer
+                // run the scan marked, cancelled since, is listed here.
+                self.list_marked_claim(Some(version));
                 if adopt.is_some() {
                     self.serve_due(adopt)
                 } else {

@@ -224,8 +224,8 @@ impl Word {
         }
     }
 
-    /// Whether the shutdown scan has closed the word (CLOSED or
-    /// CLOSED_CLAIM).
+    /// Whether the shutdown scan has closed the word (CLOSED, whatever its
+    /// mark).
     pub(crate) fn is_closed(self) -> bool {
         matches!(self.kind(), Kind::Closed { .. })
     }
@@ -333,7 +333,7 @@ pub(crate) enum Refused {
     /// The trigger is not paused (a resume's request), or the RESUMING
     /// word was settled or replaced already (a settling one).
     NotPaused,
-    /// The shutdown scan has been (CLOSED or CLOSED_CLAIM): nothing goes in.
+    /// The shutdown scan has closed the word (CLOSED): nothing goes in.
     Closed,
 }
 
@@ -529,81 +529,6 @@ impl Request {
         (old & IN_INBOX == 0).then_some(Word(old))
     }
 
-    /// The shutdown scan (under the report's lock): closes the word, so
-    /// that every later install is refused, and returns the word it
-    /// replaced. An armed request (AT or DUE) is the scan's to list; a
-    /// claimed run (TAKEN) leaves CLOSED_CLAIM and a RESUMING word
-    /// CLOSED_RESUMING: the run either may still owe is listed by whoever
-    /// takes the mark ([`take_mark`](Self::take_mark)); anything else
-    /// leaves CLOSED.
-    ///
-    /// So an install either came before this in the word's modification
-    /// order — its request is the scan's to list, or someone claimed it
-    /// first and the claim's run is in flight, or owed under the mark — or
-    /// after it, and is refused: a request can never go in after the scan
-    /// and be claimed by someone other than its installer (a worker, a
-    /// reservation), listed beside an earlier one. Release: a firer whose
-    /// RMW on this word comes later sees the scheduler closed (the flag is
-    /// set before the scan). No Acquire half: the scan reads only the
-    /// word's bits.
-    pub(crate) fn close(&self) -> Word {
-        self.update(|current| {
-            let (mark, paused) = match current.kind() {
-                Kind::Closed { .. } => return Step::Keep(current),
-                Kind::Taken => (Mark::Claim, false),
-                Kind::Resuming => (Mark::Resuming, false),
-                Kind::Paused => (Mark::None, true),
-                _ => (Mark::None, false),
-            };
-            let closed = Kind::Closed { mark, paused };
-            let word = Word::new(current.version(), closed).with_inbox_of(current.raw());
-            Step::Store(word, Ordering::Relaxed, current)
-        })
-    }
-
-    /// Takes the scan's `mark` (CLOSED_CLAIM or CLOSED_RESUMING, see
-    /// [`close`](Self::close)), if `owed` judges the run it stands for (by
-    /// the version the scan found) still owed; returns whether this call
-    /// took it, and so lists that run. Of those who may owe a claim's run
-    /// one lists it: the worker whose claim enters after the scan, the
-    /// ending iteration whose re-run or re-arm the closed word refused, or
-    /// a refused fire whose advance left the claim stale. Relaxed: it
-    /// orders nothing; the listing goes under the report's lock.
-    pub(crate) fn take_mark(&self, mark: Mark, owed: impl Fn(u32) -> bool) -> bool {
-        self.update(|current| {
-            let Kind::Closed {
-                mark: found,
-                paused,
-            } = current.kind()
-            else {
-                return Step::Keep(false);
-            };
-            if found != mark || !owed(current.version()) {
-                return Step::Keep(false);
-            }
-            let kept = Kind::Closed {
-                mark: Mark::None,
-                paused,
-            };
-            let word = Word::new(current.version(), kept).with_inbox_of(current.raw());
-            Step::Store(word, Ordering::Relaxed, true)
-        })
-    }
-
-    /// A firer that found the scheduler closed takes its own request back:
-    /// succeeds only if the word still holds exactly `version`/`kind` (no
-    /// one listed, served or superseded it). Relaxed: the caller returns an
-    /// error; no data is handed over.
-    pub(crate) fn withdraw_own(&self, version: u32, kind: Kind) -> bool {
-        self.update(|current| {
-            if current.version() != version || current.kind() != kind {
-                return Step::Keep(false);
-            }
-            let idle = Word::new(version, Kind::Idle).with_inbox_of(current.raw());
-            Step::Store(idle, Ordering::Relaxed, true)
-        })
-    }
-
     /// Reads the word with an RMW for the inbox pusher: see the wake-up
     /// protocol in `scheduler/inbox.rs`. Release: a later `publish`
     /// (Acquire) that reads this write synchronizes with the pusher, and so
@@ -627,5 +552,6 @@ impl Request {
 /// word to store).
 type Step<T> = word::Step<u64, T>;
 
+mod closed;
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -27,7 +27,8 @@ pub(crate) type TriggerCore = Core<Shared>;
 impl Runtime for Shared {
     /// Whether shutdown has begun. Acquire: pairs with the Release in
     /// `begin_shutdown` (see there). A fire that passes this check may still
-    /// race shutdown: it then re-checks after publishing (`Core::confirm`).
+    /// race shutdown: the scan's close of its request word then decides
+    /// (see `Request::close`).
     #[inline]
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)

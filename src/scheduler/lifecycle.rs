@@ -24,11 +24,14 @@
 //!   `enter` fail (`Core::claim_unstarted`) — a fire refused by the closed
 //!   word may have made it fail already, with its advance, and lists
 //!   nothing: a refused fire may get there only after `shutdown` returned.
+//!   A RESUMING word with no iteration running it settles itself, from the
+//!   delay the last iteration returned (`Core::settle_at_close`).
 //!   Otherwise the close leaves a mark in the word, and whoever then owes
 //!   the run takes the mark first (`Request::take_mark`), so it is listed
 //!   once, on one of the scheduler's own threads: the worker that enters
-//!   late, the ending iteration whose re-run, re-arm or settle is refused
-//!   (or whose reservation a refused fire's advance cancelled).
+//!   late, the ending iteration whose re-run, re-arm or settle is refused,
+//!   or whose newer claim a refused fire's advance cancelled (and a
+//!   deferred run's, for the claim it came from).
 //! * **Iterations**: a worker that *entered* after the scan read its
 //!   state word synchronized with that read, so it sees `closed`; under
 //!   the report lock it then finds the trigger not listed in flight, and
@@ -219,9 +222,14 @@ impl<R: Runtime> Lifecycle<R> {
                 match closed.kind() {
                     Kind::At { .. } | Kind::Due => draft.list_discarded(core, closed.kind()),
                     Kind::Taken
-                        if !state.is_running() && core.claim_unstarted(closed.version(), state) =>
+                        if !state.is_running() && core.claim_unstarted(closed.version()) =>
                     {
                         draft.list_discarded(core, Kind::Due);
+                    }
+                    Kind::Resuming if !state.is_running() => {
+                        if let Some(kind) = core.settle_at_close(now_us) {
+                            draft.list_discarded(core, kind);
+                        }
                     }
                     _ => {}
                 }
