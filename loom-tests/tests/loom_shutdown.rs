@@ -304,122 +304,19 @@ fn an_iteration_ending_as_shutdown_begins_is_never_left_still_running() {
 
 /// Fires during an iteration (the first reserves the re-run, the second
 /// coalesces into it) racing shutdown: every accepted fire is served by a
-/// run that saw it, or a run is listed.
+/// run that saw it, or a run is listed — and at most one run is listed.
 #[test]
 fn fires_during_a_run_racing_shutdown_are_run_or_listed() {
     // Bound 3: the double listing the close prevents needs three
     // preemptions (a second fire after the scan, claimed by the reservation
     // of the first).
-    run_model_bounded(3, || {
-        use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-        let h = Arc::new(Harness::new());
-        let data = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::new(AtomicUsize::new(0));
-        let (d, s) = (data.clone(), seen.clone());
-        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
-            .name("busy")
-            .bind(move || {
-                s.fetch_max(d.load(SeqCst), SeqCst);
-                None
-            });
-        trigger.fire().unwrap(); // accepted, queued
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
-                h.run_one();
-            })
-        };
-        let firer = {
-            let (t, data) = (trigger.clone(), data.clone());
-            thread::spawn(move || {
-                let mut last = 0;
-                for k in 1..=2 {
-                    data.store(k, SeqCst);
-                    if t.fire().is_ok() {
-                        last = k;
-                    }
-                }
-                last
-            })
-        };
-        h.scheduler().shutdown();
-        let last = firer.join().unwrap();
-        worker.join().unwrap();
-        h.run_all();
-        let report = h.scheduler().shutdown_report().unwrap();
-        let listed = report.discarded().len();
-        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
-        assert!(listed <= 1, "{report:?}");
-        if seen.load(SeqCst) < last {
-            assert_eq!(
-                listed,
-                1,
-                "fire {last} lost: seen {}, {report:?}",
-                seen.load(SeqCst)
-            );
-        }
-    });
+    run_model_bounded(3, || fires_racing_shutdown([Op::Fire, Op::Fire], false));
 }
 
-/// As `fires_during_a_run_racing_shutdown_are_run_or_listed`, with a
-/// delayed request first (whose advance cancels a reserved re-run) and the
-/// timer turning.
+/// As above, with a delayed request first and the timer turning.
 #[test]
 fn delayed_and_plain_fires_racing_shutdown_are_run_or_listed() {
-    run_model_bounded(3, || {
-        use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-        let h = Arc::new(Harness::new());
-        let data = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::new(AtomicUsize::new(0));
-        let (d, s) = (data.clone(), seen.clone());
-        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
-            .name("busy")
-            .bind(move || {
-                s.fetch_max(d.load(SeqCst), SeqCst);
-                None
-            });
-        trigger.fire().unwrap(); // accepted, queued
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
-                h.timer_turn(10);
-                h.run_one();
-            })
-        };
-        let firer = {
-            let (t, data) = (trigger.clone(), data.clone());
-            thread::spawn(move || {
-                let mut last = 0;
-                data.store(1, SeqCst);
-                if t.fire_after(Duration::from_micros(5)).is_ok() {
-                    last = 1;
-                }
-                data.store(2, SeqCst);
-                if t.fire().is_ok() {
-                    last = 2;
-                }
-                last
-            })
-        };
-        h.scheduler().shutdown();
-        let last = firer.join().unwrap();
-        worker.join().unwrap();
-        h.run_all();
-        let report = h.scheduler().shutdown_report().unwrap();
-        let listed = report.discarded().len();
-        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
-        assert!(listed <= 1, "{report:?}");
-        if seen.load(SeqCst) < last {
-            assert_eq!(
-                listed,
-                1,
-                "fire {last} lost: seen {}, {report:?}",
-                seen.load(SeqCst)
-            );
-        }
-    });
+    run_model_bounded(3, || fires_racing_shutdown([Op::FireAfter, Op::Fire], true));
 }
 
 /// A fire reserves a re-run of the iteration in flight; a delayed fire
@@ -428,59 +325,74 @@ fn delayed_and_plain_fires_racing_shutdown_are_run_or_listed() {
 /// accepted fire is owed.
 #[test]
 fn a_delayed_fire_refused_by_shutdown_never_cancels_a_reserved_rerun() {
-    run_model_bounded(3, || {
-        use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-        let h = Arc::new(Harness::new());
-        let data = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::new(AtomicUsize::new(0));
-        let (d, s) = (data.clone(), seen.clone());
-        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
-            .name("busy")
-            .bind(move || {
-                s.fetch_max(d.load(SeqCst), SeqCst);
-                None
-            });
-        trigger.fire().unwrap(); // accepted, queued
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
+    run_model_bounded(3, || fires_racing_shutdown([Op::Fire, Op::FireAfter], true));
+}
+
+/// A firer's call.
+#[derive(Clone, Copy)]
+enum Op {
+    Fire,
+    FireAfter,
+}
+
+/// One trigger whose task records the highest fire number published before
+/// it runs; one fire accepted (queued) first. A worker runs twice (turning
+/// the timer in between if `timer`), a firer makes `ops` in turn, each
+/// publishing its number first, and shutdown races both. Checked: the last
+/// accepted fire is served by a run that saw it, or a run is listed; at
+/// most one run is listed; nothing armed escapes the report.
+fn fires_racing_shutdown(ops: [Op; 2], timer: bool) {
+    use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let h = Arc::new(Harness::new());
+    let data = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (d, s) = (data.clone(), seen.clone());
+    let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+        .name("busy")
+        .bind(move || {
+            s.fetch_max(d.load(SeqCst), SeqCst);
+            None
+        });
+    trigger.fire().unwrap(); // accepted, queued
+    let worker = {
+        let h = h.clone();
+        thread::spawn(move || {
+            h.run_one();
+            if timer {
                 h.timer_turn(10);
-                h.run_one();
-            })
-        };
-        let firer = {
-            let (t, data) = (trigger.clone(), data.clone());
-            thread::spawn(move || {
-                let mut last = 0;
-                data.store(1, SeqCst);
-                if t.fire().is_ok() {
-                    last = 1;
+            }
+            h.run_one();
+        })
+    };
+    let firer = {
+        let (t, data) = (trigger.clone(), data.clone());
+        thread::spawn(move || {
+            let mut last = 0;
+            for (k, op) in (1..).zip(ops) {
+                data.store(k, SeqCst);
+                let result = match op {
+                    Op::Fire => t.fire(),
+                    Op::FireAfter => t.fire_after(Duration::from_micros(5)),
+                };
+                if result.is_ok() {
+                    last = k;
                 }
-                data.store(2, SeqCst);
-                if t.fire_after(Duration::from_micros(5)).is_ok() {
-                    last = 2;
-                }
-                last
-            })
-        };
-        h.scheduler().shutdown();
-        let last = firer.join().unwrap();
-        worker.join().unwrap();
-        h.run_all();
-        let report = h.scheduler().shutdown_report().unwrap();
-        let listed = report.discarded().len();
-        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
-        assert!(listed <= 1, "{report:?}");
-        if seen.load(SeqCst) < last {
-            assert_eq!(
-                listed,
-                1,
-                "fire {last} lost: seen {}, {report:?}",
-                seen.load(SeqCst)
-            );
-        }
-    });
+            }
+            last
+        })
+    };
+    h.scheduler().shutdown();
+    let last = firer.join().unwrap();
+    worker.join().unwrap();
+    h.run_all();
+    let report = h.scheduler().shutdown_report().unwrap();
+    let listed = report.discarded().len();
+    assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+    assert!(listed <= 1, "{report:?}");
+    if seen.load(SeqCst) < last {
+        let seen = seen.load(SeqCst);
+        assert_eq!(listed, 1, "fire {last} lost: seen {seen}, {report:?}");
+    }
 }
 
 /// A fire that returned `Ok` before `shutdown` was called is accounted for
