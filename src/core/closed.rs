@@ -69,7 +69,7 @@ impl<R: Runtime> Core<R> {
     /// returned); returns the run it asks for, if any, and takes the mark
     /// so no later settle lists it again. Under the report's lock.
     pub(crate) fn settle_at_close(&self, now_us: u64) -> Option<Kind> {
-        let (kind, _) = self.schedule_at(self.last_delay.get(), now_us.saturating_mul(1_000));
+        let (kind, _) = self.schedule_of(self.last_delay.get(), now_us.saturating_mul(1_000));
         let owed = matches!(kind, Kind::Due | Kind::At { .. });
         (owed && self.request.take_mark(Mark::Resuming, |_| true)).then_some(kind)
     }

@@ -264,13 +264,8 @@ impl<R: Runtime> Core<R> {
 
     /// The request the schedule asks for: as [`request_for`](Self::request_for),
     /// a delay past the clock's range meaning none (it never comes due).
-    fn schedule_of(&self, delay: Option<Duration>, now_ns: u64) -> (Kind, u64) {
+    pub(super) fn schedule_of(&self, delay: Option<Duration>, now_ns: u64) -> (Kind, u64) {
         self.request_for(delay, now_ns).unwrap_or((Kind::Idle, 0))
-    }
-
-    /// [`schedule_of`](Self::schedule_of), for the shutdown scan.
-    pub(super) fn schedule_at(&self, delay: Option<Duration>, now_ns: u64) -> (Kind, u64) {
-        self.schedule_of(delay, now_ns)
     }
 
     /// Settles a RESUMING word into the request `delay` asks for (see
