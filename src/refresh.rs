@@ -27,8 +27,33 @@ struct Latest<T, E> {
     /// How the last fetch ended ([`NO_FETCH`] until one has), written
     /// after the value or error it left; see [`Latest::served`].
     outcome: AtomicU8,
+    /// The sender of [`Refresh::subscribe`]'s receivers; taken (which
+    /// closes the channel) once the scheduler has terminated, so a reader
+    /// awaiting `changed()` learns that no newer value can come.
     #[cfg(feature = "tokio")]
-    watch: tokio::sync::watch::Sender<Option<Arc<T>>>,
+    watch: std::sync::Mutex<Option<tokio::sync::watch::Sender<Option<Arc<T>>>>>,
+}
+
+#[cfg(feature = "tokio")]
+impl<T, E> Latest<T, E> {
+    /// The value channel's sender, while the scheduler has not terminated.
+    fn watch(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<tokio::sync::watch::Sender<Option<Arc<T>>>>> {
+        // A panic cannot leave the `Option` half written: poison is moot.
+        self.watch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<T: Send + Sync, E: Send + Sync> crate::scheduler::OnTerminated for Latest<T, E> {
+    fn terminated(&self) {
+        // Dropped outside the lock: receivers wake.
+        let sender = self.watch().take();
+        drop(sender);
+    }
 }
 
 /// [`Latest::outcome`]: no fetch has ended yet.
@@ -253,9 +278,32 @@ impl<T, E> Refresh<T, E> {
     /// assert_eq!(updates.borrow().as_deref(), Some(&1));
     /// # });
     /// ```
+    ///
+    /// Once the scheduler has shut down and its last iteration has ended,
+    /// no newer value can come: the channel closes, and `changed()`
+    /// returns an error (a receiver subscribed then gets the last value
+    /// and a closed channel) — a reader's loop ends with the service.
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let scheduler = Scheduler::new();
+    /// let config = Refresh::builder(&scheduler).bind(|| Ok::<_, String>("v1"));
+    /// let mut updates = config.subscribe();
+    /// config.refresh_and_wait_async(std::time::Duration::from_secs(10)).await.unwrap();
+    /// scheduler.shutdown_async().await;
+    /// while updates.changed().await.is_ok() {} // sees "v1", then ends
+    /// assert_eq!(updates.borrow().as_deref(), Some(&"v1"));
+    /// # });
+    /// ```
     #[cfg(feature = "tokio")]
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Option<Arc<T>>> {
-        self.latest.watch.subscribe()
+        if let Some(sender) = self.latest.watch().as_ref() {
+            return sender.subscribe();
+        }
+        // Terminated: the last value, on a channel already closed.
+        tokio::sync::watch::channel(self.get()).1
     }
 }
 
@@ -414,8 +462,13 @@ impl<'a> RefreshBuilder<'a> {
             panics: AtomicU64::new(0),
             outcome: AtomicU8::new(NO_FETCH),
             #[cfg(feature = "tokio")]
-            watch: tokio::sync::watch::Sender::new(None),
+            watch: std::sync::Mutex::new(Some(tokio::sync::watch::Sender::new(None))),
         });
+        #[cfg(feature = "tokio")]
+        {
+            let hook = Arc::downgrade(&latest);
+            self.trigger.scheduler().shared.when_terminated(hook);
+        }
         let (every, mut retry) = (self.every, self.retry);
         let shared = Arc::clone(&latest);
         let trigger = self.trigger.bind(move || {
@@ -447,7 +500,9 @@ impl<'a> RefreshBuilder<'a> {
                     shared.ended(SUCCEEDED);
                     drop((replaced, cleared));
                     #[cfg(feature = "tokio")]
-                    shared.watch.send_replace(Some(value));
+                    if let Some(sender) = shared.watch().as_ref() {
+                        sender.send_replace(Some(value));
+                    }
                     #[cfg(not(feature = "tokio"))]
                     drop(value);
                     match &mut retry {

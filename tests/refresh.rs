@@ -350,6 +350,81 @@ async fn async_readers_await_each_new_value() {
 
 #[cfg(feature = "tokio")]
 #[tokio::test(flavor = "current_thread")]
+async fn async_readers_get_the_last_value_then_learn_the_scheduler_terminated() {
+    // The fetch in flight at shutdown is held until the shutdown has begun:
+    // its value still reaches the readers, and only then does the channel
+    // close — whatever the threads' timing.
+    let scheduler = Scheduler::builder().workers(1).build().unwrap();
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    let mut version = 0u32;
+    let config = Refresh::builder(&scheduler)
+        .every(Duration::from_secs(3_600))
+        .bind(move || {
+            version += 1;
+            if version == 2 {
+                started_tx.send(()).unwrap();
+                gate.lock().unwrap().recv().unwrap();
+            }
+            Ok::<_, String>(version)
+        });
+    let mut updates = config.subscribe();
+    config
+        .refresh_and_wait_async(common::PATIENCE)
+        .await
+        .unwrap();
+    config.refresh_now().unwrap();
+    started
+        .recv_timeout(common::PATIENCE)
+        .expect("second fetch started");
+    scheduler.shutdown();
+    assert!(!scheduler.is_terminated(), "the fetch is held");
+    go.send(()).unwrap();
+    let mut seen = Vec::new();
+    let closed = tokio::time::timeout(common::PATIENCE, async {
+        while updates.changed().await.is_ok() {
+            seen.push(*updates.borrow_and_update().as_deref().unwrap());
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the channel closes once the scheduler has terminated"
+    );
+    assert_eq!(
+        seen.last(),
+        Some(&2),
+        "the fetch in flight at shutdown is not lost"
+    );
+    assert!(scheduler.is_terminated());
+    // Subscribed after termination: the last value, on a closed channel.
+    let mut late = config.subscribe();
+    assert_eq!(late.borrow().as_deref(), Some(&2));
+    assert!(late.changed().await.is_err());
+    // A refresh bound after termination starts closed too.
+    let after = Refresh::builder(&scheduler).bind(|| Ok::<_, String>(0));
+    assert!(after.subscribe().changed().await.is_err());
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread")]
+async fn on_virtual_time_the_channel_closes_at_shutdown() {
+    let sim = Scheduler::builder().build_virtual();
+    let config = Refresh::builder(&sim).bind(|| Ok::<_, String>(7));
+    let mut updates = config.subscribe();
+    config.refresh_now().unwrap();
+    sim.advance(Duration::ZERO);
+    assert!(updates.has_changed().unwrap());
+    assert_eq!(updates.borrow_and_update().as_deref(), Some(&7));
+    sim.shutdown();
+    let changed = tokio::time::timeout(common::PATIENCE, updates.changed()).await;
+    assert!(changed.expect("closed at shutdown").is_err());
+    assert_eq!(updates.borrow().as_deref(), Some(&7));
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread")]
 async fn refresh_and_wait_async_returns_the_fetched_value_or_why_there_is_none() {
     common::quiet_panics();
     let scheduler = Scheduler::builder().workers(1).build().unwrap();

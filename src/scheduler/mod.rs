@@ -71,6 +71,8 @@ pub use report::{DiscardedRun, InFlightRun, ShutdownReport};
 use crate::core::Runtime;
 use crate::error::BuildError;
 use crate::sync::{lock, Arc, Ordering};
+#[cfg(feature = "tokio")]
+pub(crate) use shared::OnTerminated;
 use shared::Shared;
 use std::fmt;
 use std::thread;

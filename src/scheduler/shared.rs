@@ -27,6 +27,8 @@ use super::lifecycle::Lifecycle;
 use super::pool::{Limits, Pool};
 use super::report::{PanicHook, StuckHook};
 use crate::clock::Clock;
+#[cfg(feature = "tokio")]
+use crate::sync::Weak;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 use std::thread::{self, JoinHandle, ThreadId};
@@ -66,6 +68,11 @@ pub(crate) struct Shared {
     /// The async waiters of termination (see `terminated.rs`), woken when
     /// `alive` drops to zero; behind their own lock, taken inside `alive`'s.
     pub(super) termination_wakers: Mutex<Waiting>,
+    /// What is told once the scheduler has shut down and nothing of it
+    /// runs any more (see [`when_terminated`](Self::when_terminated));
+    /// behind its own lock, taken inside `alive`'s.
+    #[cfg(feature = "tokio")]
+    termination_hooks: Mutex<TerminationHooks>,
     /// Every thread started (the monitor adds workers as it starts them).
     pub(super) threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
     /// Thread names: this prefix, then `worker-N` or `monitor`.
@@ -109,6 +116,8 @@ impl Shared {
             alive: Mutex::new(0),
             terminated: Condvar::new(),
             termination_wakers: Mutex::new(Default::default()),
+            #[cfg(feature = "tokio")]
+            termination_hooks: Mutex::new(TerminationHooks::default()),
             threads: Mutex::new(Vec::new()),
             prefix: String::new(),
             next_worker: AtomicU64::new(0),
@@ -168,6 +177,14 @@ impl Shared {
         // A thread-less driver's wheel too (see `manual_timer`).
         _wheel = self.manual_timer.get().map(|timer| lock(timer).drain());
         _scanned = self.lifecycle.scan(self.clock.now_us());
+        // No thread alive (a virtual scheduler, or every worker gone
+        // already): terminated now. Else the last thread's exit tells
+        // (`thread_exited`), which reads `closed` under this same lock.
+        #[cfg(feature = "tokio")]
+        let hooks = {
+            let alive = lock(&self.alive);
+            self.take_termination_hooks(*alive)
+        };
         #[cfg(feature = "tracing")]
         if let Some(report) = self.lifecycle.report() {
             tracing::info!(
@@ -176,6 +193,10 @@ impl Shared {
                 "scheduler shut down"
             );
         }
+        // Told with no lock held: a hook may run any code.
+        drop(_one_at_a_time);
+        #[cfg(feature = "tokio")]
+        tell_terminated(hooks);
     }
 
     /// A run of `core` has been in flight for `running_for_us`, past its
@@ -207,8 +228,81 @@ impl Shared {
         // inside waits for all threads but its own.
         self.terminated.notify_all();
         let wakers = self.take_terminated(*alive);
+        #[cfg(feature = "tokio")]
+        let hooks = self.take_termination_hooks(*alive);
         drop(alive);
         wakers.into_iter().for_each(std::task::Waker::wake);
+        #[cfg(feature = "tokio")]
+        tell_terminated(hooks);
+    }
+
+    /// Tells `hook` once the scheduler has shut down and its live count
+    /// (threads and async iterations) is zero — at once if that is so
+    /// already. Held weakly: a hook dropped before then is never told,
+    /// and the list sheds such hooks as it grows.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn when_terminated(&self, hook: Weak<dyn OnTerminated>) {
+        let alive = lock(&self.alive);
+        // Acquire: pairs with `begin_shutdown`'s Release swap; but the
+        // edge that matters is the lock: a `begin_shutdown` that took
+        // `alive` before this call has set `closed` and run the hooks
+        // listed then, and one that takes it after finds this hook.
+        let terminated = self.closed.load(Ordering::Acquire) && *alive == 0;
+        let mut hooks = lock(&self.termination_hooks);
+        if terminated || hooks.told {
+            drop(hooks);
+            drop(alive);
+            tell_terminated(vec![hook]);
+            return;
+        }
+        if hooks.waiting.len() >= 2 * hooks.kept.max(8) {
+            hooks.waiting.retain(|hook| hook.strong_count() > 0);
+            hooks.kept = hooks.waiting.len();
+        }
+        hooks.waiting.push(hook);
+    }
+
+    /// Under the `alive` lock, with the live count at `alive`: if the
+    /// scheduler has terminated, takes the hooks to tell (once only; the
+    /// caller tells them after releasing the lock — a hook may run any
+    /// code).
+    #[cfg(feature = "tokio")]
+    fn take_termination_hooks(&self, alive: usize) -> Vec<Weak<dyn OnTerminated>> {
+        // Acquire: see `when_terminated`; under the lock either way.
+        if alive > 0 || !self.closed.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut hooks = lock(&self.termination_hooks);
+        hooks.told = true;
+        std::mem::take(&mut hooks.waiting)
+    }
+}
+
+/// Something to tell once a scheduler has terminated (see
+/// [`Shared::when_terminated`]): a `Refresh`'s value channel closes then,
+/// as no fetch can follow.
+#[cfg(feature = "tokio")]
+pub(crate) trait OnTerminated: Send + Sync {
+    /// The scheduler has shut down and nothing of it runs any more.
+    fn terminated(&self);
+}
+
+/// The hooks waiting for termination.
+#[cfg(feature = "tokio")]
+#[derive(Default)]
+struct TerminationHooks {
+    waiting: Vec<Weak<dyn OnTerminated>>,
+    /// How many were left at the last shedding of dropped hooks.
+    kept: usize,
+    /// Set once they have been told: a later hook is told at once.
+    told: bool,
+}
+
+/// Tells every hook still alive, outside every lock.
+#[cfg(feature = "tokio")]
+fn tell_terminated(hooks: Vec<Weak<dyn OnTerminated>>) {
+    for hook in hooks.iter().filter_map(Weak::upgrade) {
+        hook.terminated();
     }
 }
 

@@ -38,6 +38,12 @@ pub struct TriggerBuilder<'a> {
 
 impl<'a> TriggerBuilder<'a> {
     /// A builder with no options set, for [`Trigger::builder`].
+    /// The scheduler the trigger will be bound to.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn scheduler(&self) -> &'a Scheduler {
+        self.scheduler
+    }
+
     pub(super) fn new(scheduler: &'a Scheduler) -> Self {
         Self {
             scheduler,
