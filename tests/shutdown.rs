@@ -507,3 +507,49 @@ fn fires_during_runs_racing_shutdown_are_served_or_listed_once() {
         }
     }
 }
+
+#[test]
+fn a_periodic_run_in_flight_at_shutdown_has_its_next_run_listed() {
+    // The run itself shuts the scheduler down (so the scan finds it in
+    // flight), then — in one variant — fires, refused; then asks for its
+    // next run, which is listed (with its due time) whether or not the
+    // fire came. A fire whose advance races the scan is
+    // `loom_shutdown`'s to force.
+    for refused_fire in [false, true] {
+        let scheduler = Arc::new(Scheduler::builder().workers(1).build().unwrap());
+        let own: Arc<Mutex<Option<Trigger>>> = Arc::default();
+        let fired = Arc::new(Mutex::new(None));
+        let (s, o, f) = (Arc::clone(&scheduler), Arc::clone(&own), Arc::clone(&fired));
+        let trigger = Trigger::builder(&*scheduler)
+            .name("periodic")
+            .bind(move || {
+                s.shutdown();
+                if refused_fire {
+                    let trigger = o.lock().unwrap().take().expect("own handle");
+                    *f.lock().unwrap() = Some(trigger.fire());
+                }
+                Some(Duration::from_secs(60))
+            });
+        *own.lock().unwrap() = Some(trigger.clone());
+        trigger.fire().unwrap();
+        assert!(scheduler.await_termination(PATIENCE));
+        let report = scheduler.shutdown_report().unwrap();
+        if refused_fire {
+            assert_eq!(*fired.lock().unwrap(), Some(Err(FireError::Shutdown)));
+        }
+        assert_eq!(report.in_flight().len(), 1, "{report:?}");
+        assert_eq!(report.in_flight()[0].outcome(), Outcome::Completed);
+        let discarded = report.discarded();
+        assert_eq!(
+            discarded.len(),
+            1,
+            "refused fire {refused_fire}: {report:?}"
+        );
+        assert_eq!(discarded[0].trigger(), Some("periodic"));
+        let due_in = discarded[0].due_in();
+        assert!(
+            due_in > Duration::from_secs(50) && due_in <= Duration::from_secs(61),
+            "{due_in:?}"
+        );
+    }
+}

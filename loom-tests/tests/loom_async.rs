@@ -282,3 +282,66 @@ fn fires_during_an_await_racing_shutdown_now_are_run_or_listed() {
         }
     });
 }
+
+/// An async iteration re-arming with zero delay, ending on the executor's
+/// thread as shutdown begins, and a fire after that end racing the re-run:
+/// the ending poll adopts the re-run — marks it due, installs and claims it
+/// on the spot, with the same version as the run that just ended, and no
+/// lock between its mark and the scan. The scan tells that claim from what
+/// the ended iteration leaves behind only by the due mark, read through
+/// the request word's release sequence (its Acquire close): if the fire is
+/// refused, its advance makes the claim stale, and the re-run is listed —
+/// once. (A fire whose advance overtakes the iteration's end, before the
+/// scan, supersedes the re-arm before it is ever armed, as a `suspend`
+/// would: the scan cannot tell the two apart, and lists nothing.)
+#[test]
+fn an_adopted_zero_delay_rerun_racing_shutdown_is_run_or_listed() {
+    run_model_bounded(3, || {
+        let h = Arc::new(Harness::new());
+        let executor = Executor::default();
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = h.async_trigger(0, &executor, move || {
+            let first = r.bump() == 1;
+            async move {
+                Yields(1).await;
+                first.then_some(std::time::Duration::ZERO)
+            }
+        });
+        trigger.fire().unwrap();
+        h.run_all();
+        executor.poll_one(); // in flight, pending at its await
+        let poller = {
+            let executor = executor.clone();
+            thread::spawn(move || {
+                executor.poll_one(); // ends it; adopts and starts the re-run
+            })
+        };
+        let firer = {
+            let (t, r) = (trigger.clone(), runs.clone());
+            thread::spawn(move || {
+                // After the first iteration's end: not running, or the
+                // re-run has started.
+                while Harness::snapshot(&t).is_running() && r.get() < 2 {
+                    thread::yield_now();
+                }
+                t.fire()
+            })
+        };
+        h.scheduler().shutdown();
+        let fired = firer.join().unwrap();
+        poller.join().unwrap();
+        drain(&h, &executor);
+        let report = h.scheduler().shutdown_report().unwrap();
+        let (listed, ran) = (report.discarded().len(), runs.get() - 1);
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        if fired.is_err() {
+            assert_eq!(listed + ran, 1, "ran {ran}, listed {listed}: {report:?}");
+        } else {
+            assert!(
+                (1..=2).contains(&(listed + ran)),
+                "ran {ran}, listed {listed}: {report:?}"
+            );
+        }
+    });
+}

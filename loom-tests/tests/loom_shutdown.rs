@@ -488,3 +488,106 @@ fn a_deferred_run_racing_shutdown_is_listed_once() {
         assert_eq!(listed, 1, "second {second:?}: {report:?}");
     });
 }
+
+/// A periodic trigger's re-armed run, found due by the timer and claimed
+/// by a worker, while a fire races shutdown: the re-arm keeps the version
+/// the last run started with, so only the run's due mark tells the scan a
+/// fresh claim from what an ended iteration leaves behind. If the fire is
+/// refused, its advance makes the claim stale (maybe before shutdown even
+/// began), and nobody but the scan can list the run: the periodic run is
+/// run or listed, once. The timer turns on the worker's thread, so the
+/// scan reads the due mark only through the request word (its Acquire
+/// close).
+#[test]
+fn a_periodic_run_claimed_as_a_refused_fire_races_shutdown_is_run_or_listed() {
+    periodic_claim_racing_shutdown(Duration::from_micros(10));
+}
+
+/// The same for a zero-delay re-arm, which the ending iteration queues at
+/// once, marked due as the timer would.
+#[test]
+fn a_zero_delay_rerun_claimed_as_a_refused_fire_races_shutdown_is_run_or_listed() {
+    periodic_claim_racing_shutdown(Duration::ZERO);
+}
+
+fn periodic_claim_racing_shutdown(period: Duration) {
+    run_model_bounded(3, move || {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("periodic")
+            .bind(move || (r.bump() == 1).then_some(period));
+        trigger.fire().unwrap();
+        h.run_one(); // the first run re-arms, keeping its version
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                if !period.is_zero() {
+                    h.timer_turn(10); // due: marked and queued (or discarded)
+                }
+                h.run_one(); // claims it, then enters (or finds it stale)
+            })
+        };
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire())
+        };
+        h.scheduler().shutdown();
+        let fired = firer.join().unwrap();
+        worker.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        let (listed, ran) = (report.discarded().len(), runs.get() - 1);
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        match fired {
+            // Refused: the periodic run alone is owed.
+            Err(_) => assert_eq!(listed + ran, 1, "ran {ran}, listed {listed}: {report:?}"),
+            // Accepted: its run too, unless it superseded the periodic one.
+            Ok(()) => assert!(
+                (1..=2).contains(&(listed + ran)) && listed <= 1,
+                "ran {ran}, listed {listed}: {report:?}"
+            ),
+        }
+    });
+}
+
+/// A periodic run in flight at shutdown, while a fire races it: if the
+/// scan found the run in flight and the fire was refused, the run's next
+/// one is listed — whether the refused fire's advance landed before the
+/// run's end (the end then finds a newer version live, and lists its own
+/// next run under the scan's mark on its claim) or after it (its re-arm
+/// is refused, and listed).
+#[test]
+fn a_periodic_run_in_flight_at_shutdown_has_its_next_run_listed_past_a_refused_fire() {
+    run_model_bounded(3, || {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("periodic")
+            .bind(move || (r.bump() == 1).then_some(Duration::from_micros(10)));
+        trigger.fire().unwrap();
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+            })
+        };
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire())
+        };
+        h.scheduler().shutdown();
+        let fired = firer.join().unwrap();
+        worker.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        let listed = report.discarded().len();
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        assert!(listed <= 1, "{report:?}");
+        if fired.is_err() && !report.in_flight().is_empty() {
+            assert_eq!(listed, 1, "the run's next run is missing: {report:?}");
+        }
+    });
+}

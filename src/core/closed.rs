@@ -7,13 +7,19 @@
 use super::{Core, Runtime};
 use crate::request::{Kind, Mark};
 use crate::state::Steal;
+use std::time::Duration;
 
 impl<R: Runtime> Core<R> {
     /// The shutdown scan closed the word over a claim (TAKEN) of `claimed`,
     /// and its `touch` read the state word idle: whether the scan lists the
-    /// claim's run, which never started. If it started (the last start
-    /// recorded that version; the ended iteration's `exit`, which the touch
-    /// read, published it), nothing is owed. Otherwise the claim's `enter`
+    /// claim's run, which never started. If it started, nothing is owed:
+    /// the last start recorded that version (the ended iteration's `exit`,
+    /// which the touch read, published it) and took the due mark the run
+    /// was claimed with. A periodic run's re-arm keeps its version, so a
+    /// fresh claim of it shows the last start's version too: it is told
+    /// by that due mark (`Counters::marked_due`, which the timer — or a
+    /// zero-delay re-arm — writes before it publishes the run; the close's
+    /// Acquire reads it through the claim's RMW). Otherwise the claim's `enter`
     /// is made to fail (`State::steal`) — it fails already if a fire
     /// advanced the version since (then refused by the closed word) — and
     /// the scan lists the run now: nobody else would (that fire is refused
@@ -21,7 +27,7 @@ impl<R: Runtime> Core<R> {
     /// itself (`admit_late`: it waits for this scan's lock, and finds the
     /// scan's mark). Under the report's lock.
     pub(crate) fn claim_unstarted(&self, claimed: u32) -> bool {
-        if self.stats.last_started_version() == claimed {
+        if self.stats.last_started_version() == claimed && !self.stats.is_marked_due(claimed) {
             return false;
         }
         match self.state.steal(claimed) {
@@ -37,16 +43,24 @@ impl<R: Runtime> Core<R> {
     /// }`), shut down: the scan may have marked a claim of a newer run
     /// while an iteration ran (a reservation, or a worker's claim), whose
     /// run a fire refused by the closed word cancelled with its advance, or
-    /// (`except` none) the claim this deferred run came from: list that
+    /// (`ended` none) the claim this deferred run came from: list that
     /// run. Not while an iteration runs: that is the claim's own worker,
     /// which entered after this `exit` and runs the run, or lists it
-    /// (`admit_late`). `except`: the version of the run that ended, which
-    /// is owed nothing. The `exit` before this read the scan's `touch` or
+    /// (`admit_late`). The `exit` before this read the scan's `touch` or
     /// a later RMW of its release sequence, so the look sees the closed
     /// word.
-    pub(super) fn list_marked_claim(&self, except: Option<u32>) {
+    ///
+    /// `ended`: the iteration that ended, its version and the run it asked
+    /// for next (`next`, from `now_ns`). A mark of its own version is its
+    /// own claim, found in flight: only fires the closed word refused
+    /// advanced past it (an accepted one would have replaced the claim in
+    /// the word before the close), so the next run it asked for is owed —
+    /// as it would be had no fire come, its re-arm then refused and listed
+    /// (`list_owed`) — unless it asked for none.
+    pub(super) fn list_marked_claim(&self, ended: Option<(u32, Option<Duration>)>, now_ns: u64) {
+        let word = self.request.peek();
         if !matches!(
-            self.request.peek().kind(),
+            word.kind(),
             Kind::Closed {
                 mark: Mark::Claim,
                 ..
@@ -55,11 +69,18 @@ impl<R: Runtime> Core<R> {
         {
             return;
         }
-        if self
-            .request
-            .take_mark(Mark::Claim, |claimed| Some(claimed) != except)
-        {
-            self.runtime.list_discarded(self, Kind::Due);
+        // A closed word's version never changes: it is the claim's.
+        let kind = match ended {
+            Some((version, next)) if version == word.version() => {
+                match self.schedule_of(next, now_ns).0 {
+                    next @ (Kind::Due | Kind::At { .. }) => next,
+                    _ => return, // it asked for no next run
+                }
+            }
+            _ => Kind::Due,
+        };
+        if self.request.take_mark(Mark::Claim, |_| true) {
+            self.runtime.list_discarded(self, kind);
         }
     }
 

@@ -128,7 +128,7 @@ impl<R: Runtime> Core<R> {
             Exit::Done { live: false } => {
                 // Shut down: the claim this deferred run came from, if the
                 // scan marked it, is owed its run (it never ran).
-                self.list_marked_claim(None);
+                self.list_marked_claim(None, now_us.saturating_mul(1_000));
                 // A newer request rules — unless a resume waits for this
                 // (deferred) run's schedule: the last iteration's.
                 let now_ns = self.runtime.clock().now_ns();
@@ -319,8 +319,10 @@ impl<R: Runtime> Core<R> {
                 // schedule (see `Core::resume`).
                 self.settle_resuming(next, end_ns, OnClosed::List);
                 // Shut down while this iteration ran: a claim of a newer
-                // run the scan marked, cancelled since, is listed here.
-                self.list_marked_claim(Some(version));
+                // run the scan marked, cancelled since, is listed here —
+                // or this run's own next one, if only refused fires
+                // advanced past it.
+                self.list_marked_claim(Some((version, next)), end_ns);
                 if adopt.is_some() {
                     self.serve_due(adopt)
                 } else {
@@ -373,6 +375,11 @@ impl<R: Runtime> Core<R> {
         adopt: Adopt<'_>,
     ) -> Option<InboxPush> {
         if delay.is_zero() {
+            // Due now, and marked so, as the timer marks a run it finds
+            // due: its lateness counts from here, and the shutdown scan
+            // tells its claim from the TAKEN word the ending iteration
+            // leaves (the version is the same; see `claim_unstarted`).
+            self.stats.marked_due(version, now_ns / 1_000);
             return self.rerun(version, adopt);
         }
         // A delay beyond the clock's range can never come due: stop, as

@@ -20,11 +20,14 @@ impl Request {
     /// first and the claim's run is in flight, or owed under the mark — or
     /// after it, and is refused: a request can never go in after the scan
     /// and be claimed by someone other than its installer (a worker, a
-    /// reservation), listed beside an earlier one. Relaxed: a refused
-    /// install needs no edge (its caller only returns an error), and
-    /// whoever reads the closed word and then lists takes the report's
-    /// lock, which the scan holds while it closes — coherence puts that
-    /// lock after the scan's. The scan reads only the word's bits.
+    /// reservation), listed beside an earlier one. Acquire: over a claim,
+    /// the scan reads the run's due mark (`Core::claim_unstarted`), which
+    /// the timer wrote before its Release `expire` (or a zero-delay re-arm
+    /// before its Release install); the claim's RMW continues that release
+    /// sequence. Nothing else needs an edge: a refused install's caller
+    /// only returns an error, and whoever reads the closed word and then
+    /// lists takes the report's lock, which the scan holds while it closes
+    /// — coherence puts that lock after the scan's.
     pub(crate) fn close(&self) -> Word {
         self.update(|current| {
             let (mark, paused) = match current.kind() {
@@ -36,7 +39,7 @@ impl Request {
             };
             let closed = Kind::Closed { mark, paused };
             let word = Word::new(current.version(), closed).with_inbox_of(current.raw());
-            Step::Store(word, Ordering::Relaxed, current)
+            Step::Store(word, Ordering::Acquire, current)
         })
     }
 

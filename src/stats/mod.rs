@@ -57,9 +57,10 @@ pub struct TriggerStats {
     /// When the last iteration ended (since the scheduler started).
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_end: Option<Duration>,
-    /// Start minus deadline of the last timed run (kept in whole
-    /// microseconds up to about 71 minutes; a larger lateness reads as
-    /// that).
+    /// Start minus deadline of the last timed run — a delayed request, or
+    /// the next run a task asked for, a zero delay counting from its
+    /// return (kept in whole microseconds up to about 71 minutes; a larger
+    /// lateness reads as that).
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_lateness: Option<Duration>,
     /// The largest lateness seen (as `last_lateness`).
@@ -285,6 +286,14 @@ impl Counters {
     pub(crate) fn marked_due(&self, version: u32, due_at_us: u64) {
         self.due_at_us.store(due_at_us, Relaxed);
         self.due_version.store(version, Relaxed);
+    }
+
+    /// Whether the last run marked due is `version`'s and has not
+    /// started (the shutdown scan, telling a fresh claim of a periodic
+    /// run from what an ended iteration leaves: see
+    /// `Core::claim_unstarted`). Relaxed: the scan's Acquire close orders it.
+    pub(crate) fn is_marked_due(&self, version: u32) -> bool {
+        self.due_version.load(Relaxed) == version
     }
 
     /// Worker side: an iteration of `version` starts at `now_us`. The
