@@ -591,3 +591,44 @@ fn a_periodic_run_in_flight_at_shutdown_has_its_next_run_listed_past_a_refused_f
         }
     });
 }
+
+/// `resume` racing a fire and shutdown: a fire accepted after the resume's
+/// install (and before the scan's close) is run or listed, once — the
+/// resume never takes its own request back over it when it then finds the
+/// scheduler shut down.
+#[test]
+fn a_resume_racing_shutdown_never_takes_an_accepted_fire_with_it() {
+    run_model_bounded(3, || {
+        let h = Arc::new(Harness::new());
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = circulation_trigger::Trigger::builder(h.scheduler())
+            .name("switched")
+            .bind(move || {
+                r.bump();
+                None
+            });
+        trigger.pause();
+        let resumer = {
+            let t = trigger.clone();
+            thread::spawn(move || {
+                let _ = t.resume();
+            })
+        };
+        let firer = {
+            let t = trigger.clone();
+            thread::spawn(move || t.fire())
+        };
+        h.scheduler().shutdown();
+        let fired = firer.join().unwrap();
+        resumer.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        let (listed, ran) = (report.discarded().len(), runs.get());
+        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
+        assert!(listed + ran <= 1, "ran {ran}, listed {listed}: {report:?}");
+        if fired.is_ok() {
+            assert_eq!(listed + ran, 1, "the accepted fire was lost: {report:?}");
+        }
+    });
+}
