@@ -26,6 +26,9 @@ pub(crate) struct TestRuntime {
     pub(crate) panics: Mutex<Vec<String>>,
     registered: Mutex<u32>,
     pausing: Mutex<()>,
+    /// Run (once) by the next caller of `pause_lock`, before it locks: a
+    /// test forces what happens between a call's look and its lock.
+    before_pause_lock: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl TestRuntime {
@@ -41,7 +44,14 @@ impl TestRuntime {
             panics: Mutex::default(),
             registered: Mutex::new(0),
             pausing: Mutex::new(()),
+            before_pause_lock: Mutex::new(None),
         })
+    }
+
+    /// Runs `hook` on the thread that next asks for the pause lock, before
+    /// it takes it.
+    pub(crate) fn before_pause_lock(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.before_pause_lock.lock().unwrap() = Some(Box::new(hook));
     }
 
     /// A trigger on this runtime running `task`.
@@ -127,6 +137,10 @@ impl Runtime for TestRuntime {
         None
     }
     fn pause_lock(&self) -> &Mutex<()> {
+        let hook = self.before_pause_lock.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
         &self.pausing
     }
 }
@@ -297,4 +311,48 @@ fn a_closed_runtime_refuses_fires() {
     runtime.closed.store(true, Ordering::Release);
     assert!(core.fire().is_err());
     assert!(core.fire_after(Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn a_suspend_meeting_a_pause_lifted_meanwhile_tells_the_waiters_of_what_it_cancelled() {
+    // The suspend sees the trigger paused; before it takes the pause lock,
+    // a resume lifts the pause and a waiter's fire is accepted. The
+    // suspend then cancels that fire too, and its waiter hears
+    // "suspended" at once — not after its whole timeout.
+    use crate::core::ResumeTo;
+    use crate::error::WaitError;
+    use std::time::Instant;
+    let runtime = TestRuntime::new();
+    let runs = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&runs);
+    let core = runtime.bind(move || {
+        *counted.lock().unwrap() += 1;
+        None
+    });
+    core.pause();
+    let waiter = Arc::new(Mutex::new(None));
+    let (c, w) = (Arc::clone(&core), Arc::clone(&waiter));
+    runtime.before_pause_lock(move || {
+        assert!(c.resume(ResumeTo::Schedule).unwrap());
+        let fired = c.fire_for_wait().expect("accepted: resumed");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let started = Instant::now();
+        *w.lock().unwrap() = Some(std::thread::spawn(move || {
+            let waited = c.waiters().wait(fired, Some(deadline), || false);
+            (waited, started.elapsed())
+        }));
+    });
+    core.suspend();
+    let waiting = waiter.lock().unwrap().take().expect("the hook ran");
+    let (waited, took) = waiting.join().unwrap();
+    assert_eq!(waited, Err(WaitError::Suspended));
+    assert!(
+        took < Duration::from_secs(10),
+        "waited out its timeout: {took:?}"
+    );
+    // Nothing runs: the suspend cancelled the accepted fire (its queued
+    // dispatch finds nothing to serve).
+    runtime.run_queued();
+    assert_eq!(*runs.lock().unwrap(), 0);
+    assert!(!core.is_paused());
 }
