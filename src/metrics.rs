@@ -10,7 +10,7 @@
 //! | `circulation_trigger_coalesced_fires_total` | counter | `trigger` | fires served together with others, or superseded |
 //! | `circulation_trigger_refused_fires_total` | counter | `trigger`, `reason` | fires refused: `paused`, `shutdown` |
 //! | `circulation_trigger_run_duration_seconds` | histogram | `trigger` | how long each iteration ran |
-//! | `circulation_trigger_lateness_seconds` | histogram | `trigger` | start minus deadline of each timed run |
+//! | `circulation_trigger_lateness_seconds` | histogram | `trigger` | start minus deadline of each timed run (a zero-delay re-arm is due at its return) |
 //! | `circulation_trigger_triggers` | gauge | — | live triggers, in every scheduler of the process |
 //! | `circulation_trigger_workers` | gauge | — | worker threads, in every scheduler of the process |
 //!

@@ -425,6 +425,29 @@ async fn on_virtual_time_the_channel_closes_at_shutdown() {
 
 #[cfg(feature = "tokio")]
 #[tokio::test(flavor = "current_thread")]
+async fn on_virtual_time_a_fetch_in_flight_at_shutdown_sends_its_value_first() {
+    // A virtual scheduler counts no thread for a sync fetch: shut down
+    // from inside the fetch, it has terminated while the fetch still runs.
+    // The fetch's value reaches the readers all the same, then the
+    // channel closes.
+    let sim = Arc::new(Scheduler::builder().build_virtual());
+    let inside = Arc::clone(&sim);
+    let config = Refresh::builder(&*sim).bind(move || {
+        inside.shutdown();
+        Ok::<_, String>(7)
+    });
+    let mut updates = config.subscribe();
+    config.refresh_now().unwrap();
+    sim.advance(Duration::ZERO);
+    assert!(sim.is_terminated());
+    // Sent before the close (the channel started with `None`).
+    assert_eq!(updates.borrow_and_update().as_deref(), Some(&7));
+    let changed = tokio::time::timeout(common::PATIENCE, updates.changed()).await;
+    assert!(changed.expect("closed once the fetch ended").is_err());
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread")]
 async fn refresh_and_wait_async_returns_the_fetched_value_or_why_there_is_none() {
     common::quiet_panics();
     let scheduler = Scheduler::builder().workers(1).build().unwrap();

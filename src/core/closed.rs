@@ -59,19 +59,31 @@ impl<R: Runtime> Core<R> {
     /// (`list_owed`) — unless it asked for none.
     pub(super) fn list_marked_claim(&self, ended: Option<(u32, Option<Duration>)>, now_ns: u64) {
         let word = self.request.peek();
+        let state = self.state.touch();
         if !matches!(
             word.kind(),
             Kind::Closed {
                 mark: Mark::Claim,
                 ..
             }
-        ) || self.state.touch().is_running()
+        ) || state.is_running()
         {
             return;
         }
         // A closed word's version never changes: it is the claim's.
         let kind = match ended {
             Some((version, next)) if version == word.version() => {
+                // A suspend (its install refused by the closed word too)
+                // cancelled the next run, as it would have with no
+                // shutdown: nothing owed. Told by the version the suspend
+                // records after its advance — an end that reads the
+                // advance before that record cannot tell, and lists.
+                if self
+                    .rare_counters()
+                    .is_some_and(|counters| counters.is_suspend(state.version()))
+                {
+                    return;
+                }
                 match self.schedule_of(next, now_ns).0 {
                     next @ (Kind::Due | Kind::At { .. }) => next,
                     _ => return, // it asked for no next run

@@ -164,7 +164,7 @@ impl<'a> RefreshBuilder<'a> {
             panics: AtomicU64::new(0),
             outcome: AtomicU8::new(NO_FETCH),
             #[cfg(feature = "tokio")]
-            watch: std::sync::Mutex::new(Some(tokio::sync::watch::Sender::new(None))),
+            watch: std::sync::Mutex::new(super::Watch::new()),
         });
         #[cfg(feature = "tokio")]
         {
@@ -174,6 +174,8 @@ impl<'a> RefreshBuilder<'a> {
         let (every, mut retry) = (self.every, self.retry);
         let shared = Arc::clone(&latest);
         let trigger = self.trigger.bind(move || {
+            #[cfg(feature = "tokio")]
+            let fetching = shared.fetching();
             // A panicking fetch is a failure too: counted, retried, the
             // value kept — not a silent stop of the refresh.
             let fetched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut fetch));
@@ -202,9 +204,7 @@ impl<'a> RefreshBuilder<'a> {
                     shared.ended(SUCCEEDED);
                     drop((replaced, cleared));
                     #[cfg(feature = "tokio")]
-                    if let Some(sender) = shared.watch().as_ref() {
-                        sender.send_replace(Some(value));
-                    }
+                    fetching.sent(value);
                     #[cfg(not(feature = "tokio"))]
                     drop(value);
                     match &mut retry {

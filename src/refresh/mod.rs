@@ -29,32 +29,105 @@ struct Latest<T, E> {
     /// How the last fetch ended ([`NO_FETCH`] until one has), written
     /// after the value or error it left; see [`Latest::served`].
     outcome: AtomicU8,
-    /// The sender of [`Refresh::subscribe`]'s receivers; taken (which
-    /// closes the channel) once the scheduler has terminated, so a reader
-    /// awaiting `changed()` learns that no newer value can come.
+    /// The channel of [`Refresh::subscribe`]'s receivers.
     #[cfg(feature = "tokio")]
-    watch: std::sync::Mutex<Option<tokio::sync::watch::Sender<Option<Arc<T>>>>>,
+    watch: std::sync::Mutex<Watch<T>>,
+}
+
+/// [`Refresh::subscribe`]'s channel: its sender is dropped — which closes
+/// it, so a reader awaiting `changed()` learns that no newer value can
+/// come — once the scheduler has terminated and no fetch runs. A virtual
+/// scheduler counts no thread for a sync fetch in flight, so its
+/// termination may come first: that fetch then sends its value, and
+/// closes the channel as it ends.
+#[cfg(feature = "tokio")]
+struct Watch<T> {
+    sender: Option<tokio::sync::watch::Sender<Option<Arc<T>>>>,
+    fetching: bool,
+    terminated: bool,
+}
+
+#[cfg(feature = "tokio")]
+impl<T> Watch<T> {
+    fn new() -> Self {
+        Self {
+            sender: Some(tokio::sync::watch::Sender::new(None)),
+            fetching: false,
+            terminated: false,
+        }
+    }
 }
 
 #[cfg(feature = "tokio")]
 impl<T, E> Latest<T, E> {
-    /// The value channel's sender, while the scheduler has not terminated.
-    fn watch(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Option<tokio::sync::watch::Sender<Option<Arc<T>>>>> {
-        // A panic cannot leave the `Option` half written: poison is moot.
+    fn watch(&self) -> std::sync::MutexGuard<'_, Watch<T>> {
+        // A panic cannot leave the flags half written: poison is moot.
         self.watch
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A fetch starts: until it ends ([`Fetching`]'s drop, or `sent`), a
+    /// termination leaves the channel open for it.
+    fn fetching(&self) -> Fetching<'_, T, E> {
+        self.watch().fetching = true;
+        Fetching(self)
+    }
+}
+
+/// A fetch in flight (see [`Latest::fetching`]); dropped, it ends having
+/// sent nothing — also when the iteration unwinds past the fetch's catch.
+#[cfg(feature = "tokio")]
+struct Fetching<'a, T, E>(&'a Latest<T, E>);
+
+#[cfg(feature = "tokio")]
+impl<T, E> Fetching<'_, T, E> {
+    /// Ends the fetch, sending `value` to the subscribers first.
+    fn sent(self, value: Arc<T>) {
+        self.end(Some(value));
+    }
+
+    fn end(&self, value: Option<Arc<T>>) {
+        let mut watch = self.0.watch();
+        watch.fetching = false;
+        let replaced = match (&watch.sender, value) {
+            (Some(sender), Some(value)) => sender.send_replace(Some(value)),
+            _ => None,
+        };
+        let closed = if watch.terminated {
+            watch.sender.take()
+        } else {
+            None
+        };
+        drop(watch);
+        // Outside the lock: a value's destructor is user code (it may
+        // subscribe), and dropping the sender wakes the receivers.
+        drop((replaced, closed));
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<T, E> Drop for Fetching<'_, T, E> {
+    fn drop(&mut self) {
+        // After `sent`, this finds `fetching` already cleared.
+        if self.0.watch().fetching {
+            self.end(None);
+        }
     }
 }
 
 #[cfg(feature = "tokio")]
 impl<T: Send + Sync, E: Send + Sync> crate::scheduler::OnTerminated for Latest<T, E> {
     fn terminated(&self) {
-        // Dropped outside the lock: receivers wake.
-        let sender = self.watch().take();
-        drop(sender);
+        let mut watch = self.watch();
+        watch.terminated = true;
+        let closed = if watch.fetching {
+            None // the fetch in flight closes it as it ends
+        } else {
+            watch.sender.take()
+        };
+        drop(watch);
+        drop(closed);
     }
 }
 
@@ -270,7 +343,7 @@ impl<T, E> Refresh<T, E> {
     /// ```
     #[cfg(feature = "tokio")]
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Option<Arc<T>>> {
-        if let Some(sender) = self.latest.watch().as_ref() {
+        if let Some(sender) = self.latest.watch().sender.as_ref() {
             return sender.subscribe();
         }
         // Terminated: the last value, on a channel already closed.

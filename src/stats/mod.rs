@@ -79,8 +79,9 @@ pub struct TriggerStats {
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Counters {
-    /// Timer side: the deadline of the run it last marked due, and for
-    /// which version (`NONE` once the worker consumed it). The only
+    /// The deadline of the run last marked due (by the timer, or a
+    /// zero-delay re-arm), and for which version (`NONE` once the worker
+    /// consumed it). The only
     /// statistics the loom models see (loom atomics under `--cfg loom`):
     /// the timer hands them to the worker through `Request::expire`'s
     /// Release, and `loom_dispatch`'s lateness model checks that edge.
@@ -236,8 +237,12 @@ const LATENESS_MAX: u32 = u32::MAX - 1;
 
 // Every access below is Relaxed: these are statistics. Each field has one
 // writer at a time (the firer for `wraps`/`suspends`, the timer for `due_*`
-// before its Release expire, the RUNNING holder for the rest), and readers
-// only want a recent value. The `due_*` pair is handed from timer to worker
+// before its Release expire — or an ending iteration re-arming with zero
+// delay, before its Release install —, the RUNNING holder for the rest),
+// and readers only want a recent value. (The one overlap: a `fire_after`
+// between a zero-delay re-arm's `exit` and its mark, found due by the timer
+// at once, may see its lateness measured from the re-arm's mark; the
+// re-arm's own run is then stale.) The `due_*` pair is handed from timer to worker
 // by the expire → take_due Release/Acquire edge on the request word.
 impl Counters {
     pub(crate) fn new(start_version: u32) -> Self {
@@ -282,7 +287,8 @@ impl Counters {
         self.iterations.load(Relaxed) > 0
     }
 
-    /// Timer side: the run of `version` was due at `due_at_us`.
+    /// The run of `version` was due at `due_at_us`: the timer found it
+    /// due, or an iteration re-armed with zero delay.
     pub(crate) fn marked_due(&self, version: u32, due_at_us: u64) {
         self.due_at_us.store(due_at_us, Relaxed);
         self.due_version.store(version, Relaxed);

@@ -37,13 +37,13 @@ pub struct TriggerBuilder<'a> {
 }
 
 impl<'a> TriggerBuilder<'a> {
-    /// A builder with no options set, for [`Trigger::builder`].
     /// The scheduler the trigger will be bound to.
     #[cfg(feature = "tokio")]
     pub(crate) fn scheduler(&self) -> &'a Scheduler {
         self.scheduler
     }
 
+    /// A builder with no options set, for [`Trigger::builder`].
     pub(super) fn new(scheduler: &'a Scheduler) -> Self {
         Self {
             scheduler,
