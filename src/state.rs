@@ -289,6 +289,7 @@ impl State {
     ///
     /// Clearing RESERVED is what makes fire/fire/suspend stop and
     /// fire/fire/fire yield one chain (docs/DESIGN.md, "Pitfalls").
+    #[inline]
     pub fn advance(&self) -> u32 {
         self.update(|current| {
             let version = next_version(version_of(current));

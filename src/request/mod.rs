@@ -188,6 +188,7 @@ fn round_up_units(value: u64, exp: u8) -> u64 {
 pub(crate) struct Word(u64);
 
 impl Word {
+    #[inline]
     pub(crate) fn new(version: u32, kind: Kind) -> Self {
         let (tag, mantissa) = kind.tag_and_mantissa();
         Self(
@@ -226,6 +227,7 @@ impl Word {
 
     /// Whether the shutdown scan has closed the word (CLOSED, whatever its
     /// mark).
+    #[inline]
     pub(crate) fn is_closed(self) -> bool {
         matches!(self.kind(), Kind::Closed { .. })
     }
@@ -354,6 +356,7 @@ impl Request {
     /// expiry (see `Core::expire`). Relaxed: a recent value is enough —
     /// every decision taken on it is then made by an RMW that fails if the
     /// word moved on.
+    #[inline]
     pub(crate) fn peek(&self) -> Word {
         Word(self.word.load(Ordering::Relaxed))
     }

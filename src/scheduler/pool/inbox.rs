@@ -67,6 +67,7 @@ impl<R: Runtime> Pool<R> {
 
     /// A trigger already in the inbox got a new deadline: wake the holder
     /// if the deadline is earlier than its sleep target.
+    #[inline]
     pub(crate) fn poke(&self, deadline: u64) {
         // Relaxed: see the module docs.
         if deadline < self.sleep_until.load(Ordering::Relaxed) {
