@@ -168,24 +168,12 @@ impl<R: Runtime> Core<R> {
         // shutdown scan's close of the word, so the scan lists the request,
         // or whoever claims it first runs it (or lists it, see
         // `Request::close`).
-        match self.accepted(installed)? {
-            // The run was already pending (its installer queues it, or has:
-            // a dispatch clears `queued` before it takes the request, and
-            // this install came before that take in the word's order) and
-            // now serves this fire too: this fire hands nothing on, and
-            // needs no RMW on `queued`.
-            Some(old) if old.kind() == Kind::Due => {
-                #[cfg(feature = "tracing")]
-                tracing::trace!(
-                    trigger = self.name().unwrap_or("<unnamed>"),
-                    "fire coalesced into the queued run"
-                );
-                give_way_in_a_storm();
-            }
-            Some(_) => {
-                let _ = !self.reserve_inline() && self.schedule_run(true);
-            }
-            None => {}
+        let replaced = self.accepted(installed)?;
+        let queued_here = replaced.is_some() && !self.reserve_inline() && self.schedule_run(true);
+        if !queued_here && replaced.is_some_and(|old| old.kind() == Kind::Due) {
+            // The run was already pending (queued, not yet taken) and now
+            // serves this fire too: this fire handed nothing on.
+            give_way_in_a_storm();
         }
         Ok(version)
     }
