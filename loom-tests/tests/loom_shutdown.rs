@@ -5,7 +5,7 @@
 mod common;
 
 use circulation_trigger::model::Harness;
-use circulation_trigger::FireError;
+use circulation_trigger::{FireError, ShutdownReport};
 use common::{run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
@@ -120,23 +120,11 @@ fn a_refused_fire_never_takes_an_accepted_fires_claimed_run_with_it() {
                 None
             });
         trigger.fire().unwrap(); // accepted, queued
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one(); // claims it, then enters (or finds it stale)
-            })
-        };
-        let firer = {
-            let t = trigger.clone();
-            thread::spawn(move || t.fire())
-        };
-        h.scheduler().shutdown();
-        let second = firer.join().unwrap();
-        worker.join().unwrap();
-        h.run_all();
-        let report = h.scheduler().shutdown_report().unwrap();
+                                 // The worker claims it, then enters (or finds it stale).
+        let (second, report) = worker_and_fire_racing_shutdown(&h, &trigger, |h| {
+            h.run_one();
+        });
         let (listed, ran) = (report.discarded().len(), runs.get());
-        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
         // The first fire is run or listed, once.
         assert!(listed + ran >= 1, "the accepted fire was lost ({second:?})");
         assert!(
@@ -467,24 +455,12 @@ fn a_deferred_run_racing_shutdown_is_listed_once() {
         trigger.fire().unwrap();
         h.run_one(); // the first run, at time 0: the cooldown runs to 50 µs
         trigger.fire().unwrap(); // accepted, queued
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one(); // claims it, enters, and defers it (or finds it stale)
-            })
-        };
-        let firer = {
-            let t = trigger.clone();
-            thread::spawn(move || t.fire())
-        };
-        h.scheduler().shutdown();
-        let second = firer.join().unwrap();
-        worker.join().unwrap();
-        h.run_all();
-        let report = h.scheduler().shutdown_report().unwrap();
+                                 // The worker claims it, enters, and defers it (or finds it stale).
+        let (second, report) = worker_and_fire_racing_shutdown(&h, &trigger, |h| {
+            h.run_one();
+        });
         let (listed, ran) = (report.discarded().len(), runs.get() - 1);
         assert_eq!(ran, 0, "the cooldown holds");
-        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
         assert_eq!(listed, 1, "second {second:?}: {report:?}");
     });
 }
@@ -520,26 +496,13 @@ fn periodic_claim_racing_shutdown(period: Duration) {
             .bind(move || (r.bump() == 1).then_some(period));
         trigger.fire().unwrap();
         h.run_one(); // the first run re-arms, keeping its version
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                if !period.is_zero() {
-                    h.timer_turn(10); // due: marked and queued (or discarded)
-                }
-                h.run_one(); // claims it, then enters (or finds it stale)
-            })
-        };
-        let firer = {
-            let t = trigger.clone();
-            thread::spawn(move || t.fire())
-        };
-        h.scheduler().shutdown();
-        let fired = firer.join().unwrap();
-        worker.join().unwrap();
-        h.run_all();
-        let report = h.scheduler().shutdown_report().unwrap();
+        let (fired, report) = worker_and_fire_racing_shutdown(&h, &trigger, move |h| {
+            if !period.is_zero() {
+                h.timer_turn(10); // due: marked and queued (or discarded)
+            }
+            h.run_one(); // claims it, then enters (or finds it stale)
+        });
         let (listed, ran) = (report.discarded().len(), runs.get() - 1);
-        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
         match fired {
             // Refused: the periodic run alone is owed.
             Err(_) => assert_eq!(listed + ran, 1, "ran {ran}, listed {listed}: {report:?}"),
@@ -568,23 +531,10 @@ fn a_periodic_run_in_flight_at_shutdown_has_its_next_run_listed_past_a_refused_f
             .name("periodic")
             .bind(move || (r.bump() == 1).then_some(Duration::from_micros(10)));
         trigger.fire().unwrap();
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
-            })
-        };
-        let firer = {
-            let t = trigger.clone();
-            thread::spawn(move || t.fire())
-        };
-        h.scheduler().shutdown();
-        let fired = firer.join().unwrap();
-        worker.join().unwrap();
-        h.run_all();
-        let report = h.scheduler().shutdown_report().unwrap();
+        let (fired, report) = worker_and_fire_racing_shutdown(&h, &trigger, |h| {
+            h.run_one();
+        });
         let listed = report.discarded().len();
-        assert!(!h.is_armed(&trigger), "an armed request escaped the report");
         assert!(listed <= 1, "{report:?}");
         if fired.is_err() && !report.in_flight().is_empty() {
             assert_eq!(listed, 1, "the run's next run is missing: {report:?}");
@@ -631,4 +581,30 @@ fn a_resume_racing_shutdown_never_takes_an_accepted_fire_with_it() {
             assert_eq!(listed + ran, 1, "the accepted fire was lost: {report:?}");
         }
     });
+}
+
+/// The shape several models share: a worker thread (`worker`, playing the
+/// scheduler's side) and a thread firing `trigger` once race `shutdown` on
+/// the model's thread; then the queue is drained, and the fire's result
+/// and the report returned. Asserts that nothing armed escaped the report.
+fn worker_and_fire_racing_shutdown(
+    h: &Arc<Harness>,
+    trigger: &circulation_trigger::Trigger,
+    worker: impl FnOnce(&Harness) + Send + 'static,
+) -> (Result<(), FireError>, ShutdownReport) {
+    let worker = {
+        let h = h.clone();
+        thread::spawn(move || worker(&h))
+    };
+    let firer = {
+        let t = trigger.clone();
+        thread::spawn(move || t.fire())
+    };
+    h.scheduler().shutdown();
+    let fired = firer.join().unwrap();
+    worker.join().unwrap();
+    h.run_all();
+    let report = h.scheduler().shutdown_report().unwrap();
+    assert!(!h.is_armed(trigger), "an armed request escaped the report");
+    (fired, report)
 }
