@@ -59,15 +59,17 @@ impl<R: Runtime> Core<R> {
     /// (`list_owed`) — unless it asked for none.
     pub(super) fn list_marked_claim(&self, ended: Option<(u32, Option<Duration>)>, now_ns: u64) {
         let word = self.request.peek();
-        let state = self.state.touch();
         if !matches!(
             word.kind(),
             Kind::Closed {
                 mark: Mark::Claim,
                 ..
             }
-        ) || state.is_running()
-        {
+        ) {
+            return; // every exit of a newer version comes here: one load
+        }
+        let state = self.state.touch();
+        if state.is_running() {
             return;
         }
         // A closed word's version never changes: it is the claim's.
