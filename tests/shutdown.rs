@@ -312,6 +312,40 @@ fn virtual_schedulers_report_too() {
 }
 
 #[test]
+fn the_next_run_listed_for_a_run_in_flight_is_the_one_its_rearm_would_arm() {
+    // A periodic run shuts its (virtual) scheduler down at 370 µs and asks
+    // for its next run 60 s later: its re-arm, refused by the closed word,
+    // lists the deadline it would have armed — rounded up onto the 1 ms
+    // coalescing grid (60.001 s), or with coalescing off the exact one.
+    // (Its end listing that run itself, past a fire refused after its
+    // advance, is `loom_shutdown`'s to force.)
+    for coalesce in [true, false] {
+        let sim = Arc::new(
+            Scheduler::builder()
+                .coalesce_periodic(coalesce)
+                .build_virtual(),
+        );
+        sim.advance(Duration::from_micros(370));
+        let s = Arc::clone(&sim);
+        let trigger = Trigger::builder(&*sim).name("periodic").bind(move || {
+            s.shutdown();
+            Some(Duration::from_secs(60))
+        });
+        trigger.fire().unwrap();
+        sim.advance(Duration::ZERO);
+        let report = sim.shutdown_report().expect("shut down");
+        assert_eq!(report.in_flight().len(), 1, "{report:?}");
+        assert_eq!(report.discarded().len(), 1, "{report:?}");
+        let due_at = if coalesce { 60_001_000 } else { 60_000_370 };
+        assert_eq!(
+            report.discarded()[0].due_in(),
+            Duration::from_micros(due_at - 370),
+            "coalescing {coalesce}: {report:?}"
+        );
+    }
+}
+
+#[test]
 fn a_cooldown_deferral_is_never_listed_in_flight() {
     // A fire during a cooldown takes RUNNING only to find it too early and
     // gives it back without running; a scan in that moment must not list

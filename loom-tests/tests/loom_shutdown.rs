@@ -520,16 +520,19 @@ fn periodic_claim_racing_shutdown(period: Duration) {
 /// one is listed — whether the refused fire's advance landed before the
 /// run's end (the end then finds a newer version live, and lists its own
 /// next run under the scan's mark on its claim) or after it (its re-arm
-/// is refused, and listed).
+/// is refused, and listed). Either way it is listed with the deadline its
+/// re-arm would have armed: the run ends at 370 µs and asks for 2 s, which
+/// the re-arm rounds up onto the 1 ms coalescing grid (2.001 s).
 #[test]
 fn a_periodic_run_in_flight_at_shutdown_has_its_next_run_listed_past_a_refused_fire() {
     run_model_bounded(3, || {
         let h = Arc::new(Harness::new());
+        h.set_time(370);
         let runs = Count::default();
         let r = runs.clone();
         let trigger = circulation_trigger::Trigger::builder(h.scheduler())
             .name("periodic")
-            .bind(move || (r.bump() == 1).then_some(Duration::from_micros(10)));
+            .bind(move || (r.bump() == 1).then_some(Duration::from_secs(2)));
         trigger.fire().unwrap();
         let (fired, report) = worker_and_fire_racing_shutdown(&h, &trigger, |h| {
             h.run_one();
@@ -538,6 +541,11 @@ fn a_periodic_run_in_flight_at_shutdown_has_its_next_run_listed_past_a_refused_f
         assert!(listed <= 1, "{report:?}");
         if fired.is_err() && !report.in_flight().is_empty() {
             assert_eq!(listed, 1, "the run's next run is missing: {report:?}");
+            assert_eq!(
+                report.discarded()[0].due_in(),
+                Duration::from_micros(2_001_000 - 370),
+                "not the deadline the re-arm would have armed: {report:?}"
+            );
         }
     });
 }

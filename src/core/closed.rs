@@ -86,9 +86,15 @@ impl<R: Runtime> Core<R> {
                 {
                     return;
                 }
-                match self.schedule_of(next, now_ns).0 {
-                    next @ (Kind::Due | Kind::At { .. }) => next,
-                    _ => return, // it asked for no next run
+                // The run it asked for, as its re-arm would have armed it
+                // (`rearm`: coalesced, unlike a resume's schedule).
+                match next {
+                    Some(delay) if delay.is_zero() => Kind::Due,
+                    Some(delay) => match self.rearm_deadline(delay, now_ns) {
+                        Some(deadline) => Kind::at(deadline, now_ns / 1_000),
+                        None => return, // it can never come due
+                    },
+                    None => return, // it asked for no next run
                 }
             }
             _ => Kind::Due,

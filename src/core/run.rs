@@ -384,10 +384,23 @@ impl<R: Runtime> Core<R> {
         }
         // A delay beyond the clock's range can never come due: stop, as
         // with `None`.
-        let mut deadline = deadline_us(now_ns, delay, self.runtime.tick_us())?;
-        if self.runtime.coalesces() {
-            deadline = coalesce(deadline, delay);
-        }
+        let deadline = self.rearm_deadline(delay, now_ns)?;
         self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)
+    }
+
+    /// The deadline (µs) of the run an iteration that returned at `now_ns`
+    /// asks for `delay` (> 0) later: rounded up to the tick, then onto the
+    /// coalescing grid if the scheduler coalesces; `None` past the clock's
+    /// range. The re-arm and the shutdown report's listing of that run
+    /// (`list_marked_claim`) both come here, so the report names the very
+    /// deadline the run would have had.
+    #[inline]
+    pub(super) fn rearm_deadline(&self, delay: Duration, now_ns: u64) -> Option<u64> {
+        let deadline = deadline_us(now_ns, delay, self.runtime.tick_us())?;
+        Some(if self.runtime.coalesces() {
+            coalesce(deadline, delay)
+        } else {
+            deadline
+        })
     }
 }
