@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod builder;
+#[cfg(all(test, feature = "tokio", not(loom)))]
+mod tests;
 
 pub use builder::RefreshBuilder;
 
@@ -65,6 +67,20 @@ impl<T, E> Latest<T, E> {
         self.watch
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The scheduler has terminated: closes the channel — now, or as the
+    /// fetch in flight ends. Idempotent.
+    fn close_at_termination(&self) {
+        let mut watch = self.watch();
+        watch.terminated = true;
+        let closed = if watch.fetching {
+            None // the fetch in flight closes it as it ends
+        } else {
+            watch.sender.take()
+        };
+        drop(watch);
+        drop(closed);
     }
 
     /// A fetch starts: until it ends ([`Fetching`]'s drop, or `sent`), a
@@ -119,15 +135,7 @@ impl<T, E> Drop for Fetching<'_, T, E> {
 #[cfg(feature = "tokio")]
 impl<T: Send + Sync, E: Send + Sync> crate::scheduler::OnTerminated for Latest<T, E> {
     fn terminated(&self) {
-        let mut watch = self.watch();
-        watch.terminated = true;
-        let closed = if watch.fetching {
-            None // the fetch in flight closes it as it ends
-        } else {
-            watch.sender.take()
-        };
-        drop(watch);
-        drop(closed);
+        self.close_at_termination();
     }
 }
 
@@ -343,6 +351,14 @@ impl<T, E> Refresh<T, E> {
     /// ```
     #[cfg(feature = "tokio")]
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Option<Arc<T>>> {
+        if self.trigger.scheduler_terminated() {
+            // Terminated: the scheduler tells this refresh's hook once its
+            // live count is zero, but only after releasing that count's
+            // lock — a caller back from `await_termination` may come
+            // first. Close the channel now, as the hook will (twice is
+            // harmless; a fetch still in flight closes it as it ends).
+            self.latest.close_at_termination();
+        }
         if let Some(sender) = self.latest.watch().sender.as_ref() {
             return sender.subscribe();
         }

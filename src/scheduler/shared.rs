@@ -262,6 +262,18 @@ impl Shared {
         hooks.waiting.push(hook);
     }
 
+    /// Whether the scheduler has shut down and nothing of it runs any
+    /// more: true from the moment [`when_terminated`](Self::when_terminated)'s
+    /// hooks are taken to be told (under the same lock), so a caller that
+    /// sees it need not wait for them — they are told after that lock is
+    /// released, and `await_termination` may return before.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn has_terminated(&self) -> bool {
+        let alive = lock(&self.alive);
+        // Acquire: see `when_terminated`; under the lock either way.
+        self.closed.load(Ordering::Acquire) && *alive == 0
+    }
+
     /// Under the `alive` lock, with the live count at `alive`: if the
     /// scheduler has terminated, takes the hooks to tell (once only; the
     /// caller tells them after releasing the lock — a hook may run any

@@ -230,6 +230,13 @@ impl Trigger {
         &self.core
     }
 
+    /// Whether this trigger's scheduler has terminated (see
+    /// `Shared::has_terminated`).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn scheduler_terminated(&self) -> bool {
+        self.core.runtime.has_terminated()
+    }
+
     /// Runs the task as soon as a worker is free. Fired while an iteration
     /// runs, exactly one more iteration starts right after it ends (however
     /// many fires arrive meanwhile). Supersedes every earlier request.
