@@ -244,6 +244,35 @@ fn g6_a_suspend_racing_pause_outlives_the_resume() {
     });
 }
 
+/// `suspend` racing a whole `pause` and `resume` on a trigger with a
+/// schedule: the suspend holds whatever the order (G6) — before the pause,
+/// during it, after the resume, or advanced before the pause and installed
+/// after the resume, when the resume's request refuses its install as
+/// newer (the suspend then tells by the pause's version that it must
+/// suspend again) — so nothing runs until the next fire.
+#[test]
+fn g6_a_suspend_overlapping_a_pause_and_resume_outlives_them() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (trigger, runs) = counted(&h, 0, Some(Duration::from_micros(10)));
+        trigger.fire().unwrap();
+        h.run_one(); // ran once: its schedule is a run 10 µs on
+        let suspender = {
+            let t = trigger.clone();
+            thread::spawn(move || t.suspend())
+        };
+        trigger.pause();
+        assert!(trigger.resume().unwrap());
+        suspender.join().unwrap();
+        h.timer_turn(1_000);
+        h.run_all();
+        assert_eq!(runs.get(), 1, "the resume restarted a suspended trigger");
+        trigger.fire().unwrap();
+        h.run_all();
+        assert_eq!(runs.get(), 2);
+    });
+}
+
 /// `pause` racing `resume`: they serialize (the pause lock), so the trigger
 /// ends paused (the resume came first and found nothing to do, or the
 /// pause came last) or resumed with its schedule live — never resumed

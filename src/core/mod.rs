@@ -179,6 +179,11 @@ struct Rare {
     /// lock orders it). A `std` atomic, as the rare counters: the part is
     /// published through `OnceBox`, which loom does not see.
     stays_suspended: std::sync::atomic::AtomicBool,
+    /// The version the last resume installed its request with (the start
+    /// version if none has): a suspend whose install a newer request
+    /// refused tells by it whether a resume came after its advance (see
+    /// `Core::suspend`). Under the pause lock, as `stays_suspended`.
+    resumed_at: std::sync::atomic::AtomicU32,
 }
 
 impl Rare {
@@ -188,6 +193,7 @@ impl Rare {
             counters: RareCounters::new(start_version),
             waiters: std::sync::OnceLock::new(),
             stays_suspended: std::sync::atomic::AtomicBool::new(false),
+            resumed_at: std::sync::atomic::AtomicU32::new(start_version),
         })
     }
 }

@@ -63,16 +63,22 @@ impl<R: Runtime> Core<R> {
         self.close_burst();
         let version = if self.request.peek().kind() == Kind::Paused {
             // The pause told the waiters of what it cancelled already.
-            match self.suspend_paused() {
+            match self.suspend_paused(None) {
                 Some(version) => version,
                 None => return,
             }
         } else {
-            let (version, met_pause) = self.advance_to_idle();
-            if met_pause {
-                self.suspend_paused().unwrap_or(version)
-            } else {
-                version
+            let (version, refused) = self.advance_to_idle();
+            match refused {
+                // A pause came in between: it took what was pending.
+                Some(Refused::Paused) => self.suspend_paused(None).unwrap_or(version),
+                // A newer request won, as the later call — unless a
+                // resume installed after this advance: the pause before
+                // it took (or met) what was pending, and the resume
+                // restored the schedule this suspend cancels (G6). Then
+                // suspend again.
+                Some(Refused::Newer) => self.suspend_paused(Some(version)).unwrap_or(version),
+                _ => version,
             }
         };
         // After the publish: a waiter told "suspended" reads the trigger so.
@@ -83,18 +89,18 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Advances and installs IDLE; returns the version, and whether the
-    /// install met a pause that came in between (it took what was
-    /// pending: the suspend then only cancels the schedule a resume would
-    /// restore, [`suspend_paused`](Self::suspend_paused)). A newer request
-    /// installed meanwhile wins, as the later call.
-    fn advance_to_idle(&self) -> (u32, bool) {
+    /// Advances and installs IDLE; returns the version, and why the
+    /// install was refused, if it was: a pause that came in between (it
+    /// took what was pending: the suspend then only cancels the schedule a
+    /// resume would restore, [`suspend_paused`](Self::suspend_paused)), or
+    /// a newer request.
+    fn advance_to_idle(&self) -> (u32, Option<Refused>) {
         let version = self.advance();
         self.rare().counters.suspended(version);
         let installed = self
             .request
             .install(version, Kind::Idle, Installer::Publish);
-        (version, installed == Err(Refused::Paused))
+        (version, installed.err())
     }
 
     /// A suspend that meets a pause: nothing is pending, but a resume onto
@@ -103,8 +109,28 @@ impl<R: Runtime> Core<R> {
     /// still paused, the resume is told to leave the trigger idle;
     /// resumed meanwhile, the suspend cancels what the resume installed,
     /// and the version it installed is returned.
-    fn suspend_paused(&self) -> Option<u32> {
+    ///
+    /// With `since`, the suspend that advanced to that version met a newer
+    /// request rather than PAUSED: it does all this only if a resume
+    /// installed with a newer version (`Rare::resumed_at`, written under
+    /// this lock), and returns `None` otherwise. If the refusing request
+    /// was that resume's, the refused install read it, so this lock is
+    /// taken after the resume's and sees its record. Bounded: under the
+    /// lock no pause or resume can come, so once only. (A record from
+    /// 2^29 versions back may read as newer: a second suspend, which the
+    /// call's overlap with the newer request allows.)
+    fn suspend_paused(&self, since: Option<u32>) -> Option<u32> {
         let _guard = crate::sync::lock(self.runtime.pause_lock());
+        if let Some(version) = since {
+            // Relaxed: under the pause lock (see `Rare::resumed_at`).
+            let resumed_at = self
+                .rare()
+                .resumed_at
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if !crate::request::is_newer(resumed_at, version) {
+                return None;
+            }
+        }
         if self.is_paused() {
             // Relaxed: read and written under the pause lock.
             self.rare()
@@ -113,8 +139,12 @@ impl<R: Runtime> Core<R> {
             return None;
         }
         // No pause can come in between: this lock is held.
-        let (version, met_pause) = self.advance_to_idle();
-        debug_assert!(!met_pause, "paused without the pause lock");
+        let (version, refused) = self.advance_to_idle();
+        debug_assert_ne!(
+            refused,
+            Some(Refused::Paused),
+            "paused without the pause lock"
+        );
         Some(version)
     }
 
@@ -211,6 +241,10 @@ impl<R: Runtime> Core<R> {
             // Still suspended: its stats say so, and a later pause sees it.
             self.rare().counters.still_suspended(version);
         }
+        // Relaxed: under the pause lock (see `Rare::resumed_at`).
+        self.rare()
+            .resumed_at
+            .store(version, std::sync::atomic::Ordering::Relaxed);
         drop(guard);
         self.close_burst();
         match kind {
