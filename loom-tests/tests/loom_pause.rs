@@ -7,7 +7,7 @@
 mod common;
 
 use circulation_trigger::model::Harness;
-use circulation_trigger::{FireError, Trigger};
+use circulation_trigger::{FireError, Trigger, WaitError};
 use common::{run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
@@ -270,6 +270,32 @@ fn g6_a_suspend_overlapping_a_pause_and_resume_outlives_them() {
         trigger.fire().unwrap();
         h.run_all();
         assert_eq!(runs.get(), 2);
+    });
+}
+
+/// `fire_and_wait` racing a pause and a resume onto an idle schedule: an
+/// accepted fire is answered — served, or told "suspended" — never left
+/// waiting. The fire that passed its paused check before the pause,
+/// advanced after the pause's advance and installed after the resume is
+/// refused as older and returns `Ok`; only the resume can tell its waiter.
+#[test]
+fn g17_a_waiter_whose_fire_a_pause_and_resume_cancel_is_told() {
+    run_model(|| {
+        let h = Arc::new(Harness::new());
+        let (trigger, runs) = counted(&h, 0, None);
+        let waiter = {
+            let t = trigger.clone();
+            thread::spawn(move || Harness::fire_for_wait(&t))
+        };
+        trigger.pause();
+        assert!(trigger.resume().unwrap());
+        let fired = waiter.join().unwrap();
+        h.run_all();
+        if let Ok(fired) = fired {
+            let answer = Harness::wait_now(&trigger, fired);
+            assert_ne!(answer, Err(WaitError::Timeout), "ran {}", runs.get());
+            assert_eq!(answer.is_ok(), runs.get() == 1, "{answer:?}");
+        }
     });
 }
 

@@ -246,6 +246,15 @@ impl<R: Runtime> Core<R> {
             .resumed_at
             .store(version, std::sync::atomic::Ordering::Relaxed);
         drop(guard);
+        // Every fire that advanced between the pause's advance and this
+        // install lost to one or the other — refused by PAUSED, or, had it
+        // passed its paused check before the pause, by this newer version
+        // (it returns `Ok`: it began before the pause took effect). None
+        // runs: their waiters hear "suspended", as the pause told those of
+        // what it cancelled — not silence until their timeout.
+        if let Some(waiters) = self.existing_waiters() {
+            waiters.suspended(version);
+        }
         self.close_burst();
         match kind {
             Kind::Due if !self.reserve_inline() => {

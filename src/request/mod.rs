@@ -442,9 +442,13 @@ impl Request {
 
     /// Installs PAUSED over whatever the word holds, keeping its version
     /// and IN_INBOX; returns the word it replaced (PAUSED itself if the
-    /// trigger was paused already: then nothing changes). Relaxed: what
-    /// makes a pause hold is the order of RMWs on this word and on the
-    /// state word, not data handed to anyone (see `Core::pause`).
+    /// trigger was paused already: then nothing changes). What makes a
+    /// pause hold is the order of RMWs on this word and on the state word
+    /// (see `Core::pause`). Acquire for one datum: a suspend's IDLE word
+    /// replaced here was installed (Release) after the suspend recorded
+    /// its version (`RareCounters::suspended`), which the pause then reads
+    /// to keep the trigger suspended through the resume (G6) — Relaxed, a
+    /// weakly ordered CPU could show it the record from before.
     pub(crate) fn pause(&self) -> Word {
         self.update(|current| {
             let paused = match current.kind() {
@@ -455,7 +459,7 @@ impl Request {
                 _ => Kind::Paused,
             };
             let paused = Word::new(current.version(), paused).with_inbox_of(current.raw());
-            Step::Store(paused, Ordering::Relaxed, current)
+            Step::Store(paused, Ordering::Acquire, current)
         })
     }
 

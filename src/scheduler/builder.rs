@@ -228,6 +228,11 @@ impl Builder {
     /// flight longer than its trigger's
     /// [`stuck_after`](crate::TriggerBuilder::stuck_after). The run goes on;
     /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) marks it.
+    ///
+    /// Keep it short and never let it block (log, count, send on an
+    /// unbounded channel): while it runs, the monitor looks at nothing
+    /// else — no stalled worker is replaced (G14) and no other stuck run
+    /// is reported. A panic in it is caught and ignored.
     pub fn stuck_hook(
         mut self,
         hook: impl Fn(&crate::policy::StuckRun) + Send + Sync + 'static,

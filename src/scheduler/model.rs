@@ -117,6 +117,21 @@ impl Harness {
         &self.scheduler.shared
     }
 
+    /// `fire_and_wait`'s fire alone: the version whose run the waiter
+    /// waits for.
+    pub fn fire_for_wait(trigger: &Trigger) -> Result<u32, crate::WaitError> {
+        trigger.core().fire_for_wait()
+    }
+
+    /// What a waiter for the fire of `fired` gets now, without waiting:
+    /// `Timeout` while it would still wait.
+    pub fn wait_now(trigger: &Trigger, fired: u32) -> Result<crate::Outcome, crate::WaitError> {
+        trigger
+            .core()
+            .waiters()
+            .wait(fired, Some(std::time::Instant::now()), || false)
+    }
+
     /// Binds a task whose version starts at `version`.
     pub fn trigger(&self, version: u32, task: impl Task) -> Trigger {
         Trigger::builder(&self.scheduler)
