@@ -218,15 +218,7 @@ fn g17_suspend_racing_pause_leaves_it_paused() {
 /// after it — so nothing runs until the next fire.
 #[test]
 fn g6_a_suspend_racing_pause_outlives_the_resume() {
-    run_model(|| {
-        let h = Arc::new(Harness::new());
-        let (trigger, runs) = counted(&h, 0, Some(Duration::from_micros(10)));
-        trigger.fire().unwrap();
-        h.run_one(); // ran once: its schedule is a run 10 µs on
-        let suspender = {
-            let t = trigger.clone();
-            thread::spawn(move || t.suspend())
-        };
+    a_suspend_racing(|trigger, suspender| {
         let pauser = {
             let t = trigger.clone();
             thread::spawn(move || t.pause())
@@ -235,24 +227,30 @@ fn g6_a_suspend_racing_pause_outlives_the_resume() {
         suspender.join().unwrap();
         assert!(trigger.is_paused());
         assert!(trigger.resume().unwrap());
-        h.timer_turn(1_000);
-        h.run_all();
-        assert_eq!(runs.get(), 1, "the resume restarted a suspended trigger");
-        trigger.fire().unwrap();
-        h.run_all();
-        assert_eq!(runs.get(), 2);
     });
 }
 
 /// `suspend` racing a whole `pause` and `resume` on a trigger with a
 /// schedule: the suspend holds whatever the order (G6) — before the pause,
-/// during it, after the resume, or advanced before the pause and installed
-/// after the resume, when the resume's request refuses its install as
-/// newer (the suspend then tells by the pause's version that it must
+/// during it, after the resume, or advanced before the resume and
+/// installed after it, when the resume's request refuses its install as
+/// newer (the suspend then tells by the resume's version that it must
 /// suspend again) — so nothing runs until the next fire.
 #[test]
 fn g6_a_suspend_overlapping_a_pause_and_resume_outlives_them() {
-    run_model(|| {
+    a_suspend_racing(|trigger, suspender| {
+        trigger.pause();
+        assert!(trigger.resume().unwrap());
+        suspender.join().unwrap();
+    });
+}
+
+/// The G6 suspend models: a trigger that ran once (its schedule: a run
+/// 10 µs on) is suspended on a thread of its own while `pause_and_resume`
+/// pauses and resumes it (and joins the suspender); after both, nothing
+/// runs until the next fire.
+fn a_suspend_racing(pause_and_resume: fn(&Trigger, thread::JoinHandle<()>)) {
+    run_model(move || {
         let h = Arc::new(Harness::new());
         let (trigger, runs) = counted(&h, 0, Some(Duration::from_micros(10)));
         trigger.fire().unwrap();
@@ -261,9 +259,7 @@ fn g6_a_suspend_overlapping_a_pause_and_resume_outlives_them() {
             let t = trigger.clone();
             thread::spawn(move || t.suspend())
         };
-        trigger.pause();
-        assert!(trigger.resume().unwrap());
-        suspender.join().unwrap();
+        pause_and_resume(&trigger, suspender);
         h.timer_turn(1_000);
         h.run_all();
         assert_eq!(runs.get(), 1, "the resume restarted a suspended trigger");
