@@ -252,6 +252,36 @@ impl State {
         Snapshot(self.word.fetch_or(0, Ordering::AcqRel))
     }
 
+    /// The shutdown scan's [`touch`](Self::touch): if an iteration is in
+    /// flight, the version also moves on (both bits kept, as a fire
+    /// coalescing into a reserved re-run moves it). Two things follow:
+    /// - no claim can enter after the scan: one not entered yet (a newer
+    ///   run a worker took during the iteration) is stale, and every
+    ///   install after the scan is refused by the closed request word —
+    ///   so the iteration the scan lists in flight is the last to run,
+    ///   and a claim entering after its `exit` is never taken for it; the
+    ///   claim is listed instead, by the ending iteration, which finds a
+    ///   newer version live (`Core::list_marked_claim`), or by its
+    ///   refused re-run if the claim was a reservation's;
+    /// - the iteration can tell, by the version its `exit` read
+    ///   ([`exit_seen`](Self::exit_seen)), whether the scan came before
+    ///   it — that is, listed it — or after (the version the scan wrote is
+    ///   newer than any an earlier `exit` read).
+    ///
+    /// Returns the word as it was. AcqRel, as `touch` (idle, the word is
+    /// written back unchanged: still an RMW); the advance hands nothing
+    /// over beyond that.
+    pub fn touch_for_scan(&self) -> Snapshot {
+        self.update(|current| {
+            let new = if current & RUNNING != 0 {
+                current.wrapping_add(VERSION_ONE)
+            } else {
+                current
+            };
+            Step::Store(new, Ordering::AcqRel, Snapshot(current))
+        })
+    }
+
     /// The shutdown scan found a worker's claim of `claimed`, not entered
     /// when its `touch` read this word: advances the version, so the
     /// claim's `enter` fails and the scan lists the run instead — unless
@@ -368,7 +398,14 @@ impl State {
 
     /// **exit**: the iteration that entered with `version` has returned.
     /// One `fetch_and` clearing both bits, which cannot fail.
+    #[inline]
     pub fn exit(&self, version: u32) -> Exit {
+        self.exit_seen(version).0
+    }
+
+    /// [`exit`](Self::exit), and the live version it read (see
+    /// [`touch_for_scan`](Self::touch_for_scan)).
+    pub fn exit_seen(&self, version: u32) -> (Exit, u32) {
         // Release: publishes this iteration's writes to the next one's
         // Acquire `enter` — the re-run's, if one is reserved (the firer's
         // data reaches it through the release sequence of its advance).
@@ -378,13 +415,14 @@ impl State {
         let previous = self.word.fetch_and(!(RUNNING | RESERVED), Ordering::AcqRel);
         debug_assert!(previous & RUNNING != 0, "exit without running bit");
         let live = version_of(previous);
-        if previous & RESERVED != 0 {
+        let exit = if previous & RESERVED != 0 {
             Exit::Rerun { version: live }
         } else {
             Exit::Done {
                 live: live == version,
             }
-        }
+        };
+        (exit, live)
     }
 }
 

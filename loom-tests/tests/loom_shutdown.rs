@@ -5,7 +5,7 @@
 mod common;
 
 use circulation_trigger::model::Harness;
-use circulation_trigger::{FireError, ShutdownReport};
+use circulation_trigger::{FireError, Outcome, ShutdownReport};
 use common::{run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
@@ -462,6 +462,13 @@ fn a_deferred_run_racing_shutdown_is_listed_once() {
         let (listed, ran) = (report.discarded().len(), runs.get() - 1);
         assert_eq!(ran, 0, "the cooldown holds");
         assert_eq!(listed, 1, "second {second:?}: {report:?}");
+        // Due at once if its claim never entered; at the cooldown's end if
+        // it was deferred (before the scan, or while the scan looked).
+        let due_in = report.discarded()[0].due_in();
+        assert!(
+            [Duration::ZERO, Duration::from_micros(50)].contains(&due_in),
+            "{report:?}"
+        );
     });
 }
 
@@ -615,4 +622,91 @@ fn worker_and_fire_racing_shutdown(
     let report = h.scheduler().shutdown_report().unwrap();
     assert!(!h.is_armed(trigger), "an armed request escaped the report");
     (fired, report)
+}
+
+/// A claim a worker took while another worker's iteration ran, and that
+/// enters only after that iteration's `exit` — with shutdown's scan in
+/// between: the scan lists the running iteration in flight, and the late
+/// claim must not be admitted in its place (it is discarded and listed,
+/// as any run not started at shutdown). The first run makes its own
+/// second one due (a `fire_after` and a timer turn) for a second worker to
+/// take; the second run, on the second worker, holds until the model has
+/// read the report once the first worker is done, so an in-flight entry
+/// for it still reads `StillRunning` then — if it started at all, it was
+/// in flight at the scan or it must not have run.
+#[test]
+fn a_claim_entering_after_the_iteration_in_flight_ends_is_not_admitted_in_its_place() {
+    run_model_bounded(3, || {
+        let h = std::sync::Arc::new(Harness::new());
+        let own = std::sync::Arc::new(std::sync::OnceLock::new());
+        let (started, release) = (Flag::default(), Flag::default());
+        let second_worker = std::sync::Arc::new(std::sync::OnceLock::new());
+        let trigger = {
+            let (weak_h, own) = (std::sync::Arc::downgrade(&h), own.clone());
+            let (runs, started, release) = (Count::default(), started.clone(), release.clone());
+            let second_worker = second_worker.clone();
+            circulation_trigger::Trigger::builder(h.scheduler())
+                .name("t")
+                .bind(move || {
+                    if runs.bump() == 1 {
+                        let own: &circulation_trigger::WeakTrigger = own.get().unwrap();
+                        let _ = own.upgrade().unwrap().fire_after(Duration::from_micros(1));
+                        weak_h.upgrade().unwrap().timer_turn(10);
+                    } else if second_worker.get() == Some(&thread::current().id()) {
+                        started.set();
+                        while !release.get() {
+                            thread::yield_now();
+                        }
+                    }
+                    None
+                })
+        };
+        own.set(trigger.downgrade()).unwrap();
+        trigger.fire().unwrap();
+        let first = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+            })
+        };
+        let second = {
+            let (h, second_worker) = (h.clone(), second_worker.clone());
+            thread::spawn(move || {
+                second_worker.set(thread::current().id()).unwrap();
+                h.run_one();
+            })
+        };
+        h.scheduler().shutdown();
+        first.join().unwrap();
+        let report = h.scheduler().shutdown_report().unwrap();
+        if started.get() {
+            assert!(
+                report
+                    .in_flight()
+                    .iter()
+                    .any(|run| run.outcome() == Outcome::StillRunning),
+                "a run started after the one in flight: {report:?}"
+            );
+        }
+        release.set();
+        second.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        assert!(report.in_flight().len() <= 1, "{report:?}");
+    });
+}
+
+/// A flag between the model's threads.
+#[derive(Clone, Default)]
+struct Flag(Arc<loom::sync::atomic::AtomicBool>);
+
+impl Flag {
+    fn set(&self) {
+        // SeqCst: test bookkeeping only.
+        self.0.store(true, loom::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn get(&self) -> bool {
+        self.0.load(loom::sync::atomic::Ordering::SeqCst)
+    }
 }

@@ -7,7 +7,6 @@
 use super::{Core, Runtime};
 use crate::request::{Kind, Mark};
 use crate::state::Steal;
-use std::time::Duration;
 
 impl<R: Runtime> Core<R> {
     /// The shutdown scan closed the word over a claim (TAKEN) of `claimed`,
@@ -42,22 +41,23 @@ impl<R: Runtime> Core<R> {
     /// After an `exit` that left a newer version live (`Done { live: false
     /// }`), shut down: the scan may have marked a claim of a newer run
     /// while an iteration ran (a reservation, or a worker's claim), whose
-    /// run a fire refused by the closed word cancelled with its advance, or
-    /// (`ended` none) the claim this deferred run came from: list that
-    /// run. Not while an iteration runs: that is the claim's own worker,
-    /// which entered after this `exit` and runs the run, or lists it
-    /// (`admit_late`). The `exit` before this read the scan's `touch` or
-    /// a later RMW of its release sequence, so the look sees the closed
+    /// run the scan's own advance past it (`State::touch_past_claim`), or
+    /// a fire refused by the closed word, cancelled: list that run. Not
+    /// while an iteration runs: that is the claim's own worker, which
+    /// entered after this `exit` and runs the run, or lists it
+    /// (`admit_late`) — only a claim the scan found idle can, the others
+    /// it made stale. The `exit` before this read the scan's `touch` or a
+    /// later RMW of its release sequence, so the look sees the closed
     /// word.
     ///
-    /// `ended`: the iteration that ended, its version and the run it asked
-    /// for next (`next`, from `now_ns`). A mark of its own version is its
-    /// own claim, found in flight: only fires the closed word refused
-    /// advanced past it (an accepted one would have replaced the claim in
-    /// the word before the close), so the next run it asked for is owed —
-    /// as it would be had no fire come, its re-arm then refused and listed
-    /// (`list_owed`) — unless it asked for none.
-    pub(super) fn list_marked_claim(&self, ended: Option<(u32, Option<Duration>)>, now_ns: u64) {
+    /// `version`: the iteration that ended (or the deferred run that gave
+    /// RUNNING back). A mark of its own version is its own claim, found in
+    /// flight: only the scan's advance and fires the closed word refused
+    /// moved past it (an accepted fire would have replaced the claim in
+    /// the word before the close), so the run it asks for next (`next`,
+    /// called only then: `None` for none) is owed — as it would be with
+    /// neither, its re-arm then refused and listed (`list_owed`).
+    pub(super) fn list_marked_claim(&self, version: u32, next: impl FnOnce() -> Option<Kind>) {
         let word = self.request.peek();
         if !matches!(
             word.kind(),
@@ -73,31 +73,24 @@ impl<R: Runtime> Core<R> {
             return;
         }
         // A closed word's version never changes: it is the claim's.
-        let kind = match ended {
-            Some((version, next)) if version == word.version() => {
-                // A suspend (its install refused by the closed word too)
-                // cancelled the next run, as it would have with no
-                // shutdown: nothing owed. Told by the version the suspend
-                // records after its advance — an end that reads the
-                // advance before that record cannot tell, and lists.
-                if self
-                    .rare_counters()
-                    .is_some_and(|counters| counters.is_suspend(state.version()))
-                {
-                    return;
-                }
-                // The run it asked for, as its re-arm would have armed it
-                // (`rearm`: coalesced, unlike a resume's schedule).
-                match next {
-                    Some(delay) if delay.is_zero() => Kind::Due,
-                    Some(delay) => match self.rearm_deadline(delay, now_ns) {
-                        Some(deadline) => Kind::at(deadline, now_ns / 1_000),
-                        None => return, // it can never come due
-                    },
-                    None => return, // it asked for no next run
-                }
+        let kind = if version == word.version() {
+            // A suspend (its install refused by the closed word too)
+            // cancelled the next run, as it would have with no shutdown:
+            // nothing owed. Told by the version the suspend records after
+            // its advance — an end that reads the advance before that
+            // record cannot tell, and lists.
+            if self
+                .rare_counters()
+                .is_some_and(|counters| counters.is_suspend(state.version()))
+            {
+                return;
             }
-            _ => Kind::Due,
+            match next() {
+                Some(next) => next,
+                None => return, // it asked for no next run
+            }
+        } else {
+            Kind::Due
         };
         if self.request.take_mark(Mark::Claim, |_| true) {
             self.runtime.list_discarded(self, kind);

@@ -53,7 +53,8 @@
 //! | `expire` | the timer | take a due deadline, if the request word still holds it |
 //! | `request`, `expected_run_us` | the timer | read the deadline to file; estimate a due batch |
 //! | `stuck_for` | the monitor | how long a run has been in flight |
-//! | `touch_state`, `wake_waiters`, `cancel_slot`, `name`, `stats` | shutdown scan, stats | read-only looks |
+//! | `wake_waiters`, `cancel_slot`, `name`, `stats` | shutdown scan, stats | read-only looks |
+//! | `touch_for_scan` | shutdown scan | read the state word, moving an iteration in flight's version on (see `State::touch_for_scan`) |
 //! | `InboxPush::deliver` / `closed` | the virtual driver, an async trigger's executor (`deliver`); a worker (`closed`, delivering through the pool lock otherwise) | deliver the timer hand-over a `dispatch` returned, or drop it at shutdown |
 //!
 //! # Ground rules
@@ -336,9 +337,15 @@ impl<R: Runtime> Core<R> {
         )
     }
 
-    /// Reads the state word with an RMW, for the shutdown scan.
-    pub(crate) fn touch_state(&self) -> Snapshot {
-        self.state.touch()
+    /// The shutdown scan's look at the state word, an RMW: an iteration in
+    /// flight has the version moved on past any claim not entered yet
+    /// (see `State::touch_for_scan`). Not a fire.
+    pub(crate) fn touch_for_scan(&self) -> Snapshot {
+        let state = self.state.touch_for_scan();
+        if state.is_running() {
+            self.rare().counters.not_a_fire();
+        }
+        state
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {

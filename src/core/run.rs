@@ -113,22 +113,24 @@ impl<R: Runtime> Core<R> {
         end_us: u64,
         now_us: u64,
     ) -> Option<InboxPush> {
-        let exit = self.state.exit(version);
+        let (exit, seen) = self.state.exit_seen(version);
         // No run happened. If the shutdown scan read RUNNING before this
         // `exit`, the AcqRel `exit` read its AcqRel `touch`: `closed` is
         // seen here, and the scan (which holds the report's lock throughout)
         // has listed this trigger in flight — strike it. Otherwise the scan
-        // reads it idle and lists nothing in flight.
+        // reads it idle and lists nothing in flight — or a later
+        // iteration's, which `seen` tells from this one.
         if self.runtime.is_closed() {
-            self.runtime.unlist_in_flight(self);
+            self.runtime.unlist_in_flight(self, seen);
         }
         let live = match exit {
             Exit::Rerun { version } => version,
             Exit::Done { live: true } => version,
             Exit::Done { live: false } => {
                 // Shut down: the claim this deferred run came from, if the
-                // scan marked it, is owed its run (it never ran).
-                self.list_marked_claim(None, now_us.saturating_mul(1_000));
+                // scan marked it, is owed its run (it never ran) — at the
+                // cooldown's end, if the claim was its own.
+                self.list_marked_claim(version, || Some(Kind::at(end_us, now_us)));
                 // A newer request rules — unless a resume waits for this
                 // (deferred) run's schedule: the last iteration's.
                 let now_ns = self.runtime.clock().now_ns();
@@ -291,12 +293,13 @@ impl<R: Runtime> Core<R> {
         // run: looked up before `exit`, or after it if the scan had not run
         // yet — it may read RUNNING between the first look and `exit`; the
         // AcqRel `exit` then reads the scan's AcqRel `touch`, so the second
-        // look sees `closed` and the scan's report (`loom_shutdown` checks
-        // every side).
-        let recorded = self.runtime.is_closed() && self.runtime.finish_listed(self, outcome);
-        let exit = self.state.exit(version);
+        // look sees `closed` and the scan's report. A scan after the `exit`
+        // may have listed a later iteration instead: the version the `exit`
+        // read tells (`loom_shutdown` checks every side).
+        let recorded = self.runtime.is_closed() && self.runtime.finish_listed(self, outcome, None);
+        let (exit, seen) = self.state.exit_seen(version);
         if !recorded && self.runtime.is_closed() {
-            self.runtime.finish_listed(self, outcome);
+            self.runtime.finish_listed(self, outcome, Some(seen));
         }
         // After `exit`, so a newer run may already have started (or even
         // ended) on another thread: the waiters' record only moves forward,
@@ -322,7 +325,7 @@ impl<R: Runtime> Core<R> {
                 // run the scan marked, cancelled since, is listed here —
                 // or this run's own next one, if only refused fires
                 // advanced past it.
-                self.list_marked_claim(Some((version, next)), end_ns);
+                self.list_marked_claim(version, || self.next_run(next, end_ns));
                 if adopt.is_some() {
                     self.serve_due(adopt)
                 } else {
@@ -386,6 +389,19 @@ impl<R: Runtime> Core<R> {
         // with `None`.
         let deadline = self.rearm_deadline(delay, now_ns)?;
         self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)
+    }
+
+    /// The run an iteration that returned at `now_ns` asks for with
+    /// `next`, as its re-arm would arm it (`None`: no run, or one that can
+    /// never come due).
+    fn next_run(&self, next: Option<Duration>, now_ns: u64) -> Option<Kind> {
+        match next? {
+            delay if delay.is_zero() => Some(Kind::Due),
+            delay => Some(Kind::at(
+                self.rearm_deadline(delay, now_ns)?,
+                now_ns / 1_000,
+            )),
+        }
     }
 
     /// The deadline (µs) of the run an iteration that returned at `now_ns`

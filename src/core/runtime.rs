@@ -90,12 +90,14 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
     fn admit_late(&self, core: &Core<Self>, discard: impl FnOnce() -> bool) -> bool;
 
     /// Records how an iteration listed in flight ended; whether the
-    /// shutdown scan had run.
-    fn finish_listed(&self, core: &Core<Self>, outcome: Outcome) -> bool;
+    /// shutdown scan had run. `seen`: the live version its `exit` read,
+    /// once it has exited (the scan listed it only if it came before).
+    fn finish_listed(&self, core: &Core<Self>, outcome: Outcome, seen: Option<u32>) -> bool;
 
-    /// A due run gave RUNNING back without running (a cooldown): strike it
-    /// from the iterations in flight if the shutdown scan listed it.
-    fn unlist_in_flight(&self, core: &Core<Self>);
+    /// A due run gave RUNNING back without running (a cooldown), its
+    /// `exit` reading the live version `seen`: strike it from the
+    /// iterations in flight if the shutdown scan listed it.
+    fn unlist_in_flight(&self, core: &Core<Self>, seen: u32);
 
     /// Whether `shutdown_now` asked iterations in flight to stop.
     fn is_cancelled(&self) -> bool;

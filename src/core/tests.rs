@@ -115,10 +115,10 @@ impl Runtime for TestRuntime {
     fn admit_late(&self, _core: &Core<Self>, _discard: impl FnOnce() -> bool) -> bool {
         true
     }
-    fn finish_listed(&self, _core: &Core<Self>, _outcome: Outcome) -> bool {
+    fn finish_listed(&self, _core: &Core<Self>, _outcome: Outcome, _seen: Option<u32>) -> bool {
         true
     }
-    fn unlist_in_flight(&self, _core: &Core<Self>) {}
+    fn unlist_in_flight(&self, _core: &Core<Self>, _seen: u32) {}
     fn is_cancelled(&self) -> bool {
         false
     }

@@ -137,15 +137,15 @@ impl Runtime for Shared {
 
     /// Records how an iteration listed in flight ended; whether the scan
     /// had run (see `Lifecycle::finish`).
-    fn finish_listed(&self, core: &Core<Self>, outcome: Outcome) -> bool {
-        self.lifecycle.finish(core, outcome)
+    fn finish_listed(&self, core: &Core<Self>, outcome: Outcome, seen: Option<u32>) -> bool {
+        self.lifecycle.finish(core, outcome, seen)
     }
 
     /// A due run gave RUNNING back without running (a cooldown): strike it
     /// from the report's iterations in flight if the scan listed it (see
     /// `Lifecycle::unlist`).
-    fn unlist_in_flight(&self, core: &Core<Self>) {
-        self.lifecycle.unlist(core);
+    fn unlist_in_flight(&self, core: &Core<Self>, seen: u32) {
+        self.lifecycle.unlist(core, seen);
     }
 
     /// Whether `shutdown_now` asked iterations in flight to stop.

@@ -47,7 +47,8 @@ use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
 use crate::chunked::Chunked;
 use crate::context::Outcome;
 use crate::core::{Core, Runtime};
-use crate::request::Kind;
+use crate::request::{is_newer, Kind};
+use crate::state::next_version;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
 use std::time::Duration;
 
@@ -57,9 +58,11 @@ use std::time::Duration;
 struct Draft {
     began_us: u64,
     report: ShutdownReport,
-    /// Parallel to `report.in_flight`; `None` once the iteration finished
-    /// (so a later trigger at a reused address is never mistaken for it).
-    in_flight_keys: Vec<Option<usize>>,
+    /// Parallel to `report.in_flight`: the trigger's key and the version
+    /// the scan moved it on to (see [`own_entry`]); `None` once the
+    /// iteration finished (so a later trigger at a reused address is
+    /// never mistaken for it).
+    in_flight_keys: Vec<Option<(usize, u32)>>,
 }
 
 /// Registry, report and cancellation of one scheduler.
@@ -84,6 +87,24 @@ struct Registry<R: Runtime> {
 
 fn key<R: Runtime>(core: &Core<R>) -> usize {
     core.address()
+}
+
+/// The index of the unfinished in-flight entry that is the iteration of
+/// `core` which exited having read the live version `seen` (`None`: not
+/// exited yet). The scan moved the version on past every version read
+/// before it (`State::touch_for_scan`) and noted the one it wrote: an
+/// `exit` that read it, or a later one, came after the scan, so the scan
+/// saw that iteration running; one that read an older version came before
+/// the scan, and the entry is a later iteration's.
+fn own_entry<R: Runtime>(draft: &Draft, core: &Core<R>, seen: Option<u32>) -> Option<usize> {
+    draft.in_flight_keys.iter().position(|k| {
+        k.is_some_and(|(listed, scanned_at)| {
+            listed == key(core)
+                && seen.map_or(true, |seen| {
+                    seen == scanned_at || is_newer(seen, scanned_at)
+                })
+        })
+    })
 }
 
 impl<R: Runtime> Default for Lifecycle<R> {
@@ -218,7 +239,10 @@ impl<R: Runtime> Lifecycle<R> {
             });
             for core in &cores {
                 let closed = core.request().close();
-                let state = core.touch_state();
+                // An iteration in flight has its version moved on: no claim
+                // enters after this, and the iteration can tell whether
+                // this scan saw it (`State::touch_for_scan`).
+                let state = core.touch_for_scan();
                 match closed.kind() {
                     Kind::At { .. } | Kind::Due => draft.list_discarded(core, closed.kind()),
                     Kind::Taken
@@ -234,7 +258,8 @@ impl<R: Runtime> Lifecycle<R> {
                     _ => {}
                 }
                 if state.is_running() {
-                    draft.in_flight_keys.push(Some(key(core)));
+                    let scanned_at = next_version(state.version());
+                    draft.in_flight_keys.push(Some((key(core), scanned_at)));
                     draft.report.in_flight.push(InFlightRun {
                         trigger: core.name().map(str::to_owned),
                         outcome: Outcome::StillRunning,
@@ -257,7 +282,13 @@ impl<R: Runtime> Lifecycle<R> {
         let Some(draft) = draft.as_mut() else {
             return true; // closed, but the scan has not run yet: it will list it
         };
-        if draft.in_flight_keys.contains(&Some(key(core))) {
+        // Listed in flight, it entered before the scan: no claim enters
+        // after it (`State::touch_for_scan`).
+        if draft
+            .in_flight_keys
+            .iter()
+            .any(|k| k.is_some_and(|(listed, _)| listed == key(core)))
+        {
             return true;
         }
         if discard() {
@@ -277,16 +308,16 @@ impl<R: Runtime> Lifecycle<R> {
 
     /// Records how an iteration listed in flight ended; returns whether
     /// the scan had run (if not, the caller looks again after its `exit`).
-    pub(crate) fn finish(&self, core: &Core<R>, outcome: Outcome) -> bool {
+    /// `seen`: the live version the iteration's `exit` read, if it has
+    /// exited — the entry is its own only if the scan came before that
+    /// `exit` (see [`own_entry`]); `None` before its `exit`, when an entry
+    /// of its trigger can only be its own.
+    pub(crate) fn finish(&self, core: &Core<R>, outcome: Outcome, seen: Option<u32>) -> bool {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
             return false;
         };
-        if let Some(index) = draft
-            .in_flight_keys
-            .iter()
-            .position(|&k| k == Some(key(core)))
-        {
+        if let Some(index) = own_entry(draft, core, seen) {
             draft.in_flight_keys[index] = None;
             draft.report.in_flight[index].outcome = outcome;
         }
@@ -294,19 +325,16 @@ impl<R: Runtime> Lifecycle<R> {
     }
 
     /// `core` took RUNNING only to find its cooldown not over, and has
-    /// given it back without running: if the scan listed that as an
-    /// iteration in flight, strike it (no run happened; the deferred
-    /// request is listed as discarded instead).
-    pub(crate) fn unlist(&self, core: &Core<R>) {
+    /// given it back without running (its `exit` read the live version
+    /// `seen`): if the scan listed that as an iteration in flight, strike
+    /// it (no run happened; the deferred request is listed as discarded
+    /// instead).
+    pub(crate) fn unlist(&self, core: &Core<R>, seen: u32) {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
             return;
         };
-        if let Some(index) = draft
-            .in_flight_keys
-            .iter()
-            .position(|&k| k == Some(key(core)))
-        {
+        if let Some(index) = own_entry(draft, core, Some(seen)) {
             draft.in_flight_keys.remove(index);
             draft.report.in_flight.remove(index);
         }
