@@ -696,6 +696,53 @@ fn a_claim_entering_after_the_iteration_in_flight_ends_is_not_admitted_in_its_pl
     });
 }
 
+/// A periodic run that suspends its own trigger while shutdown scans: the
+/// suspend cancels the next run the iteration asks for (G6), whatever the
+/// order of the suspend's advance, its install (refused once the scan
+/// closed the word) and the scan's own advance past the iteration in
+/// flight — so the report never lists that next run (10 µs on). It lists
+/// the fire's own run (due at once) if that had not started.
+#[test]
+fn a_periodic_run_suspending_itself_as_shutdown_scans_has_no_next_run_listed() {
+    run_model_bounded(3, || {
+        let h = Arc::new(Harness::new());
+        let own = std::sync::Arc::new(std::sync::OnceLock::new());
+        let trigger = {
+            let own = own.clone();
+            circulation_trigger::Trigger::builder(h.scheduler())
+                .name("self-suspending")
+                .bind(move || {
+                    let own: &circulation_trigger::WeakTrigger = own.get().unwrap();
+                    own.upgrade().unwrap().suspend();
+                    Some(Duration::from_micros(10))
+                })
+        };
+        own.set(trigger.downgrade()).unwrap();
+        trigger.fire().unwrap();
+        let worker = {
+            let h = h.clone();
+            thread::spawn(move || {
+                h.run_one();
+            })
+        };
+        h.scheduler().shutdown();
+        worker.join().unwrap();
+        h.run_all();
+        let report = h.scheduler().shutdown_report().unwrap();
+        assert!(report.discarded().len() <= 1, "{report:?}");
+        for run in report.discarded() {
+            assert_eq!(
+                run.due_in(),
+                Duration::ZERO,
+                "a suspended next run: {report:?}"
+            );
+        }
+        if !report.in_flight().is_empty() {
+            assert!(report.discarded().is_empty(), "{report:?}");
+        }
+    });
+}
+
 /// A flag between the model's threads.
 #[derive(Clone, Default)]
 struct Flag(Arc<loom::sync::atomic::AtomicBool>);

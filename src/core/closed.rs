@@ -41,7 +41,7 @@ impl<R: Runtime> Core<R> {
     /// After an `exit` that left a newer version live (`Done { live: false
     /// }`), shut down: the scan may have marked a claim of a newer run
     /// while an iteration ran (a reservation, or a worker's claim), whose
-    /// run the scan's own advance past it (`State::touch_past_claim`), or
+    /// run the scan's own advance past it (`State::touch_for_scan`), or
     /// a fire refused by the closed word, cancelled: list that run. Not
     /// while an iteration runs: that is the claim's own worker, which
     /// entered after this `exit` and runs the run, or lists it
@@ -77,11 +77,13 @@ impl<R: Runtime> Core<R> {
             // A suspend (its install refused by the closed word too)
             // cancelled the next run, as it would have with no shutdown:
             // nothing owed. Told by the version the suspend records after
-            // its advance — an end that reads the advance before that
-            // record cannot tell, and lists.
+            // its advance, newer than this claim's — the only other
+            // advances past the claim are the scan's and refused fires',
+            // which revive nothing (an end that reads the suspend's advance
+            // before that record cannot tell, and lists).
             if self
                 .rare_counters()
-                .is_some_and(|counters| counters.is_suspend(state.version()))
+                .is_some_and(|counters| counters.suspended_since(version))
             {
                 return;
             }

@@ -218,6 +218,12 @@ impl RareCounters {
         self.suspend_version.load(Relaxed) == version
     }
 
+    /// Whether a suspend (or a pause) advanced past `version` — the last
+    /// one recorded is newer.
+    pub(crate) fn suspended_since(&self, version: u32) -> bool {
+        crate::request::is_newer(self.suspend_version.load(Relaxed), version)
+    }
+
     /// A resume left a suspended trigger idle at `version`: still
     /// suspended (the advance itself was counted by `not_a_fire`).
     pub(crate) fn still_suspended(&self, version: u32) {
