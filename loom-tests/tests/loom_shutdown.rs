@@ -25,12 +25,7 @@ fn shutdown_racing_fire_refuses_or_accepts_and_runs_nothing_after() {
             let t = trigger.clone();
             thread::spawn(move || (t.fire(), t.fire_after(Duration::from_micros(5))))
         };
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
-            })
-        };
+        let worker = spawn_worker(h.clone());
         h.scheduler().shutdown();
         let after_shutdown = runs.get();
         let (now, later) = firer.join().unwrap();
@@ -204,12 +199,7 @@ fn a_run_starting_after_shutdown_began_is_listed() {
             None
         });
         trigger.fire().unwrap();
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
-            })
-        };
+        let worker = spawn_worker(h.clone());
         h.scheduler().shutdown();
         let before = runs.get();
         worker.join().unwrap();
@@ -403,12 +393,7 @@ fn a_fire_accepted_before_shutdown_is_in_the_report_it_leaves() {
                 None
             });
         let first_done = Arc::new(AtomicBool::new(false));
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
-            })
-        };
+        let worker = spawn_worker(h.clone());
         let firer = {
             let (t, done) = (trigger.clone(), first_done.clone());
             thread::spawn(move || {
@@ -663,12 +648,7 @@ fn a_claim_entering_after_the_iteration_in_flight_ends_is_not_admitted_in_its_pl
         };
         own.set(trigger.downgrade()).unwrap();
         trigger.fire().unwrap();
-        let first = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
-            })
-        };
+        let first = spawn_worker(h.clone());
         let second = {
             let (h, second_worker) = (h.clone(), second_worker.clone());
             thread::spawn(move || {
@@ -719,12 +699,7 @@ fn a_periodic_run_suspending_itself_as_shutdown_scans_has_no_next_run_listed() {
         };
         own.set(trigger.downgrade()).unwrap();
         trigger.fire().unwrap();
-        let worker = {
-            let h = h.clone();
-            thread::spawn(move || {
-                h.run_one();
-            })
-        };
+        let worker = spawn_worker(h.clone());
         h.scheduler().shutdown();
         worker.join().unwrap();
         h.run_all();
@@ -741,6 +716,16 @@ fn a_periodic_run_suspending_itself_as_shutdown_scans_has_no_next_run_listed() {
             assert!(report.discarded().is_empty(), "{report:?}");
         }
     });
+}
+
+/// A model thread that plays a worker for one run.
+fn spawn_worker<H>(h: H) -> thread::JoinHandle<()>
+where
+    H: std::ops::Deref<Target = Harness> + Send + 'static,
+{
+    thread::spawn(move || {
+        h.run_one();
+    })
 }
 
 /// A flag between the model's threads.
