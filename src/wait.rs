@@ -11,7 +11,7 @@
 
 use crate::context::Outcome;
 use crate::error::WaitError;
-use crate::request::is_newer;
+use crate::request::{at_least, is_newer};
 use crate::state::VERSION_MASK;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::task::Waker;
@@ -23,11 +23,6 @@ const AGE_LIMIT: u32 = 1 << 28;
 
 /// How often a waiter looks whether the scheduler shut down meanwhile.
 const CLOSED_POLL: Duration = Duration::from_millis(20);
-
-/// `a` is `b` or newer, in 30-bit wrapping order.
-fn at_least(a: u32, b: u32) -> bool {
-    a == b || is_newer(a, b)
-}
 
 /// Records `version` in `slot` unless it holds a newer one (concurrent
 /// calls may report out of order).

@@ -314,6 +314,11 @@ pub(crate) fn is_newer(a: u32, b: u32) -> bool {
     distance != 0 && distance < (VERSION_MASK >> 1) + 1
 }
 
+/// Whether version `a` is `b` or newer, in 30-bit wrapping order.
+pub(crate) fn at_least(a: u32, b: u32) -> bool {
+    a == b || is_newer(a, b)
+}
+
 /// Whose request [`Request::install`] installs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Installer {

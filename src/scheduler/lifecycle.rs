@@ -47,7 +47,7 @@ use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
 use crate::chunked::Chunked;
 use crate::context::Outcome;
 use crate::core::{Core, Runtime};
-use crate::request::{is_newer, Kind};
+use crate::request::{at_least, Kind};
 use crate::state::next_version;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
 use std::time::Duration;
@@ -99,10 +99,7 @@ fn key<R: Runtime>(core: &Core<R>) -> usize {
 fn own_entry<R: Runtime>(draft: &Draft, core: &Core<R>, seen: Option<u32>) -> Option<usize> {
     draft.in_flight_keys.iter().position(|k| {
         k.is_some_and(|(listed, scanned_at)| {
-            listed == key(core)
-                && seen.map_or(true, |seen| {
-                    seen == scanned_at || is_newer(seen, scanned_at)
-                })
+            listed == key(core) && seen.map_or(true, |seen| at_least(seen, scanned_at))
         })
     })
 }
@@ -284,11 +281,7 @@ impl<R: Runtime> Lifecycle<R> {
         };
         // Listed in flight, it entered before the scan: no claim enters
         // after it (`State::touch_for_scan`).
-        if draft
-            .in_flight_keys
-            .iter()
-            .any(|k| k.is_some_and(|(listed, _)| listed == key(core)))
-        {
+        if own_entry(draft, core, None).is_some() {
             return true;
         }
         if discard() {
