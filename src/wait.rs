@@ -6,23 +6,36 @@
 //! share one run: the newest version serves them all.
 //!
 //! The waiters' state is allocated on a trigger's first `fire_and_wait`;
-//! until then the run path pays one null check. It is plain std locking
-//! outside the lock-free protocol (the loom models never create it).
+//! until then the run path pays one null check. It is a lock outside the
+//! lock-free protocol — loom's under `--cfg loom`, so that the models see
+//! a waiter's look, and a run's start, as steps.
+//!
+//! # Verdicts that hold
+//!
+//! "Suspended" and "shut down" are verdicts on a fire that no run has
+//! served — and a run that entered (`State::enter`) before a suspend's,
+//! a pause's or the shutdown scan's advance still runs (G6, G17, the
+//! iterations in flight at shutdown). So a run's `enter`, up to its
+//! decision to run (recorded as its start) or not (a cooldown's
+//! deferral, a run discarded at shutdown), happens under the waiters'
+//! lock ([`Waiters::starting`]), and the suspend, the pause and the scan
+//! record themselves under that lock after their advance: if the advance
+//! came after the `enter`, the lock was held from before the `enter`, so
+//! the record comes after the run's start. A waiter, which looks under
+//! the lock, never finds the verdict before the start of a run that
+//! serves it.
 
 use crate::context::Outcome;
 use crate::error::WaitError;
 use crate::request::{at_least, is_newer};
 use crate::state::VERSION_MASK;
-use std::sync::{Condvar, Mutex, PoisonError};
+use crate::sync::{lock, Condvar, Mutex};
 use std::task::Waker;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A quarter of the 30-bit version ring: how far behind a record may fall
 /// before `Waiters::age` forgets it.
 const AGE_LIMIT: u32 = 1 << 28;
-
-/// How often a waiter looks whether the scheduler shut down meanwhile.
-const CLOSED_POLL: Duration = Duration::from_millis(20);
 
 /// Records `version` in `slot` unless it holds a newer one (concurrent
 /// calls may report out of order).
@@ -38,8 +51,11 @@ struct WaitState {
     started: Option<u32>,
     /// The version and outcome of the last iteration that finished.
     finished: Option<(u32, Outcome)>,
-    /// The version the last `suspend` installed.
+    /// The version the last `suspend` (or pause) installed.
     suspended: Option<u32>,
+    /// The shutdown scan has looked at this trigger: nothing starts that
+    /// has not started yet.
+    scanned: bool,
     /// The version the last `Waiters::age` was told of.
     aged_at: Option<u32>,
     /// Async waiters to wake on the next change.
@@ -67,7 +83,7 @@ impl WaitState {
 
     /// What a waiter for the fire of version `fired` gets now, if it is
     /// done waiting (see the module docs).
-    fn check(&self, fired: u32, closed: impl Fn() -> bool) -> Option<Result<Outcome, WaitError>> {
+    fn check(&self, fired: u32) -> Option<Result<Outcome, WaitError>> {
         if let Some((version, outcome)) = self.finished {
             if at_least(version, fired) {
                 return Some(Ok(outcome));
@@ -76,11 +92,11 @@ impl WaitState {
         let serving = self.started.is_some_and(|v| at_least(v, fired));
         if !serving {
             // Superseded before any run served it: a suspend, or shutdown
-            // (nothing new starts).
+            // (nothing new starts). See "Verdicts that hold" above.
             if self.suspended.is_some_and(|v| is_newer(v, fired)) {
                 return Some(Err(WaitError::Suspended));
             }
-            if closed() {
+            if self.scanned {
                 return Some(Err(WaitError::Shutdown));
             }
         }
@@ -96,30 +112,42 @@ pub(crate) struct Waiters {
 }
 
 impl Waiters {
-    fn update(&self, f: impl FnOnce(&mut WaitState)) {
-        let wakers = {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            f(&mut state);
-            std::mem::take(&mut state.wakers)
+    fn update<T>(&self, f: impl FnOnce(&mut WaitState) -> T) -> T {
+        let (result, wakers) = {
+            let mut state = lock(&self.state);
+            let result = f(&mut state);
+            (result, std::mem::take(&mut state.wakers))
         };
         self.changed.notify_all();
         for (_, waker) in wakers {
             waker.wake();
         }
+        result
     }
 
-    /// Wakes every waiter to re-check (the scheduler shut down).
-    pub(crate) fn notify(&self) {
-        self.update(|_| {});
+    /// The shutdown scan has looked at this trigger (after its advance):
+    /// a waiter whose fire no run has started for gives up.
+    pub(crate) fn scanned(&self) {
+        self.update(|s| s.scanned = true);
     }
 
-    /// An iteration of `version` starts.
-    pub(crate) fn started(&self, version: u32) {
+    /// A run that took the request of `version` enters: `decide` enters
+    /// it and decides whether it runs, under the waiters' lock (see
+    /// "Verdicts that hold"); if `runs` says it does, its start is
+    /// recorded before the lock is let go.
+    pub(crate) fn starting<T>(
+        &self,
+        version: u32,
+        decide: impl FnOnce() -> T,
+        runs: impl FnOnce(&T) -> bool,
+    ) -> T {
         self.update(|s| {
-            if !s.is_stale(version) {
+            let decided = decide();
+            if runs(&decided) && !s.is_stale(version) {
                 advance(&mut s.started, version);
             }
-        });
+            decided
+        })
     }
 
     /// The iteration of `version` ended with `outcome`. Told after the
@@ -156,7 +184,7 @@ impl Waiters {
     /// it too.
     /// A run's start or end reported after that is not recorded either.
     pub(crate) fn age(&self, version: u32) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock(&self.state);
         state.aged_at = Some(version);
         let s = &mut *state;
         s.started = s.started.filter(|&v| !stale(version, v));
@@ -166,32 +194,22 @@ impl Waiters {
 
     /// Waits for the iteration serving the fire of version `fired` (see
     /// the module docs) until `deadline` (`None`: no limit).
-    pub(crate) fn wait(
-        &self,
-        fired: u32,
-        deadline: Option<Instant>,
-        closed: impl Fn() -> bool,
-    ) -> Result<Outcome, WaitError> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(crate) fn wait(&self, fired: u32, deadline: Option<Instant>) -> Result<Outcome, WaitError> {
+        let mut state = lock(&self.state);
         loop {
-            if let Some(done) = state.check(fired, &closed) {
+            if let Some(done) = state.check(fired) {
                 return done;
             }
-            let slice = match deadline {
+            state = match deadline {
                 Some(deadline) => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         return Err(WaitError::Timeout);
                     }
-                    left.min(CLOSED_POLL)
+                    crate::sync::wait_timeout(&self.changed, &self.state, state, left)
                 }
-                None => CLOSED_POLL,
+                None => crate::sync::wait(&self.changed, state),
             };
-            state = self
-                .changed
-                .wait_timeout(state, slice)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
         }
     }
 }
@@ -206,13 +224,11 @@ impl Waiters {
         fired: u32,
         id: &mut Option<u64>,
         waker: &Waker,
-        closed: impl Fn() -> bool,
     ) -> std::task::Poll<Result<Outcome, WaitError>> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        // Checked and registered under one lock: a change (or the shutdown
-        // scan's notify, which comes after `closed` is set) either is seen
+        let mut state = lock(&self.state);
+        // Checked and registered under one lock: a change either is seen
         // here or finds this waker.
-        if let Some(done) = state.check(fired, closed) {
+        if let Some(done) = state.check(fired) {
             // Its waker, if still listed, goes with it (see `forget`).
             return std::task::Poll::Ready(done);
         }
@@ -232,7 +248,7 @@ impl Waiters {
 
     /// An async waiter dropped unfinished: its waker goes.
     pub(crate) fn forget(&self, id: u64) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock(&self.state);
         state.wakers.retain(|(waiter, _)| *waiter != id);
     }
 }
@@ -242,11 +258,12 @@ mod tests {
     use super::*;
     use crate::state::VERSION_MASK;
     use proptest::prelude::*;
+    use std::time::Duration;
 
     #[test]
     fn a_record_half_the_ring_old_never_serves_a_new_fire() {
         let waiters = Waiters::default();
-        waiters.started(5);
+        waiters.starting(5, || (), |_| true);
         waiters.finished(5, Outcome::Completed);
         // More than half the ring of versions later (a debounced trigger
         // re-armed for hours without running), aged every 2^16 versions on
@@ -261,17 +278,17 @@ mod tests {
         }
         let soon = Some(Instant::now() + Duration::from_millis(30));
         assert_eq!(
-            waiters.wait(fired, soon, || false),
+            waiters.wait(fired, soon),
             Err(WaitError::Timeout),
             "the old run does not serve the new fire"
         );
         // Nor does such a run that ends only now (fired into all along).
         waiters.finished(5, Outcome::Panicked);
-        assert_eq!(waiters.wait(fired, soon, || false), Err(WaitError::Timeout));
+        assert_eq!(waiters.wait(fired, soon), Err(WaitError::Timeout));
         // A record a few versions behind stays (a waiter may still need it).
         waiters.finished(fired, Outcome::Completed);
         waiters.age((fired + 3) & VERSION_MASK);
-        assert_eq!(waiters.wait(fired, soon, || false), Ok(Outcome::Completed));
+        assert_eq!(waiters.wait(fired, soon), Ok(Outcome::Completed));
     }
 
     /// What happens to the trigger while a waiter waits.
@@ -320,7 +337,7 @@ mod tests {
                 Event::Start if self.armed && self.running.is_none() && !self.closed => {
                     self.armed = false;
                     self.running = Some(self.live);
-                    self.waiters.started(self.live);
+                    self.waiters.starting(self.live, || (), |_| true);
                     return true;
                 }
                 Event::Start => {}
@@ -334,7 +351,10 @@ mod tests {
                     self.armed = false;
                     self.waiters.suspended(self.live);
                 }
-                Event::Close => self.closed = true,
+                Event::Close => {
+                    self.closed = true;
+                    self.waiters.scanned();
+                }
             }
             false
         }
@@ -370,11 +390,8 @@ mod tests {
             // The waiter's fire: every run from now on serves it.
             trigger.apply(Event::Fire);
             let fired = trigger.live;
-            let check = |closed: bool| {
-                let state = waiters.state.lock().unwrap();
-                state.check(fired, || closed)
-            };
-            prop_assert_eq!(check(false), None);
+            let check = || waiters.state.lock().unwrap().check(fired);
+            prop_assert_eq!(check(), None);
             let (mut model, mut serving_started, mut serving_running) = (None, false, false);
             for event in after {
                 let started = trigger.apply(event);
@@ -391,7 +408,7 @@ mod tests {
                     Event::Close if !serving_started => model = Some(Err(WaitError::Shutdown)),
                     _ => {}
                 }
-                prop_assert_eq!(check(trigger.closed), model, "after {:?}", event);
+                prop_assert_eq!(check(), model, "after {:?}", event);
             }
         }
     }

@@ -295,6 +295,48 @@ fn g17_a_waiter_whose_fire_a_pause_and_resume_cancel_is_told() {
     });
 }
 
+/// `fire_and_wait` whose run a worker is entering as a `suspend` (or a
+/// `pause`) comes: one after the run's `enter` lets it finish (G6, G17),
+/// and the run serves the fire. So the waiter — looking at any point of
+/// the race, and once after — is told "suspended" only if no run served
+/// it, and in the end gets the run's outcome or "suspended".
+#[test]
+fn a_waiter_is_told_suspended_only_if_no_run_serves_it() {
+    for pause in [false, true] {
+        run_model(move || {
+            let h = Arc::new(Harness::new());
+            let (trigger, runs) = counted(&h, 0, None);
+            let fired = Harness::fire_for_wait(&trigger).unwrap();
+            let worker = {
+                let h = h.clone();
+                thread::spawn(move || {
+                    h.run_one();
+                })
+            };
+            let canceller = {
+                let t = trigger.clone();
+                thread::spawn(move || if pause { t.pause() } else { t.suspend() })
+            };
+            // A step of the model's own: the look has none before its
+            // verdict, and comes at any point of the race this way.
+            thread::yield_now();
+            let during = Harness::wait_now(&trigger, fired);
+            worker.join().unwrap();
+            canceller.join().unwrap();
+            let after = Harness::wait_now(&trigger, fired);
+            let ran = runs.get() == 1;
+            for answer in [during, after] {
+                assert!(
+                    answer != Err(WaitError::Suspended) || !ran,
+                    "told suspended, but its run ran: {answer:?}"
+                );
+            }
+            assert_eq!(after.is_ok(), ran, "{after:?}");
+            assert!(ran || after == Err(WaitError::Suspended), "{after:?}");
+        });
+    }
+}
+
 /// `pause` racing `resume`: they serialize (the pause lock), so the trigger
 /// ends paused (the resume came first and found nothing to do, or the
 /// pause came last) or resumed with its schedule live — never resumed

@@ -183,8 +183,7 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn fire_and_wait(self: &Arc<Self>, timeout: Duration) -> Result<Outcome, WaitError> {
         let fired = self.fire_for_wait()?;
         let deadline = std::time::Instant::now().checked_add(timeout);
-        self.waiters()
-            .wait(fired, deadline, || self.runtime.is_closed())
+        self.waiters().wait(fired, deadline)
     }
 
     /// A waiter's fire: refused from inside this trigger's own task;

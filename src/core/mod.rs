@@ -494,10 +494,11 @@ impl<R: Runtime> Core<R> {
         self.rare.get()?.waiters.get().map(|waiters| &**waiters)
     }
 
-    /// The shutdown scan: waiters re-check (nothing new will start).
+    /// The shutdown scan looked at this trigger: waiters whose fire no
+    /// run has started for give up (nothing new will start).
     pub(crate) fn wake_waiters(&self) {
         if let Some(waiters) = self.existing_waiters() {
-            waiters.notify();
+            waiters.scanned();
         }
     }
 

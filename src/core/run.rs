@@ -30,6 +30,17 @@ use std::time::Duration;
 /// poll next in the same executor task (no worker wake-up, no new spawn).
 pub(crate) type Adopt<'a> = Option<&'a mut Option<Started>>;
 
+/// What a run that took its request does next.
+enum Start {
+    /// It entered and runs.
+    Run,
+    /// It entered too soon after the last start: RUNNING goes back, and
+    /// the run waits for the cooldown's end.
+    Defer { end_us: u64, now_us: u64 },
+    /// Not entered (reserved, stale), or discarded at shutdown.
+    Not,
+}
+
 impl<R: Runtime> Core<R> {
     /// Worker side: serves whatever request is live and due.
     /// Returns the re-armed trigger's inbox push, if its task asked for a
@@ -60,6 +71,26 @@ impl<R: Runtime> Core<R> {
         if let Some(debounce) = self.debounce() {
             debounce.claimed(version);
         }
+        // With waiters, entered and decided under their lock, the run's
+        // start recorded there (see `wait.rs`, "Verdicts that hold").
+        let start = match self.existing_waiters() {
+            Some(waiters) => waiters.starting(
+                version,
+                || self.enter(version),
+                |start| matches!(start, Start::Run),
+            ),
+            None => self.enter(version),
+        };
+        match start {
+            Start::Run => self.run(version, adopt),
+            Start::Defer { end_us, now_us } => self.defer(version, end_us, now_us),
+            Start::Not => None,
+        }
+    }
+
+    /// Enters the iteration of the claimed `version` and decides whether it
+    /// runs now.
+    fn enter(&self, version: u32) -> Start {
         match self.state.enter(version) {
             Enter::Entered => {
                 // Entered after the shutdown scan? Then the run is discarded
@@ -72,14 +103,14 @@ impl<R: Runtime> Core<R> {
                     self.request.take_mark(Mark::Claim, |_| true)
                 };
                 if self.runtime.is_closed() && !self.runtime.admit_late(self, discard) {
-                    return None;
+                    return Start::Not;
                 }
                 match self.cooldown_end() {
-                    Some((end_us, now_us)) => self.defer(version, end_us, now_us),
-                    None => self.run(version, adopt),
+                    Some((end_us, now_us)) => Start::Defer { end_us, now_us },
+                    None => Start::Run,
                 }
             }
-            Enter::Reserved | Enter::Stale => None,
+            Enter::Reserved | Enter::Stale => Start::Not,
         }
     }
 
@@ -166,9 +197,6 @@ impl<R: Runtime> Core<R> {
             #[cfg(feature = "tracing")]
             span.record("lateness_us", late);
             crate::metrics::lateness(self.name(), late);
-        }
-        if let Some(waiters) = self.existing_waiters() {
-            waiters.started(version);
         }
         context::reset_observed();
         if let Some(policies) = self.policies() {

@@ -338,7 +338,7 @@ fn a_suspend_meeting_a_pause_lifted_meanwhile_tells_the_waiters_of_what_it_cance
         let deadline = Instant::now() + Duration::from_secs(20);
         let started = Instant::now();
         *w.lock().unwrap() = Some(std::thread::spawn(move || {
-            let waited = c.waiters().wait(fired, Some(deadline), || false);
+            let waited = c.waiters().wait(fired, Some(deadline));
             (waited, started.elapsed())
         }));
     });

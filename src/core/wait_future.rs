@@ -42,9 +42,8 @@ impl<R: Runtime> Future for WaitFuture<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let runtime = &this.core.runtime;
         this.core
             .waiters()
-            .poll_wait(this.fired, &mut this.id, cx.waker(), || runtime.is_closed())
+            .poll_wait(this.fired, &mut this.id, cx.waker())
     }
 }

@@ -129,7 +129,7 @@ impl Harness {
         trigger
             .core()
             .waiters()
-            .wait(fired, Some(std::time::Instant::now()), || false)
+            .wait(fired, Some(std::time::Instant::now()))
     }
 
     /// Binds a task whose version starts at `version`.

@@ -339,9 +339,11 @@ impl Trigger {
     ///
     /// Never a hang: [`WaitError::Timeout`](crate::WaitError::Timeout) after `timeout` (the fire
     /// stands; any duration is accepted, `Duration::MAX` waits without
-    /// limit), [`WaitError::Suspended`](crate::WaitError::Suspended) if a `suspend` superseded the fire
-    /// before a run served it, [`WaitError::Shutdown`](crate::WaitError::Shutdown) if the scheduler
-    /// shut down first, [`WaitError::OwnTask`](crate::WaitError::OwnTask) when called from inside
+    /// limit), [`WaitError::Suspended`](crate::WaitError::Suspended) if a `suspend` or a `pause`
+    /// superseded the fire before a run serving it started (one that
+    /// started first runs to its end and answers),
+    /// [`WaitError::Shutdown`](crate::WaitError::Shutdown) if the scheduler shut down before such a
+    /// run started, [`WaitError::OwnTask`](crate::WaitError::OwnTask) when called from inside
     /// this trigger's own task, and the refusals of [`fire`](Self::fire):
     /// [`WaitError::Paused`](crate::WaitError::Paused) while the trigger is paused,
     /// [`WaitError::DelayTooLong`](crate::WaitError::DelayTooLong) for a debounce window past the
