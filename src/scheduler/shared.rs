@@ -134,19 +134,25 @@ impl Shared {
     ) -> std::io::Result<()> {
         let shared = Arc::clone(self);
         *lock(&self.alive) += 1;
+        // Held from before the spawn until the handle is listed: a task on
+        // the new thread that awaits termination (or shuts down) looks the
+        // thread up there, and must find it — else it waits for itself.
+        let mut threads = lock(&self.threads);
         let spawned = thread::Builder::new().name(name).spawn(move || {
             let guard = ExitGuard(shared);
             body(&guard.0);
         });
+        #[cfg(all(test, not(loom)))]
+        tests::AFTER_SPAWN.with(|hook| hook.get().map(|hook| hook()));
         match spawned {
             Ok(handle) => {
-                let mut threads = lock(&self.threads);
                 // Retired workers' handles: their threads have ended.
                 threads.retain(|(_, handle)| !handle.is_finished());
                 threads.push((handle.thread().id(), handle));
                 Ok(())
             }
             Err(error) => {
+                drop(threads);
                 self.thread_exited();
                 Err(error)
             }
@@ -351,3 +357,50 @@ impl Drop for ExitGuard {
 
 /// Default grace period of [`Scheduler::shutdown_now`] and of drop.
 pub(super) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(all(test, not(loom)))]
+pub(super) mod tests {
+    use super::Shared;
+    use crate::sync::{lock, Arc, Mutex};
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    thread_local! {
+        /// Called by `Shared::spawn` on this thread between the spawn and
+        /// the listing of the new thread's handle.
+        pub(in crate::scheduler) static AFTER_SPAWN: Cell<Option<fn()>> = const { Cell::new(None) };
+    }
+
+    /// What the test thread's body found.
+    static LISTED: Mutex<Option<bool>> = Mutex::new(None);
+
+    /// A new thread's body: is its handle listed?
+    fn look_for_own_handle(shared: &Arc<Shared>) {
+        let me = std::thread::current().id();
+        let listed = lock(&shared.threads).iter().any(|(id, _)| *id == me);
+        *lock(&LISTED) = Some(listed);
+    }
+
+    #[test]
+    fn a_new_thread_finds_its_own_handle_listed() {
+        // A new worker may run a task at once, and a task that awaits
+        // termination tells its own thread by that list. The spawning
+        // thread is held up between spawn and listing, so that the new
+        // thread's look comes in that gap unless the listing holds it off.
+        let virtual_scheduler = crate::Scheduler::builder().build_virtual();
+        let shared = &virtual_scheduler.scheduler().shared;
+        AFTER_SPAWN.with(|hook| hook.set(Some(|| std::thread::sleep(Duration::from_millis(50)))));
+        shared
+            .spawn("own-handle".to_string(), look_for_own_handle)
+            .expect("spawn");
+        AFTER_SPAWN.with(|hook| hook.set(None));
+        // The body looks before its handle leaves the list here.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while lock(&LISTED).is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (_, handle) = lock(&shared.threads).pop().expect("listed");
+        handle.join().expect("the body returns");
+        assert_eq!(*lock(&LISTED), Some(true));
+    }
+}
