@@ -13,17 +13,23 @@
 //! # Verdicts that hold
 //!
 //! "Suspended" and "shut down" are verdicts on a fire that no run has
-//! served — and a run that entered (`State::enter`) before a suspend's,
-//! a pause's or the shutdown scan's advance still runs (G6, G17, the
-//! iterations in flight at shutdown). So a run's `enter`, up to its
-//! decision to run (recorded as its start) or not (a cooldown's
-//! deferral, a run discarded at shutdown), happens under the waiters'
-//! lock ([`Waiters::starting`]), and the suspend, the pause and the scan
-//! record themselves under that lock after their advance: if the advance
-//! came after the `enter`, the lock was held from before the `enter`, so
-//! the record comes after the run's start. A waiter, which looks under
-//! the lock, never finds the verdict before the start of a run that
-//! serves it.
+//! served. A run that entered (`State::enter`) before a suspend's or a
+//! pause's advance still runs (G6, G17), and so does one that entered
+//! before the shutdown scan reached its trigger (an iteration in flight at
+//! shutdown: the scan moves its version on, `State::touch_for_scan`; one
+//! entering after finds the scheduler closed and is discarded under the
+//! report's lock, `Lifecycle::admit_late`). So a run's `enter`, up to its
+//! decision to run (recorded as its start) or not (a cooldown's deferral,
+//! a run discarded at shutdown), happens under the waiters' lock
+//! ([`Waiters::starting`]); the suspend, the pause and the scan record
+//! themselves under that lock after their advance (the scan after it has
+//! looked at the trigger). If the advance came after the `enter`, the
+//! lock was held from before the `enter`, so the record comes after the
+//! run's start. A waiter, which looks under the lock, is thus never told
+//! "suspended" or "shut down" while a run that entered before that
+//! suspend, pause or scan, and serves its fire, goes on to run. (A run
+//! of a newer fire, made after the verdict, serves the fire too, as any
+//! newer run does; the waiter has its answer by then.)
 
 use crate::context::Outcome;
 use crate::error::WaitError;

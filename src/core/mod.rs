@@ -53,7 +53,8 @@
 //! | `expire` | the timer | take a due deadline, if the request word still holds it |
 //! | `request`, `expected_run_us` | the timer | read the deadline to file; estimate a due batch |
 //! | `stuck_for` | the monitor | how long a run has been in flight |
-//! | `wake_waiters`, `cancel_slot`, `name`, `stats` | shutdown scan, stats | read-only looks |
+//! | `wake_waiters` | shutdown scan | record for the waiters that the scan looked at this trigger, waking them |
+//! | `cancel_slot`, `name`, `stats` | shutdown scan, stats | read-only looks |
 //! | `touch_for_scan` | shutdown scan | read the state word, moving an iteration in flight's version on (see `State::touch_for_scan`) |
 //! | `InboxPush::deliver` / `closed` | the virtual driver, an async trigger's executor (`deliver`); a worker (`closed`, delivering through the pool lock otherwise) | deliver the timer hand-over a `dispatch` returned, or drop it at shutdown |
 //!
