@@ -8,7 +8,7 @@ mod common;
 
 use circulation_trigger::model::Harness;
 use circulation_trigger::{FireError, Trigger, WaitError};
-use common::{run_model, run_model_bounded, Count};
+use common::{a_waiter_racing, run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
@@ -302,39 +302,8 @@ fn g17_a_waiter_whose_fire_a_pause_and_resume_cancel_is_told() {
 /// it, and in the end gets the run's outcome or "suspended".
 #[test]
 fn a_waiter_is_told_suspended_only_if_no_run_serves_it() {
-    for pause in [false, true] {
-        run_model(move || {
-            let h = Arc::new(Harness::new());
-            let (trigger, runs) = counted(&h, 0, None);
-            let fired = Harness::fire_for_wait(&trigger).unwrap();
-            let worker = {
-                let h = h.clone();
-                thread::spawn(move || {
-                    h.run_one();
-                })
-            };
-            let canceller = {
-                let t = trigger.clone();
-                thread::spawn(move || if pause { t.pause() } else { t.suspend() })
-            };
-            // A step of the model's own: the look has none before its
-            // verdict, and comes at any point of the race this way.
-            thread::yield_now();
-            let during = Harness::wait_now(&trigger, fired);
-            worker.join().unwrap();
-            canceller.join().unwrap();
-            let after = Harness::wait_now(&trigger, fired);
-            let ran = runs.get() == 1;
-            for answer in [during, after] {
-                assert!(
-                    answer != Err(WaitError::Suspended) || !ran,
-                    "told suspended, but its run ran: {answer:?}"
-                );
-            }
-            assert_eq!(after.is_ok(), ran, "{after:?}");
-            assert!(ran || after == Err(WaitError::Suspended), "{after:?}");
-        });
-    }
+    run_model(|| a_waiter_racing(WaitError::Suspended, |_, t| t.suspend()));
+    run_model(|| a_waiter_racing(WaitError::Suspended, |_, t| t.pause()));
 }
 
 /// `pause` racing `resume`: they serialize (the pause lock), so the trigger

@@ -6,7 +6,7 @@ mod common;
 
 use circulation_trigger::model::Harness;
 use circulation_trigger::{FireError, Outcome, ShutdownReport, WaitError};
-use common::{run_model, run_model_bounded, Count};
+use common::{a_waiter_racing, run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
@@ -725,37 +725,7 @@ fn a_periodic_run_suspending_itself_as_shutdown_scans_has_no_next_run_listed() {
 /// it, and in the end gets the run's outcome or "shut down".
 #[test]
 fn a_waiter_is_told_shutdown_only_if_no_run_serves_it() {
-    run_model(|| {
-        let h = Arc::new(Harness::new());
-        let runs = Count::default();
-        let r = runs.clone();
-        let trigger = h.trigger(0, move || {
-            r.bump();
-            None
-        });
-        let fired = Harness::fire_for_wait(&trigger).unwrap();
-        let worker = spawn_worker(h.clone());
-        let closer = {
-            let h = h.clone();
-            thread::spawn(move || h.scheduler().shutdown())
-        };
-        // A step of the model's own: the look has none before its
-        // verdict, and comes at any point of the race this way.
-        thread::yield_now();
-        let during = Harness::wait_now(&trigger, fired);
-        worker.join().unwrap();
-        closer.join().unwrap();
-        let after = Harness::wait_now(&trigger, fired);
-        let ran = runs.get() == 1;
-        for answer in [during, after] {
-            assert!(
-                answer != Err(WaitError::Shutdown) || !ran,
-                "told shut down, but its run ran: {answer:?}"
-            );
-        }
-        assert_eq!(after.is_ok(), ran, "{after:?}");
-        assert!(ran || after == Err(WaitError::Shutdown), "{after:?}");
-    });
+    run_model(|| a_waiter_racing(WaitError::Shutdown, |h, _| h.scheduler().shutdown()));
 }
 
 /// A model thread that plays a worker for one run.

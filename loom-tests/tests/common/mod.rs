@@ -1,10 +1,14 @@
 //! Shared by the loom models: `run_model` with the CI preemption bound, and
-//! small task-state helpers built on loom's primitives.
+//! small task-state helpers built on loom's primitives, and the race a
+//! `fire_and_wait` waiter runs against a suspend, a pause or shutdown.
 
 #![allow(dead_code)]
 
+use circulation_trigger::model::Harness;
+use circulation_trigger::{Trigger, WaitError};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
+use loom::thread;
 
 /// Runs `model` under loom with the CI preemption bound of 2, unless
 /// `LOOM_MAX_PREEMPTIONS` asks for another (3 for a deeper local search);
@@ -73,4 +77,45 @@ impl Exclusive {
         // SAFETY: called once the model's threads have joined.
         self.0 .0.with(|p| unsafe { *p })
     }
+}
+
+/// A waiter racing its fire's run and `cancel` (a suspend, a pause,
+/// shutdown), run on a thread of its own beside a worker's thread for one
+/// run: the waiter looks once at some point of the race (a step of the
+/// model's own first: the look itself has none before its verdict) and
+/// once both are done. It is told `verdict` only if no run served its
+/// fire, and in the end gets the run's outcome or `verdict`.
+pub fn a_waiter_racing(verdict: WaitError, cancel: fn(&Harness, &Trigger)) {
+    let h = Arc::new(Harness::new());
+    let runs = Count::default();
+    let r = runs.clone();
+    let trigger = h.trigger(0, move || {
+        r.bump();
+        None
+    });
+    let fired = Harness::fire_for_wait(&trigger).unwrap();
+    let worker = {
+        let h = h.clone();
+        thread::spawn(move || {
+            h.run_one();
+        })
+    };
+    let canceller = {
+        let (h, t) = (h.clone(), trigger.clone());
+        thread::spawn(move || cancel(&h, &t))
+    };
+    thread::yield_now();
+    let during = Harness::wait_now(&trigger, fired);
+    worker.join().unwrap();
+    canceller.join().unwrap();
+    let after = Harness::wait_now(&trigger, fired);
+    let ran = runs.get() == 1;
+    for answer in [during, after] {
+        assert!(
+            answer != Err(verdict) || !ran,
+            "told {verdict:?}, but its run ran: {answer:?}"
+        );
+    }
+    assert_eq!(after.is_ok(), ran, "{after:?}");
+    assert!(ran || after == Err(verdict), "{after:?}");
 }
