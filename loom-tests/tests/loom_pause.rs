@@ -8,24 +8,13 @@ mod common;
 
 use circulation_trigger::model::Harness;
 use circulation_trigger::{FireError, Trigger, WaitError};
-use common::{a_waiter_racing, run_model, run_model_bounded, Count};
+use common::{a_waiter_racing, counted, run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
 
 /// Versions to start from: 0, and just below the 30-bit wrap (G12).
 const STARTS: [u32; 2] = [0, (1 << 30) - 1];
-
-/// A trigger whose task counts its runs and returns `next`.
-fn counted(h: &Harness, start: u32, next: Option<Duration>) -> (Trigger, Count) {
-    let runs = Count::default();
-    let r = runs.clone();
-    let trigger = h.trigger(start, move || {
-        r.bump();
-        next
-    });
-    (trigger, runs)
-}
 
 /// A thread that pauses `trigger`, then reports whether an iteration was
 /// in flight and how many runs had counted themselves. Snapshot first: an

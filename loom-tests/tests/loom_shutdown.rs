@@ -6,7 +6,7 @@ mod common;
 
 use circulation_trigger::model::Harness;
 use circulation_trigger::{FireError, Outcome, ShutdownReport, WaitError};
-use common::{a_waiter_racing, run_model, run_model_bounded, Count};
+use common::{a_waiter_racing, counted, run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
@@ -192,12 +192,7 @@ fn a_fire_coalescing_onto_a_dropped_dispatch_is_refused_or_listed() {
 fn a_run_starting_after_shutdown_began_is_listed() {
     run_model(|| {
         let h = Arc::new(Harness::new());
-        let runs = Count::default();
-        let r = runs.clone();
-        let trigger = h.trigger(0, move || {
-            r.bump();
-            None
-        });
+        let (trigger, runs) = counted(&h, 0, None);
         trigger.fire().unwrap();
         let worker = spawn_worker(h.clone());
         h.scheduler().shutdown();

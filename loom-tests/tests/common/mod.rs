@@ -9,6 +9,7 @@ use circulation_trigger::{Trigger, WaitError};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
+use std::time::Duration;
 
 /// Runs `model` under loom with the CI preemption bound of 2, unless
 /// `LOOM_MAX_PREEMPTIONS` asks for another (3 for a deeper local search);
@@ -79,6 +80,17 @@ impl Exclusive {
     }
 }
 
+/// A trigger whose task counts its runs and returns `next`.
+pub fn counted(h: &Harness, start: u32, next: Option<Duration>) -> (Trigger, Count) {
+    let runs = Count::default();
+    let r = runs.clone();
+    let trigger = h.trigger(start, move || {
+        r.bump();
+        next
+    });
+    (trigger, runs)
+}
+
 /// A waiter racing its fire's run and `cancel` (a suspend, a pause,
 /// shutdown), run on a thread of its own beside a worker's thread for one
 /// run: the waiter looks once at some point of the race (a step of the
@@ -87,12 +99,7 @@ impl Exclusive {
 /// fire, and in the end gets the run's outcome or `verdict`.
 pub fn a_waiter_racing(verdict: WaitError, cancel: fn(&Harness, &Trigger)) {
     let h = Arc::new(Harness::new());
-    let runs = Count::default();
-    let r = runs.clone();
-    let trigger = h.trigger(0, move || {
-        r.bump();
-        None
-    });
+    let (trigger, runs) = counted(&h, 0, None);
     let fired = Harness::fire_for_wait(&trigger).unwrap();
     let worker = {
         let h = h.clone();
