@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Why `fire`, `fire_after` or `fire_within` did nothing.
+/// Why a fire (`fire`, `fire_after`, `fire_at`, `fire_within`, …) or a
+/// `resume` did nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FireError {
@@ -46,10 +47,11 @@ pub enum WaitError {
     /// still run later: the fire stands).
     Timeout,
     /// A `suspend` (or a `pause`) superseded the fire before an iteration
-    /// served it.
+    /// serving it started (one that started first runs to its end and
+    /// answers).
     Suspended,
-    /// The scheduler shut down before an iteration served the fire (or
-    /// before the fire: it was refused).
+    /// The scheduler shut down before an iteration serving the fire
+    /// started (or before the fire: it was refused).
     Shutdown,
     /// Called from inside the trigger's own task, which would wait for
     /// itself for ever.
@@ -66,8 +68,12 @@ impl fmt::Display for WaitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             WaitError::Timeout => "no iteration serving the fire finished in time",
-            WaitError::Suspended => "the trigger was suspended before an iteration served the fire",
-            WaitError::Shutdown => "the scheduler shut down before an iteration served the fire",
+            WaitError::Suspended => {
+                "the trigger was suspended or paused before an iteration serving the fire started"
+            }
+            WaitError::Shutdown => {
+                "the scheduler shut down before an iteration serving the fire started"
+            }
             WaitError::OwnTask => "fire_and_wait was called from inside the trigger's own task",
             WaitError::Paused => "the trigger is paused: the fire was refused",
             WaitError::DelayTooLong(_) => {

@@ -21,9 +21,10 @@
 //! report's lock, `Lifecycle::admit_late`). So a run's `enter`, up to its
 //! decision to run (recorded as its start) or not (a cooldown's deferral,
 //! a run discarded at shutdown), happens under the waiters' lock
-//! ([`Waiters::starting`]); the suspend, the pause and the scan record
-//! themselves under that lock after their advance (the scan after it has
-//! looked at the trigger). If the advance came after the `enter`, the
+//! ([`Waiters::starting`]); the suspend, the pause, the resume (for the
+//! fires the pause and it cancelled: no run starts while paused) and the
+//! scan record themselves under that lock after their advance (the scan
+//! after it has looked at the trigger). If the advance came after the `enter`, the
 //! lock was held from before the `enter`, so the record comes after the
 //! run's start. A waiter, which looks under the lock, is thus never told
 //! "suspended" or "shut down" while a run that entered before that
@@ -57,7 +58,8 @@ struct WaitState {
     started: Option<u32>,
     /// The version and outcome of the last iteration that finished.
     finished: Option<(u32, Outcome)>,
-    /// The version the last `suspend` (or pause) installed.
+    /// The version the last `suspend` installed — or a pause, or a resume
+    /// (for the fires the pause and it cancelled).
     suspended: Option<u32>,
     /// The shutdown scan has looked at this trigger: nothing starts that
     /// has not started yet.

@@ -333,11 +333,12 @@ impl Trigger {
     /// always).
     ///
     /// On a [`VirtualScheduler`](crate::VirtualScheduler) the run happens
-    /// when another thread advances time; with none, the call times out.
+    /// when another thread advances time; with none, the call times out
+    /// (and with `Duration::MAX` waits for ever).
     ///
     /// # Errors
     ///
-    /// Never a hang: [`WaitError::Timeout`](crate::WaitError::Timeout) after `timeout` (the fire
+    /// No hang beyond the timeout: [`WaitError::Timeout`](crate::WaitError::Timeout) after `timeout` (the fire
     /// stands; any duration is accepted, `Duration::MAX` waits without
     /// limit), [`WaitError::Suspended`](crate::WaitError::Suspended) if a `suspend` or a `pause`
     /// superseded the fire before a run serving it started (one that
