@@ -1,16 +1,6 @@
 // The crate docs are README.md, so docs.rs, crates.io and the repository
-// show one front page, and its examples run as doctests. Some need the
-// `tokio` feature, and the README shows them as a user would write them,
-// with no feature gate in the code: built without the feature, the crate
-// docs are a pointer to the README instead. docs.rs and the README's test
-// command build every feature, so every example there runs.
-#![cfg_attr(feature = "tokio", doc = include_str!("../README.md"))]
-#![cfg_attr(
-    not(feature = "tokio"),
-    doc = "A periodic-task trigger: fire, fire_after and suspend from any thread; \
-           never two runs at once. The guide is README.md, which these docs \
-           include when built with the `tokio` feature (as on docs.rs)."
-)]
+// show one front page, and its examples run as doctests.
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
 // docs.rs (nightly, `--cfg docsrs`): label feature-gated items with their
