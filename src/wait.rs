@@ -120,17 +120,16 @@ pub(crate) struct Waiters {
 }
 
 impl Waiters {
-    fn update<T>(&self, f: impl FnOnce(&mut WaitState) -> T) -> T {
-        let (result, wakers) = {
+    fn update(&self, f: impl FnOnce(&mut WaitState)) {
+        let wakers = {
             let mut state = lock(&self.state);
-            let result = f(&mut state);
-            (result, std::mem::take(&mut state.wakers))
+            f(&mut state);
+            std::mem::take(&mut state.wakers)
         };
         self.changed.notify_all();
         for (_, waker) in wakers {
             waker.wake();
         }
-        result
     }
 
     /// The shutdown scan has looked at this trigger (after its advance):
@@ -142,20 +141,21 @@ impl Waiters {
     /// A run that took the request of `version` enters: `decide` enters
     /// it and decides whether it runs, under the waiters' lock (see
     /// "Verdicts that hold"); if `runs` says it does, its start is
-    /// recorded before the lock is let go.
+    /// recorded before the lock is let go. Nobody is woken: a start only
+    /// keeps a verdict from being given, so a waiter still waiting has
+    /// nothing new to find.
     pub(crate) fn starting<T>(
         &self,
         version: u32,
         decide: impl FnOnce() -> T,
         runs: impl FnOnce(&T) -> bool,
     ) -> T {
-        self.update(|s| {
-            let decided = decide();
-            if runs(&decided) && !s.is_stale(version) {
-                advance(&mut s.started, version);
-            }
-            decided
-        })
+        let mut state = lock(&self.state);
+        let decided = decide();
+        if runs(&decided) && !state.is_stale(version) {
+            advance(&mut state.started, version);
+        }
+        decided
     }
 
     /// The iteration of `version` ended with `outcome`. Told after the
