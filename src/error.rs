@@ -145,6 +145,19 @@ pub enum RefreshError<E> {
     /// The fetch panicked (the panic was caught; see
     /// [`Refresh::panics`](crate::Refresh::panics)).
     Panicked,
+    /// The async fetch panicked for want of a Tokio runtime around its
+    /// poll (Tokio I/O or timers outside a runtime): counted as a panic,
+    /// retried on the back-off. The message names the two fixes.
+    NoRuntime,
+}
+
+impl<E> RefreshError<E> {
+    /// [`RefreshError::NoRuntime`]'s message: what to do about it.
+    pub(crate) fn recipe(&self) -> &'static str {
+        "the async fetch needs a Tokio runtime: on a VirtualScheduler, call `advance` \
+         inside `#[tokio::test(start_paused = true)]` (it polls the fetch in that \
+         runtime), or give the refresher one with `.trigger(|t| t.runtime(handle))`"
+    }
 }
 
 impl<E> Clone for RefreshError<E> {
@@ -153,6 +166,7 @@ impl<E> Clone for RefreshError<E> {
             RefreshError::Wait(error) => RefreshError::Wait(*error),
             RefreshError::Failed(error) => RefreshError::Failed(Arc::clone(error)),
             RefreshError::Panicked => RefreshError::Panicked,
+            RefreshError::NoRuntime => RefreshError::NoRuntime,
         }
     }
 }
@@ -165,6 +179,7 @@ impl<E: PartialEq> PartialEq for RefreshError<E> {
             (RefreshError::Wait(a), RefreshError::Wait(b)) => a == b,
             (RefreshError::Failed(a), RefreshError::Failed(b)) => a == b,
             (RefreshError::Panicked, RefreshError::Panicked) => true,
+            (RefreshError::NoRuntime, RefreshError::NoRuntime) => true,
             _ => false,
         }
     }
@@ -182,6 +197,7 @@ impl<E: fmt::Display> fmt::Display for RefreshError<E> {
             RefreshError::Wait(error) => write!(f, "no fetch served the refresh: {error}"),
             RefreshError::Failed(error) => write!(f, "the fetch failed: {error}"),
             RefreshError::Panicked => f.write_str("the fetch panicked"),
+            RefreshError::NoRuntime => f.write_str(self.recipe()),
         }
     }
 }

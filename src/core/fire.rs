@@ -209,6 +209,7 @@ impl<R: Runtime> Core<R> {
     fn check_paused(&self) -> Result<(), FireError> {
         if self.request.peek().kind() == Kind::Paused {
             crate::metrics::refused(self.name(), "paused");
+            self.runtime.refused_paused();
             return Err(FireError::Paused);
         }
         Ok(())

@@ -105,6 +105,10 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
     /// A uniformly random number in `0..bound` (`bound` > 0).
     fn random_below(&self, bound: u64) -> u64;
 
+    /// Counts a fire refused because its trigger was paused (a
+    /// scheduler-wide figure: no trigger spends bytes on it).
+    fn refused_paused(&self) {}
+
     /// Counts a panic caught in a task and reports it.
     fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send));
 

@@ -4,8 +4,10 @@
 //! through failed fetches, which it reports and retries with a back-off.
 
 use crate::error::{FireError, RefreshError};
+use crate::jitter::RetryBackoff;
 use crate::trigger::Trigger;
 use arc_swap::ArcSwapOption;
+use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{
     AtomicU64, AtomicU8,
@@ -15,10 +17,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod builder;
+#[cfg(feature = "tokio")]
+mod lend;
 #[cfg(all(test, feature = "tokio", not(loom)))]
 mod tests;
 
 pub use builder::RefreshBuilder;
+
+/// The future an async fetch returns (see
+/// [`RefreshBuilder::bind_async`]): boxed, `Send`, borrowing the state the
+/// refresher lends it for `'s`.
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub type FetchFuture<'s, T, E> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send + 's>>;
 
 /// What readers share: the latest good value, the last error, counters.
 struct Latest<T, E> {
@@ -28,6 +40,8 @@ struct Latest<T, E> {
     refreshes: AtomicU64,
     failures: AtomicU64,
     panics: AtomicU64,
+    /// Calls of this refresher's own methods refused because it was paused.
+    refused: AtomicU64,
     /// How the last fetch ended ([`NO_FETCH`] until one has), written
     /// after the value or error it left; see [`Latest::served`].
     outcome: AtomicU8,
@@ -81,6 +95,16 @@ impl<T, E> Latest<T, E> {
         };
         drop(watch);
         drop(closed);
+    }
+
+    /// Closes the subscribers' channel once `scheduler` has terminated.
+    fn close_with(self: &Arc<Self>, scheduler: &crate::scheduler::Scheduler)
+    where
+        T: Send + Sync + 'static,
+        E: Send + Sync + 'static,
+    {
+        let hook = Arc::downgrade(self);
+        scheduler.shared.when_terminated(hook);
     }
 
     /// A fetch starts: until it ends ([`Fetching`]'s drop, or `sent`), a
@@ -147,8 +171,139 @@ const SUCCEEDED: u8 = 1;
 const FAILED: u8 = 2;
 /// [`Latest::outcome`]: the last fetch panicked.
 const PANICKED: u8 = 3;
+/// [`Latest::outcome`]: the last (async) fetch panicked for want of a
+/// Tokio runtime around its poll.
+const NO_RUNTIME: u8 = 4;
+
+/// How one fetch ended.
+pub(crate) enum Ended<T, E> {
+    /// A value, and the delay before the next fetch.
+    Value(T, Duration),
+    Error(E),
+    Panic(Box<dyn Any + Send>),
+}
+
+/// When the next fetch comes: the period after a success, the back-off
+/// after a failure.
+pub(crate) struct Pace {
+    every: Duration,
+    retry: Option<RetryBackoff>,
+}
+
+impl Pace {
+    pub(crate) fn new(every: Duration, retry: Option<RetryBackoff>) -> Self {
+        Self { every, retry }
+    }
+
+    /// The period [`RefreshBuilder::every`] set.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn every(&self) -> Duration {
+        self.every
+    }
+
+    fn succeeded(&mut self, next: Duration) -> Option<Duration> {
+        match &mut self.retry {
+            Some(backoff) => backoff.succeeded(next),
+            None => Some(next),
+        }
+    }
+
+    /// The delay before the next fetch after a failure: the back-off's
+    /// (with none, the period). A back-off past its retry limit stops the
+    /// refresh until it is fired again — and that fire starts a fresh
+    /// round.
+    fn failed(&mut self) -> Option<Duration> {
+        let Some(backoff) = &mut self.retry else {
+            return Some(self.every);
+        };
+        let next = backoff.failed();
+        if next.is_none() {
+            backoff.reset();
+        }
+        next
+    }
+}
+
+/// Whether a panic's message is Tokio's "no runtime here" (an async fetch
+/// polled outside any runtime: a virtual scheduler advanced by a plain
+/// `#[test]`, say).
+fn wants_runtime(payload: &(dyn Any + Send)) -> bool {
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("");
+    message.contains("no reactor running")
+        || message.contains("must be called from the context of a Tokio")
+}
 
 impl<T, E> Latest<T, E> {
+    fn new() -> Arc<Self> {
+        Arc::new(Latest {
+            value: ArcSwapOption::empty(),
+            error: ArcSwapOption::empty(),
+            refreshes: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            outcome: AtomicU8::new(NO_FETCH),
+            #[cfg(feature = "tokio")]
+            watch: std::sync::Mutex::new(Watch::new()),
+        })
+    }
+
+    /// Records how a fetch ended — the value, the error, the counters, the
+    /// subscribers' news — and returns the delay before the next one.
+    fn settle(
+        &self,
+        ended: Ended<T, E>,
+        pace: &mut Pace,
+        #[cfg(feature = "tokio")] fetching: Fetching<'_, T, E>,
+    ) -> Option<Duration> {
+        match ended {
+            Ended::Value(value, next) => {
+                let value = Arc::new(value);
+                // The replaced value and error are dropped after the
+                // outcome is recorded: their destructors are user code.
+                let replaced = self.value.swap(Some(Arc::clone(&value)));
+                let cleared = self.error.swap(None);
+                self.refreshes.fetch_add(1, Relaxed);
+                self.ended(SUCCEEDED);
+                drop((replaced, cleared));
+                #[cfg(feature = "tokio")]
+                fetching.sent(value);
+                #[cfg(not(feature = "tokio"))]
+                drop(value);
+                pace.succeeded(next)
+            }
+            Ended::Error(error) => {
+                let replaced = self.error.swap(Some(Arc::new(error)));
+                self.failures.fetch_add(1, Relaxed);
+                self.ended(FAILED);
+                drop(replaced);
+                #[cfg(feature = "tracing")]
+                tracing::warn!("refresh failed; the last good value stays");
+                pace.failed()
+            }
+            Ended::Panic(payload) => {
+                self.failures.fetch_add(1, Relaxed);
+                self.panics.fetch_add(1, Relaxed);
+                let no_runtime = wants_runtime(&*payload);
+                self.ended(if no_runtime { NO_RUNTIME } else { PANICKED });
+                // User code (the payload's and the log's) only once the
+                // outcome is recorded.
+                crate::sync::drop_payload(payload);
+                #[cfg(feature = "tracing")]
+                if no_runtime {
+                    tracing::warn!("{}", RefreshError::<E>::NoRuntime.recipe());
+                } else {
+                    tracing::warn!("refresh panicked; the last good value stays");
+                }
+                pace.failed()
+            }
+        }
+    }
+
     /// A fetch ended as `outcome`, after storing what it left. Release:
     /// a caller of `refresh_and_wait` that reads this outcome — that of
     /// the fetch which served it, or of a later one — also reads the value
@@ -171,6 +326,7 @@ impl<T, E> Latest<T, E> {
         // wait ends through the waiters' lock, after the run).
         match self.outcome.load(Acquire) {
             PANICKED => return Err(RefreshError::Panicked),
+            NO_RUNTIME => return Err(RefreshError::NoRuntime),
             FAILED => {
                 if let Some(error) = self.error.load_full() {
                     return Err(RefreshError::Failed(error));
@@ -402,14 +558,79 @@ impl<T, E> Reader<T, E> {
 }
 
 impl<T, E> Refresh<T, E> {
-    /// Refreshes now: [`Trigger::fire`] on the fetch's trigger.
+    /// Refreshes now: [`Trigger::fire`] on the fetch's trigger. The first
+    /// call after a quiet spell fetches at once; a burst of calls during a
+    /// fetch or its cooldown (1 s by default, see
+    /// [`RefreshBuilder::trigger`]) costs one more fetch, at the
+    /// cooldown's end (G18).
     ///
     /// # Errors
     ///
-    /// As [`Trigger::fire`]: shut down, or paused (or, for a debounced
+    /// As [`Trigger::fire`]: shut down, or paused (counted in
+    /// [`refused_fires`](Self::refused_fires); or, for a debounced
     /// trigger, a window past the clock's range).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let config = Refresh::builder(&sim).bind(|| Ok::<_, String>("v1"));
+    /// for _ in 0..1_000 {
+    ///     config.refresh_now()?; // a burst from the bus
+    ///     sim.advance(Duration::from_micros(10));
+    /// }
+    /// sim.advance(Duration::from_secs(2));
+    /// assert_eq!(config.refreshes(), 2); // at once, then at the cooldown's end
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    #[doc(alias = "fire")]
     pub fn refresh_now(&self) -> Result<(), FireError> {
-        self.trigger.fire()
+        let fired = self.trigger.fire();
+        if fired == Err(FireError::Paused) {
+            self.latest.refused.fetch_add(1, Relaxed);
+        }
+        fired
+    }
+
+    /// Pauses the refresh ([`Trigger::pause`]): no fetch starts until
+    /// [`resume`](Self::resume), and `refresh_now` is refused with
+    /// [`FireError::Paused`]. The value stays readable. A feature switch's
+    /// "off".
+    pub fn pause(&self) {
+        self.trigger.pause();
+    }
+
+    /// Resumes a paused refresh ([`Trigger::resume`]): back on its
+    /// schedule. Returns whether it was paused.
+    ///
+    /// # Errors
+    ///
+    /// As [`Trigger::resume`]: the scheduler shut down.
+    pub fn resume(&self) -> Result<bool, FireError> {
+        self.trigger.resume()
+    }
+
+    /// Whether the refresh is paused.
+    pub fn is_paused(&self) -> bool {
+        self.trigger.is_paused()
+    }
+
+    /// Calls of [`refresh_now`](Self::refresh_now) and
+    /// [`refresh_and_wait`](Self::refresh_and_wait) refused because the
+    /// refresh was paused (the scheduler's
+    /// [`SchedulerStats::refused_paused`](crate::SchedulerStats::refused_paused)
+    /// counts every trigger's).
+    pub fn refused_fires(&self) -> u64 {
+        self.latest.refused.load(Relaxed)
+    }
+
+    fn count_refused<V>(&self, result: &Result<V, RefreshError<E>>) {
+        if matches!(result, Err(RefreshError::Wait(crate::WaitError::Paused))) {
+            self.latest.refused.fetch_add(1, Relaxed);
+        }
     }
 
     /// Refreshes now and waits for the fetch: its value, or why there is
@@ -457,11 +678,13 @@ impl<T, E> Refresh<T, E> {
     /// assert_eq!(config.get().as_deref(), Some(&1)); // the last good value stays
     /// ```
     pub fn refresh_and_wait(&self, timeout: Duration) -> Result<Arc<T>, RefreshError<E>> {
-        let run = self
+        let served = self
             .trigger
             .fire_and_wait(timeout)
-            .map_err(RefreshError::Wait)?;
-        self.latest.served(run)
+            .map_err(RefreshError::Wait)
+            .and_then(|run| self.latest.served(run));
+        self.count_refused(&served);
+        served
     }
 
     /// The awaitable [`refresh_and_wait`](Self::refresh_and_wait)
@@ -504,7 +727,12 @@ impl<T, E> Refresh<T, E> {
         let wait = self.trigger.fire_and_wait_async(timeout);
         let latest = Arc::clone(&self.latest);
         async move {
-            let run = wait.await.map_err(RefreshError::Wait)?;
+            let run = wait.await.map_err(|error| {
+                if error == crate::WaitError::Paused {
+                    latest.refused.fetch_add(1, Relaxed);
+                }
+                RefreshError::Wait(error)
+            })?;
             latest.served(run)
         }
     }

@@ -50,3 +50,61 @@ fn a_subscriber_after_termination_gets_a_closed_channel_before_the_hooks_are_tol
     assert!(early.has_changed().is_err(), "the early one is closed too");
     release_tx.send(()).unwrap();
 }
+
+/// A future that is pending once, then ready.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+#[test]
+fn the_fetch_after_a_dropped_one_sees_the_state_as_the_dropped_one_left_it() {
+    use super::lend::{fetch_once, Lent};
+    use super::{FetchFuture, Latest, Pace};
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    fn fetch(seen: &mut Vec<u32>) -> FetchFuture<'_, u32, String> {
+        Box::pin(async move {
+            let step = u32::try_from(seen.len()).unwrap();
+            seen.push(step); // left in the state before the await
+            YieldOnce(false).await;
+            seen.push(100 + step);
+            Ok(step)
+        })
+    }
+    let lent = Lent::new(Vec::new(), fetch, Pace::new(Duration::from_secs(30), None));
+    let latest = Latest::<u32, String>::new();
+    let mut cx = Context::from_waker(Waker::noop());
+
+    // The first fetch is dropped at its await, as `shutdown_now` drops it.
+    let mut first = Box::pin(fetch_once(Arc::clone(&lent), Arc::clone(&latest)));
+    assert!(first.as_mut().poll(&mut cx).is_pending());
+    drop(first);
+
+    // The next starts from [0]: the first's step, without its end.
+    let mut second = Box::pin(fetch_once(Arc::clone(&lent), Arc::clone(&latest)));
+    assert!(second.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(
+        second.as_mut().poll(&mut cx),
+        Poll::Ready(Some(Duration::from_secs(30)))
+    );
+    assert_eq!(latest.value.load_full().as_deref(), Some(&1));
+    let parts = lent.slot();
+    assert_eq!(
+        parts.as_ref().map(|p| p.state.clone()),
+        Some(vec![0, 1, 101])
+    );
+}

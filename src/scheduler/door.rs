@@ -163,6 +163,11 @@ impl Runtime for Shared {
     }
 
     /// Counts a panic caught in a task and calls the panic hook.
+    fn refused_paused(&self) {
+        // Relaxed: a statistic; it orders nothing.
+        self.refused_paused.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
         // Relaxed: a statistic; it orders nothing.
         self.panics.fetch_add(1, Ordering::Relaxed);

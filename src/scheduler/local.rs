@@ -10,19 +10,47 @@
 //! seen by the future), and the lock gives exactly that with no ordering
 //! to argue. Polls and drops run outside the list's lock, so a job may
 //! spawn, wake or drop others.
+//!
+//! A pending job is either parked on virtual time (its last poll
+//! registered a `VirtualClock` sleep, which tells [`parked_on_virtual_time`]
+//! during the poll) or waits on something outside — I/O on a blocking
+//! pool, a channel. The virtual scheduler moves time only past the first
+//! kind, and waits in real time for the second ([`LocalJobs::wait_outside`]),
+//! so a fetch's I/O takes no virtual time, whatever it takes in real time.
 
 use crate::async_task::{Job, Spawn};
 use crate::sync::{lock, Arc, Mutex};
+use std::cell::Cell;
 use std::task::{Context, Wake, Waker};
+use std::time::{Duration, Instant};
 
-/// The jobs spawned and not completed, each with its "woken" mark.
+/// The jobs spawned and not completed, each with its "woken" mark and
+/// whether its last poll parked it on virtual time.
 #[derive(Default)]
 pub(crate) struct LocalJobs {
-    list: Mutex<Vec<(Job, Arc<Mark>)>>,
+    list: Mutex<Vec<(Job, Arc<Mark>, bool)>>,
+    /// Counts wakes, for a thread waiting on a job woken from outside.
+    wakes: std::sync::Arc<Wakes>,
+}
+
+/// Wakes so far, and the condition a thread waits on for the next one. A
+/// std lock even under loom: no model waits on it.
+#[derive(Default)]
+struct Wakes {
+    count: std::sync::Mutex<u64>,
+    changed: std::sync::Condvar,
+}
+
+impl Wakes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.count
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Whether a job was woken since its last poll; its waker.
-struct Mark(Mutex<bool>);
+struct Mark(Mutex<bool>, std::sync::Arc<Wakes>);
 
 impl Wake for Mark {
     fn wake(self: Arc<Self>) {
@@ -31,13 +59,27 @@ impl Wake for Mark {
 
     fn wake_by_ref(self: &Arc<Self>) {
         *lock(&self.0) = true;
+        *self.1.lock() += 1;
+        self.1.changed.notify_all();
     }
 }
 
 impl Spawn for LocalJobs {
     fn spawn(&self, job: Job) {
-        lock(&self.list).push((job, Arc::new(Mark(Mutex::new(true)))));
+        let mark = Arc::new(Mark(Mutex::new(true), std::sync::Arc::clone(&self.wakes)));
+        lock(&self.list).push((job, mark, false));
     }
+}
+
+thread_local! {
+    /// Set by a virtual sleep registering during the poll of a job.
+    static PARKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The future being polled on this thread waits on virtual time (called by
+/// a `VirtualClock` sleep as it registers).
+pub(crate) fn parked_on_virtual_time() {
+    PARKED.with(|parked| parked.set(true));
 }
 
 impl LocalJobs {
@@ -49,26 +91,57 @@ impl LocalJobs {
             let mut list = lock(&self.list);
             let index = list
                 .iter()
-                .position(|(_, mark)| std::mem::take(&mut *lock(&mark.0)));
+                .position(|(_, mark, _)| std::mem::take(&mut *lock(&mark.0)));
             index.map(|index| list.remove(index))
         };
-        let Some((mut job, mark)) = taken else {
+        let Some((mut job, mark, _)) = taken else {
             return false;
         };
         let waker = Waker::from(Arc::clone(&mark));
-        if job
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending()
-        {
-            lock(&self.list).push((job, mark));
+        let was = PARKED.with(|parked| parked.replace(false));
+        let polled = job.as_mut().poll(&mut Context::from_waker(&waker));
+        // Restored: a job polled inside another's poll leaves the outer
+        // one's mark as it found it.
+        let parked = PARKED.with(|parked| parked.replace(was));
+        if polled.is_pending() {
+            lock(&self.list).push((job, mark, parked));
         }
         true
     }
 
     /// Whether some job is woken (would be polled by `poll_one`).
     pub(crate) fn any_woken(&self) -> bool {
-        lock(&self.list).iter().any(|(_, mark)| *lock(&mark.0))
+        lock(&self.list).iter().any(|(_, mark, _)| *lock(&mark.0))
+    }
+
+    /// Waits, up to `patience` of real time, while some job is pending on
+    /// something other than virtual time and none is woken; returns
+    /// whether such a job still waits when it gives up.
+    pub(crate) fn wait_outside(&self, patience: Duration) -> bool {
+        let deadline = Instant::now() + patience;
+        let mut wakes = self.wakes.lock();
+        loop {
+            let outside = {
+                let list = lock(&self.list);
+                let woken = list.iter().any(|(_, mark, _)| *lock(&mark.0));
+                !woken && list.iter().any(|&(_, _, parked)| !parked)
+            };
+            if !outside {
+                return false;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            // A wake between the look and this wait bumped the count, which
+            // this thread holds locked: it is seen as a woken job next time.
+            wakes = self
+                .wakes
+                .changed
+                .wait_timeout(wakes, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// Jobs not completed yet (woken or not).

@@ -63,7 +63,7 @@ mod worker;
 
 pub use builder::Builder;
 pub(crate) use door::TriggerCore;
-pub(crate) use local::LocalJobs;
+pub(crate) use local::{parked_on_virtual_time, LocalJobs};
 pub(crate) use manual::Driver;
 pub use report::TaskPanic;
 pub use report::{DiscardedRun, InFlightRun, ShutdownReport};
@@ -308,7 +308,14 @@ impl Scheduler {
             .iter()
             .map(|core| core.stats())
             .collect();
-        crate::stats::SchedulerStats::new(triggers, self.panic_count(), self.shared.pool.counts())
+        // Relaxed: a statistic.
+        let refused_paused = self.shared.refused_paused.load(Ordering::Relaxed);
+        crate::stats::SchedulerStats::new(
+            triggers,
+            self.panic_count(),
+            refused_paused,
+            self.shared.pool.counts(),
+        )
     }
 
     /// Number of panics caught in tasks so far.

@@ -55,6 +55,8 @@ pub(crate) struct Shared {
     /// How long `shutdown_now` and drop wait for iterations in flight.
     pub(super) grace: Duration,
     pub(super) panics: AtomicU64,
+    /// Fires refused because their trigger was paused.
+    pub(super) refused_paused: AtomicU64,
     pub(super) panic_hook: Option<PanicHook>,
     /// Called by the monitor for each run reported stuck.
     pub(super) stuck_hook: Option<StuckHook>,
@@ -110,6 +112,7 @@ impl Shared {
             lifecycle: Lifecycle::default(),
             grace: DEFAULT_GRACE,
             panics: AtomicU64::new(0),
+            refused_paused: AtomicU64::new(0),
             panic_hook,
             stuck_hook: None,
             rng: None,

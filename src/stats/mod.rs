@@ -500,6 +500,9 @@ pub struct SchedulerStats {
     pub iterations: u64,
     /// Panics caught in tasks (including triggers since dropped).
     pub panics: u64,
+    /// Fires (`fire*`, `fire_and_wait*`) refused because their trigger was
+    /// paused (including triggers since dropped).
+    pub refused_paused: u64,
     /// Worker threads now (the core workers plus extra ones started
     /// because every worker was busy; see [`Builder::max_workers`](crate::Builder::max_workers)).
     pub workers: usize,
@@ -511,7 +514,12 @@ pub struct SchedulerStats {
 }
 
 impl SchedulerStats {
-    pub(crate) fn new(mut triggers: Vec<TriggerStats>, panics: u64, workers: WorkerCounts) -> Self {
+    pub(crate) fn new(
+        mut triggers: Vec<TriggerStats>,
+        panics: u64,
+        refused_paused: u64,
+        workers: WorkerCounts,
+    ) -> Self {
         triggers.sort_by(|a, b| match (&a.name, &b.name) {
             (Some(a), Some(b)) => a.cmp(b),
             (Some(_), None) => std::cmp::Ordering::Less,
@@ -523,6 +531,7 @@ impl SchedulerStats {
             coalesced_fires: triggers.iter().map(|t| t.coalesced_fires).sum(),
             iterations: triggers.iter().map(|t| t.iterations).sum(),
             panics,
+            refused_paused,
             triggers,
             workers: workers.current,
             peak_workers: workers.peak,

@@ -250,6 +250,19 @@ impl VirtualScheduler {
                 continue;
             }
             at_this_instant = 0;
+            // An iteration waiting on I/O (a `tokio::fs` read on the
+            // blocking pool, say) takes no virtual time: wait for it in
+            // real time before moving the clock past it.
+            if self.jobs.wait_outside(OUTSIDE_PATIENCE) {
+                panic!(
+                    "virtual time cannot advance: an async iteration has waited {OUTSIDE_PATIENCE:?} \
+                     (real time) on something other than virtual time — a Tokio timer? \
+                     Use `VirtualClock::sleep` for delays on virtual time"
+                );
+            }
+            if self.jobs.any_woken() {
+                continue;
+            }
             let next = self.next_step();
             if next > target_us {
                 break;
@@ -266,6 +279,11 @@ impl VirtualScheduler {
         while self.jobs.poll_one() {}
     }
 }
+
+/// How long (real time) `advance` waits for an async iteration pending on
+/// something other than virtual time (its I/O) before concluding it waits
+/// on what the advancing thread itself would have to do.
+const OUTSIDE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// `duration` in microseconds, rounded up (never early), saturating.
 fn micros_up(duration: Duration) -> u64 {
@@ -445,6 +463,7 @@ impl Future for Sleep {
             return Poll::Ready(());
         }
         self.sleepers.register(self.at_us, cx.waker());
+        crate::scheduler::parked_on_virtual_time();
         // The clock may have passed `at_us` between the check and the
         // registration (an `advance` on another thread): look again.
         if self.time.now_us() >= self.at_us {
