@@ -6,14 +6,16 @@
 //! * a feature switch that pauses the job at 4 s (the bus's messages are
 //!   then refused) and resumes it at 6 s.
 //!
-//! The refresh task owns its state (`ConfigCenter` with a call counter, a
-//! rate limiter, the last version seen) as plain `FnMut` state: the trigger
-//! guarantees runs never overlap, so no `Mutex` is needed — and the demo
-//! counts overlaps to show it (always 0).
+//! The fetch owns its state (`ConfigCenter` with a call counter, a rate
+//! limiter) as plain `FnMut` state: fetches never overlap, so no `Mutex`
+//! is needed — and the demo counts overlaps to show it (always 0). The
+//! refresher's cooldown, set to 150 ms, keeps the bursts from overrunning
+//! the store: at most 7 fetches start in any second, under its 10 QPS cap,
+//! however the machine delays the bus.
 //!
 //! Run: `cargo run --release --example config_refresh`
 
-use circulation_trigger::{FireError, Scheduler, Trigger};
+use circulation_trigger::{FireError, Refresh, Scheduler};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread;
@@ -85,29 +87,34 @@ fn main() {
             urgent.clone(),
             inside.clone(),
         );
-        let mut center = ConfigCenter::new(); // task state, no lock
-        let mut version = 0;
-        Trigger::builder(&scheduler)
-            .name("config-refresh")
-            .bind(move || {
+        let mut center = ConfigCenter::new(); // the fetch's state, no lock
+        Refresh::builder(&scheduler)
+            // The store takes 10 QPS: one fetch start per 150 ms at most.
+            .trigger(|t| {
+                t.name("config-refresh")
+                    .min_interval(Duration::from_millis(150))
+            })
+            // The period, tuned at run time, comes with each fetch.
+            .bind_with_next(move || {
                 if inside.swap(true, Relaxed) {
                     stats.overlaps.fetch_add(1, Relaxed);
                 }
                 if urgent.swap(false, Relaxed) {
                     stats.urgent_refreshes.fetch_add(1, Relaxed);
                 }
-                match center.fetch() {
-                    Some(v) => version = version.max(v),
-                    None => {
-                        stats.rejected.fetch_add(1, Relaxed);
-                    }
+                let fetched = center.fetch();
+                if fetched.is_none() {
+                    stats.rejected.fetch_add(1, Relaxed);
                 }
                 stats.refreshes.fetch_add(1, Relaxed);
                 inside.store(false, Relaxed);
-                Some(Duration::from_millis(period_ms.load(Relaxed)))
+                let period = Duration::from_millis(period_ms.load(Relaxed));
+                fetched
+                    .map(|version| (version, period))
+                    .ok_or("rate-limited")
             })
     };
-    refresh.fire().expect("scheduler is running");
+    refresh.refresh_now().expect("scheduler is running");
 
     // The message bus: three threads deliver bursts of "refresh now".
     let start = Instant::now();
@@ -147,6 +154,7 @@ fn main() {
                 while_off = stats.refreshes.load(Relaxed) - at_pause;
                 // Feature switch on: refresh at once, then on the period.
                 refresh
+                    .trigger()
                     .resume_after(Duration::ZERO)
                     .expect("scheduler is running");
                 switch_on = true;
@@ -154,6 +162,7 @@ fn main() {
             7 => {
                 period_ms.store(200, Relaxed); // retune at run time...
                 refresh
+                    .trigger()
                     .fire_after(Duration::from_millis(200))
                     .expect("running"); // ...effective now
             }
@@ -162,7 +171,7 @@ fn main() {
         print_line(second, &stats, switch_on, period_ms.load(Relaxed));
     }
     bus.into_iter().for_each(|b| b.join().expect("bus thread"));
-    refresh.suspend();
+    refresh.trigger().suspend();
     scheduler.shutdown();
     let terminated = scheduler.await_termination(Duration::from_secs(5));
 
@@ -181,16 +190,18 @@ fn main() {
         while_off,
         terminated,
     );
-    if overlaps != 0 || while_off > 1 || !terminated {
+    println!("config version served: {:?}", refresh.get().as_deref());
+    if overlaps != 0 || while_off > 1 || stats.rejected.load(Relaxed) != 0 || !terminated {
         std::process::exit(1);
     }
 }
 
-/// The bus's message handler: just `fire`. While the switch is off the
-/// trigger is paused and refuses the fire (`FireError::Paused`): no gate to
-/// write, and a message racing the switch cannot restart the job.
-fn on_refresh_now(refresh: &Trigger, urgent: &AtomicBool, stats: &Stats) {
-    match refresh.fire() {
+/// The bus's message handler: just `refresh_now`. A burst costs one fetch
+/// now and at most one more at the cooldown's end. While the switch is off
+/// the refresh is paused and refuses the call (`FireError::Paused`): no
+/// gate to write, and a message racing the switch cannot restart the job.
+fn on_refresh_now(refresh: &Refresh<u64, &'static str>, urgent: &AtomicBool, stats: &Stats) {
+    match refresh.refresh_now() {
         Ok(()) => {
             urgent.store(true, Relaxed);
             stats.fires.fetch_add(1, Relaxed);

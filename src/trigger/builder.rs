@@ -254,6 +254,28 @@ impl<'a> TriggerBuilder<'a> {
     /// min_interval:  ●─────────┤d├● ─────────────────● ...   first at once, then one per d
     /// ```
     ///
+    /// `suspend` and `pause` end a burst too: the next fire begins a new
+    /// one (window 200 ms, a fire at 0, `suspend` at 0.1 s, a fire at 10 s:
+    /// the run comes at 10.2 s, not at once for a burst begun at 0).
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::builder(&sim)
+    ///     .debounce(Duration::from_millis(200), Duration::from_secs(2))
+    ///     .bind(|| None);
+    /// trigger.fire()?;
+    /// sim.advance(Duration::from_millis(100));
+    /// trigger.suspend(); // the burst begun at 0 ends, unserved
+    /// sim.advance(Duration::from_millis(9_900));
+    /// trigger.fire()?; // at 10 s: a new burst
+    /// sim.advance(Duration::from_secs(1));
+    /// assert_eq!(trigger.stats().last_start, Some(Duration::from_millis(10_200)));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    ///
     /// Only `fire` (and `fire_and_wait`, whose wait ends with that run) is
     /// debounced; `fire_after`, `fire_at` and `fire_within` name their own
     /// time. Combined with `min_interval`, the debounced run also waits

@@ -163,7 +163,13 @@ impl VirtualScheduler {
     /// thread: at each instant the due runs start, the
     /// [`VirtualClock::sleep`]s due end, and the woken futures are polled
     /// until none is woken — so an iteration ends, and its re-arm counts
-    /// from, the virtual time its future completes.
+    /// from, the virtual time its future completes. A future pending on
+    /// anything but virtual time — I/O, like a `tokio::fs` read on Tokio's
+    /// blocking pool — is waited for in real time before the clock moves
+    /// past it: I/O takes no virtual time, and each run starts at its exact
+    /// instant. Polls happen on the calling thread, inside its Tokio
+    /// runtime if it has one: call `advance` from `#[tokio::test]` for a
+    /// task that does Tokio I/O.
     ///
     /// # Edge cases
     ///
@@ -179,8 +185,11 @@ impl VirtualScheduler {
     /// If runs (or polls) at one instant never stop (a million of them): a
     /// task that re-arms itself with a zero delay, fires itself, or panics
     /// every time under a zero `RetryBackoff`, or a future that wakes
-    /// itself for ever — time could never move on. No argument value
-    /// panics.
+    /// itself for ever — time could never move on; or if an async
+    /// iteration waits 10 s of real time on something other than virtual
+    /// time (a Tokio timer on the test's own runtime, which this thread
+    /// would have to drive: use [`VirtualClock::sleep`]). No argument
+    /// value panics.
     pub fn advance(&self, delay: Duration) -> usize {
         let target = self.driver.time.now_us().saturating_add(micros_up(delay));
         self.step_to(target.min(HORIZON_US))
