@@ -1,14 +1,16 @@
 //! A service whose configuration lives in Redis (hash `config`, with a
 //! `version` field) and that hears "refresh now" on a Redis pub/sub channel
-//! (`config:refresh`). One trigger keeps the local snapshot fresh: every
-//! `--period` seconds, and on every message — bursts coalesce into one
-//! follow-up refresh, and two refreshes never run at once. While Redis is
-//! unreachable the refresh backs off (`RetryBackoff`); Ctrl-C / SIGTERM
-//! shut it down cleanly and print the report.
+//! (`config:refresh`). An async `Refresh` keeps the local snapshot fresh:
+//! every `--period` seconds, and on every message — a burst costs one
+//! fetch at once and at most one more at the cooldown's end, and two
+//! fetches never run at once. Its fetch owns the async connection (lent
+//! to each fetch, no `Mutex`). While Redis is unreachable the refresh backs
+//! off (`RetryBackoff`); Ctrl-C / SIGTERM shut it down cleanly and print
+//! the report.
 //!
 //! ```text
-//! cargo run --release --example redis_config_refresh -- --spawn-server --run-for 5
-//! cargo run --release --example redis_config_refresh -- --url redis://127.0.0.1:6379/
+//! cargo run --release --features tokio --example redis_config_refresh -- --spawn-server --run-for 5
+//! cargo run --release --features tokio --example redis_config_refresh -- --url redis://127.0.0.1:6379/
 //! ```
 //!
 //! `--spawn-server` starts a private `redis-server` on a free loopback port
@@ -21,10 +23,10 @@
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
 
-use circulation_trigger::{RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -86,7 +88,47 @@ struct Snapshot {
     fields: HashMap<String, String>,
 }
 
-fn main() {
+/// The fetch's own state: the store's address and its async connection,
+/// opened on first use and dropped after an error.
+struct Store {
+    client: redis::Client,
+    con: Option<redis::aio::MultiplexedConnection>,
+}
+
+impl Store {
+    async fn read(&mut self) -> redis::RedisResult<Snapshot> {
+        let read = async {
+            if self.con.is_none() {
+                self.con = Some(self.client.get_multiplexed_async_connection().await?);
+            }
+            let con = self.con.as_mut().expect("connected");
+            redis::cmd("HGETALL")
+                .arg("config")
+                .query_async::<HashMap<String, String>>(con)
+                .await
+        };
+        let fields = match tokio::time::timeout(IO_TIMEOUT, read).await {
+            Ok(Ok(fields)) => fields,
+            Ok(Err(error)) => {
+                self.con = None;
+                return Err(error);
+            }
+            Err(_) => {
+                self.con = None;
+                let timeout = std::io::Error::from(std::io::ErrorKind::TimedOut);
+                return Err(timeout.into());
+            }
+        };
+        let version = fields
+            .get("version")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        Ok(Snapshot { version, fields })
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     let options = match options() {
         Ok(options) => options,
         Err(message) => {
@@ -112,65 +154,41 @@ fn main() {
     }
 
     let scheduler = Scheduler::new();
-    let snapshot = Arc::new(Mutex::new(Snapshot::default()));
-    let refreshes = Arc::new(AtomicU64::new(0));
-    let refresher = {
-        let (snapshot, refreshes, url, period) = (
-            snapshot.clone(),
-            refreshes.clone(),
-            url.clone(),
-            options.period,
-        );
-        let mut con: Option<redis::Connection> = None;
-        let mut backoff =
-            RetryBackoff::new(Duration::from_millis(100), Duration::from_secs(10)).jitter(0.2);
-        Trigger::builder(&scheduler)
-            .name("config-refresh")
-            .bind(move || {
-                let read = (|| {
-                    if con.is_none() {
-                        con = Some(connect(&url)?);
-                    }
-                    redis::cmd("HGETALL")
-                        .arg("config")
-                        .query::<HashMap<String, String>>(con.as_mut().expect("connected"))
-                })();
-                match read {
-                    Ok(fields) => {
-                        refreshes.fetch_add(1, SeqCst);
-                        let version = fields
-                            .get("version")
-                            .and_then(|v| v.parse().ok())
-                            .unwrap_or(0);
-                        let mut local = snapshot.lock().expect("snapshot");
-                        if version > local.version {
-                            println!("applied config v{version} ({} fields)", fields.len());
-                            *local = Snapshot { version, fields };
-                        }
-                        backoff.succeeded(period)
-                    }
-                    Err(error) => {
-                        con = None;
-                        let delay = backoff.failed();
-                        if let Some(delay) = delay {
-                            eprintln!("refresh failed ({error}); retrying in {delay:?}");
-                        }
-                        delay
-                    }
-                }
-            })
+    let store = Store {
+        client: redis::Client::open(url.as_str()).expect("a redis:// URL"),
+        con: None,
     };
-    refresher.fire().expect("running");
+    let config = Refresh::builder(&scheduler)
+        .every(options.period)
+        .retry(RetryBackoff::new(Duration::from_millis(100), Duration::from_secs(10)).jitter(0.2))
+        .trigger(|t| {
+            t.name("config-refresh")
+                .min_interval(Duration::from_millis(200))
+        })
+        .bind_async(store, |store| Box::pin(store.read()));
+    config.refresh_now().expect("running");
+    // Readers learn of each new value; this one logs it.
+    let mut updates = config.subscribe();
+    let logger = tokio::spawn(async move {
+        let mut applied = 0;
+        while updates.changed().await.is_ok() {
+            let latest = updates.borrow_and_update().clone();
+            if let Some(snapshot) = latest.filter(|s| s.version > applied) {
+                applied = snapshot.version;
+                println!(
+                    "applied config v{applied} ({} fields)",
+                    snapshot.fields.len()
+                );
+            }
+        }
+    });
 
     let messages = Arc::new(AtomicU64::new(0));
+    // The bus: a blocking pub/sub reader on a thread of its own.
     let subscriber = {
-        let (trigger, stop, url, messages) = (
-            refresher.clone(),
-            stop.clone(),
-            url.clone(),
-            messages.clone(),
-        );
-        thread::spawn(move || subscribe(&url, &trigger, &stop, &messages))
+        let (config, stop, url, messages) =
+            (config.clone(), stop.clone(), url.clone(), messages.clone());
+        thread::spawn(move || subscribe(&url, &config, &stop, &messages))
     };
     let publisher_stop = Arc::new(AtomicBool::new(false));
     let publisher = server.is_some().then(|| {
@@ -180,49 +198,61 @@ fn main() {
 
     let started = Instant::now();
     let in_time = |limit: Option<Duration>| limit.map_or(true, |l| started.elapsed() < l);
+    let version = || config.get().map_or(0, |snapshot| snapshot.version);
     while !stop.load(SeqCst) && in_time(options.run_for) {
-        thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let signalled = stop.load(SeqCst);
     publisher_stop.store(true, SeqCst);
-    let published = publisher.and_then(|p| p.join().expect("publisher"));
+    let published = match publisher {
+        Some(publisher) => {
+            tokio::task::spawn_blocking(move || publisher.join().expect("publisher"))
+                .await
+                .expect("publisher")
+        }
+        None => None,
+    };
     if let Some(latest) = published.filter(|_| !signalled) {
         // Give the last burst a moment to be served (bounded).
         let waited = Instant::now();
-        while snapshot.lock().expect("snapshot").version < latest
-            && waited.elapsed() < Duration::from_secs(5)
-        {
-            thread::sleep(Duration::from_millis(10));
+        while version() < latest && waited.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
     stop.store(true, SeqCst);
-    subscriber.join().expect("subscriber");
-    let report = scheduler.shutdown_and_join();
-    let stats = refresher.stats();
-    let (version, greeting) = {
-        let local = snapshot.lock().expect("snapshot");
-        (local.version, local.fields.get("greeting").cloned())
-    };
+    tokio::task::spawn_blocking(move || subscriber.join().expect("subscriber"))
+        .await
+        .expect("subscriber");
+    let report = scheduler.shutdown_and_join_async().await;
+    logger.await.expect("the log ends with the scheduler");
+    let stats = config.trigger().stats();
+    let greeting = config
+        .get()
+        .and_then(|snapshot| snapshot.fields.get("greeting").cloned());
     println!("\n{report}");
     println!(
-        "{} \"refresh now\" messages, {} refreshes ({} fires coalesced), local config v{version} (greeting {greeting:?})",
+        "{} \"refresh now\" messages, {} fetches ({} failed, {} fires coalesced), local config v{} (greeting {greeting:?})",
         messages.load(SeqCst),
-        refreshes.load(SeqCst),
-        stats.coalesced_fires
+        stats.iterations,
+        config.failures(),
+        stats.coalesced_fires,
+        version(),
     );
     if let Some(latest) = published.filter(|_| !signalled) {
         // The demo's own check: the service ended on the newest version.
-        assert_eq!(version, latest, "the service missed the latest version");
-        assert!(
-            refreshes.load(SeqCst) < messages.load(SeqCst),
-            "no coalescing"
-        );
+        assert_eq!(version(), latest, "the service missed the latest version");
+        assert!(stats.iterations < messages.load(SeqCst), "no coalescing");
     }
 }
 
-/// Fires `trigger` on every message of the channel; reconnects (with a
+/// Calls `refresh_now` on every message of the channel; reconnects (with a
 /// pause) when the connection breaks; until `stop`.
-fn subscribe(url: &str, trigger: &Trigger, stop: &AtomicBool, messages: &AtomicU64) {
+fn subscribe(
+    url: &str,
+    config: &Refresh<Snapshot, redis::RedisError>,
+    stop: &AtomicBool,
+    messages: &AtomicU64,
+) {
     while !stop.load(SeqCst) {
         let Ok(mut con) = connect(url) else {
             thread::sleep(Duration::from_millis(200));
@@ -240,7 +270,7 @@ fn subscribe(url: &str, trigger: &Trigger, stop: &AtomicBool, messages: &AtomicU
             match pubsub.get_message() {
                 Ok(_) => {
                     messages.fetch_add(1, SeqCst);
-                    let _ = trigger.fire();
+                    let _ = config.refresh_now();
                 }
                 Err(error) if error.is_timeout() => {}
                 Err(_) => break,

@@ -82,7 +82,8 @@ pub fn is_cancelled() -> bool {
 /// The time of the scheduler running the current task: since it was built,
 /// on its clock — real time on a [`Scheduler`](crate::Scheduler), virtual
 /// time on a [`VirtualScheduler`](crate::VirtualScheduler). `None` outside
-/// tasks. The times in [`TriggerStats`](crate::TriggerStats) are on the
+/// tasks. Inside an async task's (or async fetch's) future it answers at
+/// every poll. The times in [`TriggerStats`](crate::TriggerStats) are on the
 /// same clock.
 ///
 /// # Examples

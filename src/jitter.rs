@@ -182,7 +182,9 @@ impl RetryBackoff {
         }
     }
 
-    /// Spreads each delay by `± fraction` of it.
+    /// Spreads each delay by `± fraction` of it — the period after a
+    /// success too ([`succeeded`](Self::succeeded)): a test that checks
+    /// exact fetch times leaves the jitter at zero.
     ///
     /// # Edge cases
     ///

@@ -463,7 +463,8 @@ impl<T, E> Refresh<T, E> {
     }
 
     /// A receiver of the latest good value: `changed().await` waits until
-    /// there is a newer one, `borrow()` reads it (feature `tokio`). Like
+    /// a fetch has stored a newer one (every good fetch does, even one
+    /// equal to the last), `borrow()` reads it (feature `tokio`). Like
     /// any `watch` channel it keeps only the latest: a reader that was
     /// slow sees the newest value, not each one in between.
     ///
