@@ -39,6 +39,8 @@ pub use error::{BuildError, FireError, RefreshError, WaitError};
 pub use jitter::{jittered, seed_jitter, RetryBackoff};
 pub use phase::PhaseKeeper;
 pub use policy::{DebouncePolicy, PanicPolicy, StuckRun, TriggerPolicies};
+#[cfg(feature = "tokio")]
+pub use refresh::FetchFuture;
 pub use refresh::{Reader, Refresh, RefreshBuilder};
 pub use scheduler::{Builder, Scheduler, TaskPanic};
 pub use scheduler::{DiscardedRun, InFlightRun, ShutdownReport};

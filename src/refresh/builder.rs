@@ -3,6 +3,8 @@
 //! each iteration turns into the latest value, the last error and the next
 //! delay.
 
+#[cfg(feature = "tokio")]
+use super::FetchFuture;
 use super::{Ended, Latest, Pace, Refresh};
 use crate::jitter::RetryBackoff;
 use crate::scheduler::Scheduler;
@@ -257,7 +259,7 @@ impl<'a> RefreshBuilder<'a> {
         S: Send + 'static,
         T: Send + Sync + 'static,
         E: Send + Sync + 'static,
-        F: for<'s> FnMut(&'s mut S) -> super::FetchFuture<'s, T, E> + Send + 'static,
+        F: for<'s> FnMut(&'s mut S) -> FetchFuture<'s, T, E> + Send + 'static,
     {
         let latest = Latest::new();
         latest.close_with(self.trigger.scheduler());

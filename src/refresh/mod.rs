@@ -27,6 +27,29 @@ pub use builder::RefreshBuilder;
 /// The future an async fetch returns (see
 /// [`RefreshBuilder::bind_async`]): boxed, `Send`, borrowing the state the
 /// refresher lends it for `'s`.
+///
+/// # Examples
+///
+/// A fetch written as a function:
+///
+/// ```
+/// use circulation_trigger::{FetchFuture, Refresh, Scheduler};
+/// use std::time::Duration;
+///
+/// fn fetch(calls: &mut u32) -> FetchFuture<'_, u32, String> {
+///     Box::pin(async move {
+///         *calls += 1;
+///         Ok(*calls)
+///     })
+/// }
+///
+/// let sim = Scheduler::builder().build_virtual();
+/// let config = Refresh::builder(&sim).bind_async(0, fetch);
+/// config.refresh_now()?;
+/// sim.advance(Duration::ZERO);
+/// assert_eq!(config.get().as_deref(), Some(&1));
+/// # Ok::<(), circulation_trigger::FireError>(())
+/// ```
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub type FetchFuture<'s, T, E> =
