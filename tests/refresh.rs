@@ -228,21 +228,9 @@ fn refresh_and_wait_on_virtual_time_times_out_unless_time_moves() {
     sim.advance(Duration::ZERO);
     assert_eq!(config.get().as_deref(), Some(&1));
     // With another thread moving time, the call gets its fetch's answer.
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let answer = thread::scope(|scope| {
-        scope.spawn(|| {
-            for _ in 0..20_000 {
-                if done.load(std::sync::atomic::Ordering::SeqCst) {
-                    return;
-                }
-                // Past the cooldown too: the second fetch waits for it.
-                sim.advance(Duration::from_millis(50));
-                thread::sleep(Duration::from_millis(1));
-            }
-        });
-        let answer = config.refresh_and_wait(common::PATIENCE);
-        done.store(true, std::sync::atomic::Ordering::SeqCst);
-        answer
+    // Steps past the cooldown too: the second fetch waits for it.
+    let answer = common::while_time_moves(&sim, Duration::from_millis(50), || {
+        config.refresh_and_wait(common::PATIENCE)
     });
     assert_eq!(
         answer.unwrap_err(),

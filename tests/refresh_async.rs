@@ -7,7 +7,6 @@
 mod common;
 
 use circulation_trigger::{Refresh, RefreshError, RetryBackoff, Scheduler, VirtualScheduler};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -136,21 +135,13 @@ async fn a_failed_read_keeps_the_value_and_backs_off_on_virtual_time() {
 #[test]
 fn without_a_runtime_the_fetch_fails_with_an_error_naming_the_recipe() {
     let file = ConfigFile::new("fs-no-runtime", "v1");
-    let sim = Arc::new(Scheduler::builder().build_virtual());
+    let sim = Scheduler::builder().build_virtual();
     let (config, _) = file_refresher(&sim, &file);
     // Another thread moves time (no runtime on it either) while this one
     // waits for the answer.
-    let stop = Arc::new(AtomicBool::new(false));
-    let (mover, s) = (Arc::clone(&sim), Arc::clone(&stop));
-    let thread = std::thread::spawn(move || {
-        while !s.load(Ordering::SeqCst) {
-            mover.advance(Duration::from_millis(100));
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    let answer = common::while_time_moves(&sim, Duration::from_millis(100), || {
+        config.refresh_and_wait(common::PATIENCE)
     });
-    let answer = config.refresh_and_wait(common::PATIENCE);
-    stop.store(true, Ordering::SeqCst);
-    thread.join().unwrap();
     let error = answer.unwrap_err();
     assert!(matches!(error, RefreshError::NoRuntime), "{error:?}");
     let message = error.to_string();

@@ -93,24 +93,16 @@ fn every_path_to_a_fetch_waits_for_the_cooldown() {
 
 #[test]
 fn refresh_and_wait_is_served_at_the_cooldowns_end() {
-    let sim = Arc::new(Scheduler::builder().build_virtual());
+    let sim = Scheduler::builder().build_virtual();
     let (config, log) = logged(&sim, |b| b);
     config.refresh_now().unwrap();
     sim.advance(Duration::ZERO);
     // Another thread moves time in 100 ms steps; the wait is served by the
     // fetch at 1 s, not one at once.
-    let mover = Arc::clone(&sim);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let s = Arc::clone(&stop);
-    let thread = std::thread::spawn(move || {
-        while !s.load(std::sync::atomic::Ordering::SeqCst) {
-            mover.advance(Duration::from_millis(100));
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
-    let value = config.refresh_and_wait(common::PATIENCE).unwrap();
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    thread.join().unwrap();
+    let value = common::while_time_moves(&sim, Duration::from_millis(100), || {
+        config.refresh_and_wait(common::PATIENCE)
+    })
+    .unwrap();
     assert_eq!(*value, 2);
     assert_eq!(log.lock().unwrap()[..2], [Duration::ZERO, SECOND]);
 }

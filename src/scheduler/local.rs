@@ -29,21 +29,21 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub(crate) struct LocalJobs {
     list: Mutex<Vec<(Job, Arc<Mark>, bool)>>,
-    /// Counts wakes, for a thread waiting on a job woken from outside.
+    /// Tells a thread waiting on a job woken from outside.
     wakes: std::sync::Arc<Wakes>,
 }
 
-/// Wakes so far, and the condition a thread waits on for the next one. A
+/// The condition a thread waits on for the next wake, and its lock. A
 /// std lock even under loom: no model waits on it.
 #[derive(Default)]
 struct Wakes {
-    count: std::sync::Mutex<u64>,
+    lock: std::sync::Mutex<()>,
     changed: std::sync::Condvar,
 }
 
 impl Wakes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.count
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -59,7 +59,9 @@ impl Wake for Mark {
 
     fn wake_by_ref(self: &Arc<Self>) {
         *lock(&self.0) = true;
-        *self.1.lock() += 1;
+        // Under the waiter's lock: a waiter that looked before the mark
+        // was set is already waiting when this notifies.
+        drop(self.1.lock());
         self.1.changed.notify_all();
     }
 }
@@ -133,8 +135,8 @@ impl LocalJobs {
             if left.is_zero() {
                 return true;
             }
-            // A wake between the look and this wait bumped the count, which
-            // this thread holds locked: it is seen as a woken job next time.
+            // A wake between the look and this wait takes the lock this
+            // thread holds, so it notifies only once this thread waits.
             wakes = self
                 .wakes
                 .changed

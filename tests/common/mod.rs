@@ -112,3 +112,26 @@ impl Gate {
         self.0 .1.notify_all();
     }
 }
+
+/// Runs `wait` on this thread while another moves `sim`'s time on in
+/// `step`s, a millisecond of real time apart, until `wait` returns (or
+/// `PATIENCE` runs out): for a blocking wait on virtual time.
+pub fn while_time_moves<R>(
+    sim: &circulation_trigger::VirtualScheduler,
+    step: Duration,
+    wait: impl FnOnce() -> R,
+) -> R {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            let start = Instant::now();
+            while !done.load(Ordering::SeqCst) && start.elapsed() < PATIENCE {
+                sim.advance(step);
+                thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let answer = wait();
+        done.store(true, Ordering::SeqCst);
+        answer
+    })
+}
