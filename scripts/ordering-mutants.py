@@ -9,6 +9,7 @@ a load, Release for a store, AcqRel for an RMW).
 
     scripts/ordering-mutants.py                 # every site
     scripts/ordering-mutants.py src/state.rs    # sites in files matching
+    scripts/ordering-mutants.py src/state.rs:252  # one site
     scripts/ordering-mutants.py --list          # the mutants, not run
 
 Runs the loom package as CI does (RUSTFLAGS="--cfg loom -C
@@ -20,6 +21,7 @@ exits 1 if a mutant survives that DESIGN.md does not list.
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -101,10 +103,20 @@ def run_models():
     return "killed", "(a model panicked)"
 
 
+def chosen(selector, site):
+    """`src/state.rs` picks a file's sites, `src/state.rs:252` one site."""
+    path, line = site[0], site[1]
+    if ":" in selector:
+        return selector == f"{path}:{line}"
+    return selector in path
+
+
 def main():
+    # A SIGTERM unwinds like Ctrl-C, so the mutated file is restored.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = sys.argv[1:]
     only = [a for a in args if not a.startswith("--")]
-    mutants = [s for s in sites() if not only or any(o in s[0] for o in only)]
+    mutants = [s for s in sites() if not only or any(chosen(o, s) for o in only)]
     if "--list" in args:
         for path, line, _, ordering, weaker in mutants:
             print(f"{path}:{line} {ordering} -> {weaker}")

@@ -50,13 +50,15 @@
 //!   model catches it.) `fire_after` and `suspend` use the plain `advance`:
 //!   a delayed request's data travels through the request word.
 //! * **pause → a later firer** (G17): `pause` installs PAUSED in the
-//!   request word, then advances here; every advance is *AcqRel*, so a
-//!   firer whose advance reads the pause's (or a later value) sees PAUSED
-//!   when it publishes, and is refused. Without it the two words could be
-//!   seen in opposite orders (load buffering, on weakly ordered CPUs), and
-//!   a run could start after `pause` returned. Loom explores no load
-//!   buffering, so no model can fail for this edge: it is argued in
-//!   docs/DESIGN.md, "Pause".
+//!   request word, then advances here; a firer advances here, then
+//!   publishes. A firer whose advance reads the pause's must see PAUSED
+//!   when it publishes. The request word gives that, not this one: a
+//!   publish is a Release RMW and the PAUSED install an Acquire RMW, so a
+//!   publish before the install in that word's order synchronizes with it,
+//!   and the firer's advance then happens before the pause's and cannot
+//!   read it. So the plain `advance` is Relaxed and `advance_fire` only
+//!   Release (docs/DESIGN.md, "Pause"; `loom_pause`'s G6 models fail if
+//!   the install's Acquire is weakened).
 //! * A fire while a re-run is already reserved (`advance_fire`) only
 //!   bumps the version, keeping RUNNING and RESERVED, with *Release*: the
 //!   re-run's Acquire `enter` reads a later value of its release sequence
@@ -245,9 +247,11 @@ impl State {
         Snapshot(self.word.load(Ordering::Acquire))
     }
 
-    /// Reads the word with an RMW, for the shutdown scan: AcqRel, so a later
-    /// `enter` (which reads this write) synchronizes with it and sees the
-    /// scheduler closed (see `scheduler/lifecycle.rs`).
+    /// Reads the word with an RMW. AcqRel: Release, so a later `enter`
+    /// (which reads this write) synchronizes with it and sees the scheduler
+    /// closed (the shutdown scan, see `scheduler/lifecycle.rs`); Acquire, so
+    /// a resume that reads an iteration's `exit` here sees the delay it
+    /// recorded before (`loom_pause`'s resume during an iteration).
     pub fn touch(&self) -> Snapshot {
         Snapshot(self.word.fetch_or(0, Ordering::AcqRel))
     }
@@ -323,21 +327,14 @@ impl State {
     pub fn advance(&self) -> u32 {
         self.update(|current| {
             let version = next_version(version_of(current));
-            // AcqRel, for pause (G17), across the two words: `pause`
-            // installs PAUSED in the request word, then advances here. A
-            // firer whose advance reads this one (or a later value) must
-            // then see PAUSED when it publishes: Release here and Acquire
-            // in the firer's advance make the PAUSED install happen before
-            // that publish. Relaxed, the install could land after the
-            // publish (load buffering across two words, which weakly
-            // ordered CPUs do), and a worker could take and run that
-            // request after `pause` returned. Loom cannot show this (it
-            // explores no load buffering): the argument is
-            // docs/DESIGN.md's, "Pause". A `fire_after`'s data itself
-            // reaches its run through the request word.
+            // Relaxed: this advance hands nothing on. A `fire_after`'s
+            // data reaches its run through the request word, and the edge
+            // pause → a later firer (G17) runs through the request word
+            // too (see the module docs): only the order of advances on
+            // this word matters, which any RMW keeps.
             Step::Store(
                 (current & RUNNING) | word_of(version),
-                Ordering::AcqRel,
+                Ordering::Relaxed,
                 version,
             )
         })
@@ -354,10 +351,9 @@ impl State {
     /// exactly the rule above, and a fire never retries.
     pub fn advance_fire(&self) -> (u32, bool) {
         // Release: the serving run's Acquire `enter` reads a later value of
-        // this release sequence (G2). Acquire: a pause whose advance this
-        // reads installed PAUSED before it, and this fire's publish must
-        // see it (see `advance`).
-        let previous = self.word.fetch_add(VERSION_ONE, Ordering::AcqRel);
+        // this release sequence (G2). No Acquire: the pause edge runs
+        // through the request word (see the module docs).
+        let previous = self.word.fetch_add(VERSION_ONE, Ordering::Release);
         let version = next_version(version_of(previous));
         let reserved = previous & (RUNNING | RESERVED) == RUNNING | RESERVED;
         (version, reserved)

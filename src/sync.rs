@@ -143,6 +143,83 @@ pub(crate) type StatU64 = std::sync::atomic::AtomicU64;
 /// See [`StatU64`].
 pub(crate) type StatU32 = std::sync::atomic::AtomicU32;
 
+/// A value behind one pointer, set once by whichever racing first user
+/// installs it. Off loom, `once_cell`'s `OnceBox`.
+#[cfg(not(loom))]
+pub(crate) use once_cell::race::OnceBox;
+
+/// Under loom, a `OnceBox` whose publication loom sees (`once_cell`'s uses
+/// std atomics, invisible to it): the loom atomics inside the value are
+/// then read by other threads after an edge the model knows.
+#[cfg(loom)]
+pub(crate) struct OnceBox<T> {
+    ptr: loom::sync::atomic::AtomicPtr<T>,
+}
+
+#[cfg(loom)]
+impl<T> OnceBox<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            ptr: loom::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    pub(crate) fn with_value(value: Box<T>) -> Self {
+        Self {
+            ptr: loom::sync::atomic::AtomicPtr::new(Box::into_raw(value)),
+        }
+    }
+
+    pub(crate) fn get(&self) -> Option<&T> {
+        // Acquire: pairs with the installing compare-exchange's Release.
+        let ptr = self.ptr.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer came from `Box::into_raw` and is freed
+        // only in `drop`, which `&self` rules out.
+        unsafe { ptr.as_ref() }
+    }
+
+    pub(crate) fn get_or_init(&self, init: impl FnOnce() -> Box<T>) -> &T {
+        if let Some(value) = self.get() {
+            return value;
+        }
+        let new = Box::into_raw(init());
+        // Release on success: publishes the new value (what it replaces is
+        // null: nothing to acquire). Acquire on failure: reads a racing
+        // installer's value.
+        let installed = match self.ptr.compare_exchange(
+            std::ptr::null_mut(),
+            new,
+            Ordering::Release,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => new,
+            Err(theirs) => {
+                // SAFETY: `new` came from `Box::into_raw` above and was
+                // never shared.
+                drop(unsafe { Box::from_raw(new) });
+                theirs
+            }
+        };
+        // SAFETY: as in `get`.
+        unsafe { &*installed }
+    }
+}
+
+#[cfg(loom)]
+impl<T> Drop for OnceBox<T> {
+    fn drop(&mut self) {
+        // A load, not `with_mut`: the value's owner is freed through a std
+        // `Arc`, whose hand-over loom does not see; `&mut self` is the
+        // exclusivity, and the load orders nothing it needs.
+        let ptr = self.ptr.load(Ordering::Relaxed);
+        if !ptr.is_null() {
+            // SAFETY: the pointer came from `Box::into_raw`; `&mut self`
+            // means no reference to the value is left.
+            drop(unsafe { Box::from_raw(ptr) });
+        }
+    }
+}
+
 /// Drops a caught panic's payload, whose own `Drop` may panic in turn: that
 /// panic is caught too and its payload leaked, so no unwind escapes past
 /// the code that must run after a task (handing RUNNING on, a worker's

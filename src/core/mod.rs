@@ -159,7 +159,7 @@ pub(crate) struct Core<R: Runtime> {
     /// A `OnceBox`: one pointer (a `OnceLock<Box<_>>` would add its 8-byte
     /// state to every trigger). Racing first users may each build a rare
     /// part; one is installed, the others dropped unused.
-    rare: once_cell::race::OnceBox<Rare>,
+    rare: crate::sync::OnceBox<Rare>,
     /// The first-run warnings the last handle gave, for the models.
     #[cfg(loom)]
     pub(crate) first_run_warnings: std::sync::atomic::AtomicUsize,
@@ -178,8 +178,8 @@ struct Rare {
     /// The trigger was suspended when it was paused, or while paused: a
     /// resume onto its schedule leaves it idle until the next fire (G6).
     /// Read and written only under the runtime's pause lock (Relaxed: the
-    /// lock orders it). A `std` atomic, as the rare counters: the part is
-    /// published through `OnceBox`, which loom does not see.
+    /// lock orders it). A `std` atomic even under loom: the lock orders
+    /// every access, so a model would gain nothing from seeing it.
     stays_suspended: std::sync::atomic::AtomicBool,
     /// The version the last resume installed its request with (the start
     /// version if none has): a suspend whose install a newer request
@@ -241,10 +241,8 @@ impl<R: Runtime> Core<R> {
             // Policies, and a start version (it counts as advances that
             // were no fires), need the rare part from the start.
             rare: match (policies, version & crate::state::VERSION_MASK) {
-                (None, 0) => once_cell::race::OnceBox::new(),
-                (policies, start) => {
-                    once_cell::race::OnceBox::with_value(Rare::new(policies, start))
-                }
+                (None, 0) => crate::sync::OnceBox::new(),
+                (policies, start) => crate::sync::OnceBox::with_value(Rare::new(policies, start)),
             },
             slot: std::sync::atomic::AtomicU32::new(0),
             stats: Counters::new(version & crate::state::VERSION_MASK),
@@ -413,15 +411,17 @@ impl<R: Runtime> Core<R> {
     ///
     /// A trigger that never asked for a deadline has nothing with the timer
     /// (its task goes with the last reference, here as a rule). Relaxed
-    /// read of `timed`, after an Acquire RMW on the request word: every
-    /// install that may set IN_INBOX sets `timed` first (see
-    /// [`mark_timed`](Self::mark_timed)) and is a Release RMW, and it comes
-    /// before that Acquire RMW in the word's order — an install after it
-    /// would need a version newer than the suspend's, which only a handle
-    /// gives, or, on a paused trigger (whose suspend wrote nothing), is
-    /// refused and sets no IN_INBOX. So the flag is seen.
+    /// read of `timed`: every install that may set IN_INBOX sets `timed`
+    /// first (see [`mark_timed`](Self::mark_timed)) and is a Release RMW,
+    /// and the drop already synchronized with each such install that the
+    /// timer may still hold. Its own suspend's install is an AcqRel RMW
+    /// that reads it (or a later value of its release sequence). On a
+    /// paused trigger (a suspend that writes nothing), the pause's Acquire
+    /// install read it — the pauser's, through the handle count's AcqRel
+    /// if another handle paused — and an install after the pause is
+    /// refused. An install after the drop's would need a newer version,
+    /// which only a handle gives. A shut-down runtime holds nothing.
     pub(crate) fn let_go(self: &Arc<Self>) {
-        let _ = self.request.acquire_latest();
         if !self.timed.load(Ordering::Relaxed) {
             return;
         }

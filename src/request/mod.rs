@@ -548,16 +548,6 @@ impl Request {
     pub(crate) fn touch(&self) -> Word {
         Word(self.word.fetch_or(0, Ordering::Release))
     }
-
-    /// Reads the word with an Acquire RMW, for the last handle's drop: it
-    /// synchronizes with every install this word holds so far (each a
-    /// Release RMW, and every write to the word an RMW, so a release
-    /// sequence runs from each to this), whatever the drop's own suspend
-    /// did — a paused trigger's suspend writes nothing (see
-    /// `Core::let_go`).
-    pub(crate) fn acquire_latest(&self) -> Word {
-        Word(self.word.fetch_or(0, Ordering::Acquire))
-    }
 }
 
 /// What one attempt of a transition does with the request word (a raw

@@ -252,11 +252,11 @@ impl Shared {
     #[cfg(feature = "tokio")]
     pub(crate) fn when_terminated(&self, hook: Weak<dyn OnTerminated>) {
         let alive = lock(&self.alive);
-        // Acquire: pairs with `begin_shutdown`'s Release swap; but the
-        // edge that matters is the lock: a `begin_shutdown` that took
-        // `alive` before this call has set `closed` and run the hooks
-        // listed then, and one that takes it after finds this hook.
-        let terminated = self.closed.load(Ordering::Acquire) && *alive == 0;
+        // Relaxed: the lock is the edge. A `begin_shutdown` that took
+        // `alive` before this call had set `closed` and took the hooks
+        // listed then; one that takes it after finds this hook. The hooks
+        // read nothing the swap published: their own state has its locks.
+        let terminated = self.closed.load(Ordering::Relaxed) && *alive == 0;
         let mut hooks = lock(&self.termination_hooks);
         if terminated || hooks.told {
             drop(hooks);
@@ -279,8 +279,8 @@ impl Shared {
     #[cfg(feature = "tokio")]
     pub(crate) fn has_terminated(&self) -> bool {
         let alive = lock(&self.alive);
-        // Acquire: see `when_terminated`; under the lock either way.
-        self.closed.load(Ordering::Acquire) && *alive == 0
+        // Relaxed: the `alive` lock orders it (see `when_terminated`).
+        self.closed.load(Ordering::Relaxed) && *alive == 0
     }
 
     /// Under the `alive` lock, with the live count at `alive`: if the
@@ -289,8 +289,8 @@ impl Shared {
     /// code).
     #[cfg(feature = "tokio")]
     fn take_termination_hooks(&self, alive: usize) -> Vec<Weak<dyn OnTerminated>> {
-        // Acquire: see `when_terminated`; under the lock either way.
-        if alive > 0 || !self.closed.load(Ordering::Acquire) {
+        // Relaxed: the `alive` lock orders it (see `when_terminated`).
+        if alive > 0 || !self.closed.load(Ordering::Relaxed) {
             return Vec::new();
         }
         let mut hooks = lock(&self.termination_hooks);

@@ -143,14 +143,16 @@ fn decode_delay(encoded: u32) -> Option<Duration> {
 
 /// The delay the last iteration returned, in 32 bits (see
 /// [`encode_delay`]): what `resume` re-arms. Worker side (the holder of
-/// RUNNING writes it); Relaxed, as every statistic: `resume` reads it
-/// under the RUNNING bit's hand-over or after the iteration's exit.
+/// RUNNING writes it); Relaxed: `resume` reads it after an Acquire RMW of
+/// the state word that read the iteration's Release `exit`. A loom atomic
+/// under `--cfg loom`, unlike the other statistics, so that a model sees
+/// that edge (`loom_pause`'s resume during an iteration).
 #[derive(Debug)]
-pub(crate) struct LastDelay(AtomicU32);
+pub(crate) struct LastDelay(crate::sync::AtomicU32);
 
 impl LastDelay {
     pub(crate) fn new() -> Self {
-        Self(AtomicU32::new(NONE))
+        Self(crate::sync::AtomicU32::new(NONE))
     }
 
     /// The iteration that just ended returned `next`.
@@ -175,8 +177,11 @@ impl LastDelay {
 pub(crate) struct RareCounters {
     /// Times the 30-bit version wrapped to 0 (fire side).
     wraps: AtomicU32,
-    /// The version the last `suspend` installed.
-    suspend_version: AtomicU32,
+    /// The version the last `suspend` installed. A loom atomic under
+    /// `--cfg loom`, unlike the other statistics: a pause reads it after
+    /// its Acquire install replaced the suspend's IDLE word (G6), and
+    /// `loom_pause`'s suspend-against-pause models check that edge.
+    suspend_version: crate::sync::AtomicU32,
     /// Advances that are not fires (suspend, pause, resume), plus the
     /// version the trigger started at: fires are the advances less these.
     suspends: AtomicU64,
@@ -190,7 +195,7 @@ impl RareCounters {
     pub(crate) fn new(start_version: u32) -> Self {
         Self {
             wraps: AtomicU32::new(0),
-            suspend_version: AtomicU32::new(NONE),
+            suspend_version: crate::sync::AtomicU32::new(NONE),
             suspends: AtomicU64::new(u64::from(start_version)),
             panics: AtomicU32::new(0),
         }
