@@ -15,6 +15,7 @@
 //!
 //! Run: `cargo run --release --example config_refresh`
 
+use circulation_trigger::refresh::Fetched;
 use circulation_trigger::{FireError, Refresh, Scheduler};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -95,7 +96,7 @@ fn main() {
                     .min_interval(Duration::from_millis(150))
             })
             // The period, tuned at run time, comes with each fetch.
-            .bind_with_next(move || {
+            .bind_conditional(move |_| {
                 if inside.swap(true, Relaxed) {
                     stats.overlaps.fetch_add(1, Relaxed);
                 }
@@ -110,7 +111,7 @@ fn main() {
                 inside.store(false, Relaxed);
                 let period = Duration::from_millis(period_ms.load(Relaxed));
                 fetched
-                    .map(|version| (version, period))
+                    .map(|version| Fetched::changed(version).next_after(period))
                     .ok_or("rate-limited")
             })
     };

@@ -62,6 +62,10 @@ pub enum WaitError {
     /// [`FireError::DelayTooLong`]: a debounce window past the clock's
     /// range (see [`TriggerBuilder::debounce`](crate::TriggerBuilder::debounce)).
     DelayTooLong(Duration),
+    /// A blocking wait was called where a Tokio runtime is entered (a
+    /// runtime's thread, or inside `block_on`): it could block the thread
+    /// that would poll what it waits for. Await the async form instead.
+    OnRuntime,
 }
 
 impl fmt::Display for WaitError {
@@ -78,6 +82,9 @@ impl fmt::Display for WaitError {
             WaitError::Paused => "the trigger is paused: the fire was refused",
             WaitError::DelayTooLong(_) => {
                 "the debounce window puts the run beyond the clock's range"
+            }
+            WaitError::OnRuntime => {
+                "a blocking wait inside a Tokio runtime could wait for itself: await the async form"
             }
         })
     }
@@ -149,6 +156,13 @@ pub enum RefreshError<E> {
     /// poll (Tokio I/O or timers outside a runtime): counted as a panic,
     /// retried on the back-off. The message names the two fixes.
     NoRuntime,
+    /// The async fetch was still running at its deadline
+    /// ([`RefreshBuilder::fetch_timeout`](crate::RefreshBuilder::fetch_timeout)):
+    /// dropped, counted as a timeout, retried on the back-off.
+    TimedOut,
+    /// The fetch answered "unchanged" with no value held: a failure,
+    /// retried on the back-off.
+    NothingHeld,
 }
 
 impl<E> RefreshError<E> {
@@ -167,6 +181,8 @@ impl<E> Clone for RefreshError<E> {
             RefreshError::Failed(error) => RefreshError::Failed(Arc::clone(error)),
             RefreshError::Panicked => RefreshError::Panicked,
             RefreshError::NoRuntime => RefreshError::NoRuntime,
+            RefreshError::TimedOut => RefreshError::TimedOut,
+            RefreshError::NothingHeld => RefreshError::NothingHeld,
         }
     }
 }
@@ -179,7 +195,9 @@ impl<E: PartialEq> PartialEq for RefreshError<E> {
             (RefreshError::Wait(a), RefreshError::Wait(b)) => a == b,
             (RefreshError::Failed(a), RefreshError::Failed(b)) => a == b,
             (RefreshError::Panicked, RefreshError::Panicked) => true,
-            (RefreshError::NoRuntime, RefreshError::NoRuntime) => true,
+            (RefreshError::NoRuntime, RefreshError::NoRuntime)
+            | (RefreshError::TimedOut, RefreshError::TimedOut)
+            | (RefreshError::NothingHeld, RefreshError::NothingHeld) => true,
             _ => false,
         }
     }
@@ -198,6 +216,10 @@ impl<E: fmt::Display> fmt::Display for RefreshError<E> {
             RefreshError::Failed(error) => write!(f, "the fetch failed: {error}"),
             RefreshError::Panicked => f.write_str("the fetch panicked"),
             RefreshError::NoRuntime => f.write_str(self.recipe()),
+            RefreshError::TimedOut => f.write_str("the fetch did not finish by its deadline"),
+            RefreshError::NothingHeld => {
+                f.write_str("the fetch answered \"unchanged\" with no value held")
+            }
         }
     }
 }

@@ -249,6 +249,25 @@ impl RetryBackoff {
         self.failures = 0;
         Some(spread(period, self.jitter, self.rng.f64()))
     }
+
+    /// The delay after a store asked for `wait` (a retry-after): `wait`
+    /// capped at [`max`](Self::new), spread upward (see [`after_at_least`]).
+    pub(crate) fn told_to_wait(&mut self, wait: Duration) -> Duration {
+        after_at_least(wait.min(self.max), self.jitter, self.rng.f64())
+    }
+}
+
+/// The least share of a retry-after spread over: a fleet told the same
+/// delay comes back over a tenth of it, not at once.
+const RETRY_AFTER_SPREAD: f64 = 0.1;
+
+/// `wait` plus up to `fraction` of it (at least [`RETRY_AFTER_SPREAD`]),
+/// drawn from `unit` in `0.0..1.0`: never before what the store asked.
+pub(crate) fn after_at_least(wait: Duration, fraction: f64, unit: f64) -> Duration {
+    let fraction = unit_fraction(fraction).max(RETRY_AFTER_SPREAD);
+    let extra = Duration::try_from_secs_f64(wait.as_secs_f64() * fraction * unit.clamp(0.0, 1.0))
+        .unwrap_or(Duration::MAX);
+    wait.saturating_add(extra)
 }
 
 /// `RetryBackoff` from a config file (feature `serde`): `initial` and

@@ -18,7 +18,7 @@ mod jitter;
 mod metrics;
 mod phase;
 mod policy;
-mod refresh;
+pub mod refresh;
 mod request;
 mod scheduler;
 mod state;

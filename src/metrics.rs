@@ -13,6 +13,9 @@
 //! | `circulation_trigger_lateness_seconds` | histogram | `trigger` | start minus deadline of each timed run (a zero-delay re-arm is due at its return) |
 //! | `circulation_trigger_triggers` | gauge | — | live triggers, in every scheduler of the process |
 //! | `circulation_trigger_workers` | gauge | — | worker threads, in every scheduler of the process |
+//! | `circulation_trigger_refresh_freshness` | gauge | `trigger` | a refresher's value: 0 none, 1 fresh, 2 stale, 3 expired |
+//! | `circulation_trigger_refresh_transitions_total` | counter | `trigger`, `to` | changes of that state: `fresh`, `stale`, `expired` |
+//! | `circulation_trigger_refresh_last_confirmed_seconds` | gauge | `trigger` | wall-clock time (Unix seconds) of the last good or "unchanged" fetch |
 //!
 //! Unnamed triggers are labelled `<unnamed>`. Their keys are static (no
 //! allocation, no hashing per call), so an unnamed trigger's iteration costs
@@ -129,4 +132,26 @@ pub(crate) fn triggers(delta: f64) {
 pub(crate) fn workers(delta: f64) {
     #[cfg(feature = "metrics")]
     metrics::gauge!("circulation_trigger_workers").increment(delta);
+}
+
+/// A refresher's freshness changed to `to` (`code` for the gauge).
+#[inline]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn freshness(trigger: Option<&str>, to: &'static str, code: u8) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::gauge!("circulation_trigger_refresh_freshness", "trigger" => label(trigger))
+            .set(f64::from(code));
+        metrics::counter!("circulation_trigger_refresh_transitions_total", "trigger" => label(trigger), "to" => to)
+            .increment(1);
+    }
+}
+
+/// A refresher's value was confirmed at `unix_secs` (wall clock).
+#[inline]
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn confirmed(trigger: Option<&str>, unix_secs: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("circulation_trigger_refresh_last_confirmed_seconds", "trigger" => label(trigger))
+        .set(unix_secs);
 }

@@ -230,3 +230,131 @@ pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
         std::mem::forget(again);
     }
 }
+
+/// The refresher's value cell: `arc-swap`'s `ArcSwapOption` off loom. A
+/// load takes a guard that writes only the reading thread's own debt slot,
+/// so readers share no written cache line.
+#[cfg(not(loom))]
+pub(crate) struct ValueCell<T>(arc_swap::ArcSwapOption<T>);
+
+/// A loaded [`ValueCell`]: the value stays valid while it is held.
+#[cfg(not(loom))]
+pub(crate) struct ValueGuard<T>(arc_swap::Guard<Option<Arc<T>>>);
+
+#[cfg(not(loom))]
+impl<T> ValueCell<T> {
+    pub(crate) fn empty() -> Self {
+        Self(arc_swap::ArcSwapOption::empty())
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> ValueGuard<T> {
+        ValueGuard(self.0.load())
+    }
+
+    pub(crate) fn load_full(&self) -> Option<Arc<T>> {
+        self.0.load_full()
+    }
+
+    /// Stores `value` and returns the one it replaced.
+    pub(crate) fn swap(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
+        self.0.swap(value)
+    }
+}
+
+#[cfg(not(loom))]
+impl<T> ValueGuard<T> {
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.0.as_deref()
+    }
+
+    pub(crate) fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+/// Under loom, a stand-in for `arc-swap` that loom sees: a pointer swapped
+/// with Release and loaded with Acquire (`arc-swap`'s own are SeqCst). A
+/// replaced value is retired, not freed, until the cell drops: a reader
+/// may still be cloning it, and the models are short.
+#[cfg(loom)]
+pub(crate) struct ValueCell<T> {
+    ptr: loom::sync::atomic::AtomicPtr<T>,
+    retired: std::sync::Mutex<Vec<Arc<T>>>,
+}
+
+/// See the loom [`ValueCell`].
+#[cfg(loom)]
+pub(crate) struct ValueGuard<T>(Option<Arc<T>>);
+
+#[cfg(loom)]
+impl<T> ValueCell<T> {
+    pub(crate) fn empty() -> Self {
+        Self {
+            ptr: loom::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            retired: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn load(&self) -> ValueGuard<T> {
+        ValueGuard(self.load_full())
+    }
+
+    pub(crate) fn load_full(&self) -> Option<Arc<T>> {
+        // Acquire: pairs with `swap`'s Release, so the value's contents are
+        // those its writer stored.
+        let ptr = self.ptr.load(Ordering::Acquire);
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null pointer came from `Arc::into_raw` in `swap`,
+        // and its count is given back only in `drop`, which `&self` rules
+        // out; the retired list keeps a replaced value's count up.
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Some(Arc::from_raw(ptr))
+        }
+    }
+
+    pub(crate) fn swap(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
+        let new = value.map_or(std::ptr::null_mut(), |v| Arc::into_raw(v).cast_mut());
+        // AcqRel: Release publishes the new value; Acquire reads the old
+        // one's contents before they are handed back.
+        let old = self.ptr.swap(new, Ordering::AcqRel);
+        if old.is_null() {
+            return None;
+        }
+        // SAFETY: `old` came from `Arc::into_raw` in an earlier swap, and
+        // this swap took that count over.
+        let old = unsafe { Arc::from_raw(old) };
+        self.retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Arc::clone(&old));
+        Some(old)
+    }
+}
+
+#[cfg(loom)]
+impl<T> Drop for ValueCell<T> {
+    fn drop(&mut self) {
+        // A load: `&mut self` is the exclusivity (see `OnceBox`'s drop).
+        let ptr = self.ptr.load(Ordering::Relaxed);
+        if !ptr.is_null() {
+            // SAFETY: the cell's own count, from `Arc::into_raw`.
+            drop(unsafe { Arc::from_raw(ptr) });
+        }
+    }
+}
+
+#[cfg(loom)]
+impl<T> ValueGuard<T> {
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.0.as_deref()
+    }
+
+    pub(crate) fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+}

@@ -4,6 +4,7 @@
 
 mod common;
 
+use circulation_trigger::refresh::Fetched;
 use circulation_trigger::{FireError, Refresh, RefreshError, RetryBackoff, Scheduler, WaitError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -81,7 +82,10 @@ fn the_period_can_come_with_the_value() {
     // Each answer names the period, in seconds, until the next fetch.
     let config = Refresh::builder(&sim)
         .every(SECOND * 3) // after a failure (no back-off)
-        .bind_with_next(move || c.fetch().map(|secs| (secs, SECOND * secs)));
+        .bind_conditional(move |_| {
+            c.fetch()
+                .map(|secs| Fetched::changed(secs).next_after(SECOND * secs))
+        });
     config.refresh_now().unwrap();
     sim.advance(Duration::ZERO);
     assert_eq!(config.get().as_deref(), Some(&10));

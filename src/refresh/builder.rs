@@ -5,7 +5,7 @@
 
 #[cfg(feature = "tokio")]
 use super::FetchFuture;
-use super::{Ended, Latest, Pace, Refresh};
+use super::{Course, Ended, Fetched, Latest, Meta, Pace, Refresh, Validator};
 use crate::jitter::RetryBackoff;
 use crate::scheduler::Scheduler;
 use crate::trigger::{Trigger, TriggerBuilder};
@@ -24,6 +24,9 @@ impl Refresh<()> {
             trigger: Trigger::builder(scheduler).min_interval(DEFAULT_COOLDOWN),
             every: DEFAULT_PERIOD,
             retry: None,
+            stale_after: None,
+            expire_after: None,
+            fetch_timeout: None,
         }
     }
 }
@@ -42,6 +45,9 @@ pub struct RefreshBuilder<'a> {
     trigger: TriggerBuilder<'a>,
     every: Duration,
     retry: Option<RetryBackoff>,
+    stale_after: Option<Duration>,
+    expire_after: Option<Duration>,
+    fetch_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for RefreshBuilder<'_> {
@@ -49,6 +55,9 @@ impl fmt::Debug for RefreshBuilder<'_> {
         f.debug_struct("RefreshBuilder")
             .field("every", &self.every)
             .field("retry", &self.retry)
+            .field("stale_after", &self.stale_after)
+            .field("expire_after", &self.expire_after)
+            .field("fetch_timeout", &self.fetch_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -68,6 +77,41 @@ impl<'a> RefreshBuilder<'a> {
     /// shorter than the cooldown waits for the cooldown's end.
     pub fn retry(mut self, backoff: RetryBackoff) -> Self {
         self.retry = Some(backoff);
+        self
+    }
+
+    /// The value turns [`Stale`](super::Freshness::Stale) once no fetch
+    /// has confirmed it for `after` (default: never). It is still
+    /// served; [`Refresh::stats`] and [`Current::freshness`](super::Current::freshness)
+    /// report it, and each change is traced and counted as it happens.
+    pub fn stale_after(mut self, after: Duration) -> Self {
+        self.stale_after = Some(after);
+        self
+    }
+
+    /// The value turns [`Expired`](super::Freshness::Expired) once no
+    /// fetch has confirmed it for `after` (default: never); still served,
+    /// as with [`stale_after`](Self::stale_after).
+    pub fn expire_after(mut self, after: Duration) -> Self {
+        self.expire_after = Some(after);
+        self
+    }
+
+    /// A fetch's deadline (default: none). An async fetch still running
+    /// at it is dropped (its state given back) and counted as a timeout
+    /// ([`RefreshError::TimedOut`](crate::RefreshError::TimedOut), apart
+    /// from the fetch's own errors): the value stays, the fetch is retried
+    /// on the back-off. A blocking fetch cannot be interrupted: its
+    /// overrun is reported once through the scheduler's stuck hook (this
+    /// sets the trigger's `stuck_after`, unless set) and counted as a
+    /// timeout when it returns, and its late result counts. One that never
+    /// returns holds the fetch (never two at once): the value turns stale,
+    /// then expired.
+    ///
+    /// On a [`VirtualScheduler`](crate::VirtualScheduler) an async fetch's
+    /// deadline runs on virtual time.
+    pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
+        self.fetch_timeout = Some(timeout);
         self
     }
 
@@ -130,73 +174,147 @@ impl<'a> RefreshBuilder<'a> {
         E: Send + Sync + 'static,
         F: FnMut() -> Result<T, E> + Send + 'static,
     {
-        let every = self.every;
-        self.bind_with_next(move || fetch().map(|value| (value, every)))
+        self.bind_conditional(move |_| fetch().map(Fetched::changed))
     }
 
-    /// As [`bind`](Self::bind), the fetch also saying when to fetch next
-    /// after a success — for a period that comes with the value (a config
-    /// that carries its own refresh interval), or that the service tunes
-    /// at run time. [`every`](Self::every) is then only the delay after
-    /// a failure when there is no [`retry`](Self::retry) back-off; a
-    /// back-off with jitter spreads the `next` the fetch returns too.
+    /// Binds a blocking conditional fetch: it is handed the
+    /// [`Validator`] of the last value (a version, an ETag; `None` before
+    /// the first, or after a value that came without one) and answers a
+    /// [`Fetched`]: a new value, or "unchanged" — which renews the value's
+    /// freshness and publishes nothing (no subscriber wakes). "Unchanged"
+    /// with no value held is a failure
+    /// ([`RefreshError::NothingHeld`](crate::RefreshError::NothingHeld)).
+    /// [`Fetched::next_after`] names the delay before the next fetch, for
+    /// a value that carries its own period. Otherwise as
+    /// [`bind`](Self::bind).
     ///
     /// # Examples
     ///
     /// ```
+    /// use circulation_trigger::refresh::{Fetched, Validator};
     /// use circulation_trigger::{Refresh, Scheduler};
     /// use std::time::Duration;
     ///
-    /// struct Config {
-    ///     period: Duration,
-    /// }
-    ///
     /// let sim = Scheduler::builder().build_virtual();
-    /// let mut fetches = 0;
-    /// let config = Refresh::builder(&sim).bind_with_next(move || {
-    ///     fetches += 1;
-    ///     // The config names its own period: 10 s, then 60 s.
-    ///     let period = Duration::from_secs(if fetches == 1 { 10 } else { 60 });
-    ///     Ok::<_, String>((Config { period }, period))
-    /// });
+    /// let store = ("v7", "config body"); // (version, value) at the store
+    /// let config = Refresh::builder(&sim)
+    ///     .every(Duration::from_secs(30))
+    ///     .bind_conditional(move |last: Option<Validator>| {
+    ///         if last.is_some_and(|seen| seen == store.0) {
+    ///             return Ok::<_, String>(Fetched::unchanged()); // a 304
+    ///         }
+    ///         Ok(Fetched::changed(store.1).validator(store.0))
+    ///     });
+    /// let mut updates = config.subscribe();
     /// config.refresh_now()?;
-    /// sim.advance(Duration::from_secs(10));
-    /// assert_eq!(config.refreshes(), 2);
-    /// assert_eq!(config.get().unwrap().period, Duration::from_secs(60));
+    /// sim.advance(Duration::from_secs(90)); // 0 s changed; 30, 60, 90 s unchanged
+    /// let stats = config.stats();
+    /// assert_eq!((stats.refreshes, stats.unchanged), (1, 3));
+    /// assert!(updates.has_changed().unwrap()); // the first value…
+    /// updates.borrow_and_update();
+    /// assert!(!updates.has_changed().unwrap()); // …and no news since
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     #[must_use = "dropping the last handle suspends the refresh: its fetch never runs"]
-    pub fn bind_with_next<T, E, F>(self, mut fetch: F) -> Refresh<T, E>
+    pub fn bind_conditional<T, E, F>(self, mut fetch: F) -> Refresh<T, E>
     where
         T: Send + Sync + 'static,
         E: Send + Sync + 'static,
-        F: FnMut() -> Result<(T, Duration), E> + Send + 'static,
+        F: FnMut(Option<Validator>) -> Result<Fetched<T>, E> + Send + 'static,
     {
-        let latest = Latest::new();
-        #[cfg(feature = "tokio")]
-        latest.close_with(self.trigger.scheduler());
-        let mut pace = Pace::new(self.every, self.retry);
+        let Parts {
+            mut trigger,
+            latest,
+            mut course,
+            watchdog,
+        } = self.parts();
+        if let Some(timeout) = course.timeout {
+            if trigger.stuck_after_unset() {
+                trigger = trigger.stuck_after(timeout);
+            }
+        }
         let shared = Arc::clone(&latest);
-        let trigger = self.trigger.bind(move || {
+        let trigger = trigger.bind(move || {
+            if let Some(wait) = shared.held_back(&course) {
+                return Some(wait);
+            }
             #[cfg(feature = "tokio")]
             let fetching = shared.fetching();
+            let started = shared.meta.now_ns();
+            let validator = course.validator.clone();
             // A panicking fetch is a failure too: counted, retried, the
             // value kept — not a silent stop of the refresh.
-            let ended = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut fetch)) {
-                Ok(Ok((value, next))) => Ended::Value(value, next),
-                Ok(Err(error)) => Ended::Error(error),
-                Err(payload) => Ended::Panic(payload),
-            };
+            let ended =
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fetch(validator))) {
+                    Ok(Ok(answer)) => Ended::Answered(answer),
+                    Ok(Err(error)) => Ended::Error(error),
+                    Err(payload) => Ended::Panic(payload),
+                };
+            if let Some(timeout) = course.timeout {
+                let took = Duration::from_nanos(shared.meta.now_ns().saturating_sub(started));
+                if took > timeout {
+                    shared
+                        .timeouts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
             shared.settle(
                 ended,
-                &mut pace,
+                &mut course,
                 #[cfg(feature = "tokio")]
                 fetching,
             )
         });
-        Refresh { trigger, latest }
+        Refresh {
+            trigger,
+            latest,
+            watchdog,
+        }
     }
 
+    /// What every bind starts from.
+    fn parts<T, E>(self) -> Parts<'a, T, E>
+    where
+        T: Send + Sync + 'static,
+        E: Send + Sync + 'static,
+    {
+        let scheduler = self.trigger.scheduler();
+        let meta = Meta::new(
+            scheduler.shared.clock.clone(),
+            self.stale_after,
+            self.expire_after,
+            self.trigger.name_set().map(str::to_owned),
+        );
+        let latest = Latest::new(meta);
+        #[cfg(feature = "tokio")]
+        latest.close_with(scheduler);
+        let watchdog = if latest.meta.watched() {
+            let watched = Arc::clone(&latest);
+            let name = self
+                .trigger
+                .name_set()
+                .map(|name| format!("{name}:freshness"));
+            let mut watchdog = crate::trigger::Trigger::builder(scheduler);
+            if let Some(name) = name {
+                watchdog = watchdog.name(name);
+            }
+            let watchdog = watchdog.bind(move || {
+                let held = watched.value.load().is_some();
+                watched.meta.observe(held)
+            });
+            let _ = latest.watchdog.set(watchdog.downgrade());
+            Some(watchdog)
+        } else {
+            None
+        };
+        let course = Course::new(Pace::new(self.every, self.retry), self.fetch_timeout);
+        Parts {
+            trigger: self.trigger,
+            latest,
+            course,
+            watchdog,
+        }
+    }
     /// Binds an async fetch (feature `tokio`): each fetch is the future
     /// `fetch(&mut state)` returns, polled on a Tokio runtime — the one
     /// this is called in, or the one given with
@@ -254,21 +372,91 @@ impl<'a> RefreshBuilder<'a> {
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     #[must_use = "dropping the last handle suspends the refresh: its fetch never runs"]
-    pub fn bind_async<S, T, E, F>(self, state: S, fetch: F) -> Refresh<T, E>
+    pub fn bind_async<S, T, E, F>(self, state: S, mut fetch: F) -> Refresh<T, E>
     where
         S: Send + 'static,
         T: Send + Sync + 'static,
         E: Send + Sync + 'static,
         F: for<'s> FnMut(&'s mut S) -> FetchFuture<'s, T, E> + Send + 'static,
     {
-        let latest = Latest::new();
-        latest.close_with(self.trigger.scheduler());
-        let pace = Pace::new(self.every, self.retry);
-        let lent = super::lend::Lent::new(state, fetch, pace);
-        let shared = Arc::clone(&latest);
-        let trigger = self
-            .trigger
-            .bind_async(move || super::lend::fetch_once(Arc::clone(&lent), Arc::clone(&shared)));
-        Refresh { trigger, latest }
+        self.bind_async_conditional(state, move |state, _| {
+            let fetched = fetch(state);
+            Box::pin(async move { fetched.await.map(Fetched::changed) })
+        })
     }
+
+    /// Binds an async conditional fetch (feature `tokio`): the async
+    /// [`bind_conditional`](Self::bind_conditional). Each fetch borrows
+    /// the state, is handed the last [`Validator`], and answers a
+    /// [`Fetched`]: a new value, or "unchanged". Otherwise as
+    /// [`bind_async`](Self::bind_async).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::refresh::{Fetched, Validator};
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// struct Store {
+    ///     version: u64,
+    /// }
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let config = Refresh::builder(&sim)
+    ///     .every(Duration::from_secs(30))
+    ///     .bind_async_conditional(Store { version: 3 }, |store, last: Option<Validator>| {
+    ///         Box::pin(async move {
+    ///             let version = Validator::from(store.version); // a cheap "GET version"
+    ///             if last.as_ref() == Some(&version) {
+    ///                 return Ok::<_, String>(Fetched::unchanged());
+    ///             }
+    ///             Ok(Fetched::changed(format!("config v{version}")).validator(version))
+    ///         })
+    ///     });
+    /// config.refresh_now()?;
+    /// sim.advance(Duration::from_secs(30));
+    /// let stats = config.stats();
+    /// assert_eq!((stats.refreshes, stats.unchanged), (1, 1));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    #[must_use = "dropping the last handle suspends the refresh: its fetch never runs"]
+    pub fn bind_async_conditional<S, T, E, F>(self, state: S, fetch: F) -> Refresh<T, E>
+    where
+        S: Send + 'static,
+        T: Send + Sync + 'static,
+        E: Send + Sync + 'static,
+        F: for<'s> FnMut(&'s mut S, Option<Validator>) -> FetchFuture<'s, Fetched<T>, E>
+            + Send
+            + 'static,
+    {
+        let Parts {
+            trigger,
+            latest,
+            course,
+            watchdog,
+        } = self.parts();
+        let clock = trigger.scheduler().virtual_clock.clone();
+        let lent = super::lend::Lent::new(state, fetch, course);
+        let shared = Arc::clone(&latest);
+        let trigger = trigger.bind_async(move || {
+            super::lend::fetch_once(Arc::clone(&lent), Arc::clone(&shared), clock.clone())
+        });
+        Refresh {
+            trigger,
+            latest,
+            watchdog,
+        }
+    }
+}
+
+/// What every bind starts from: the trigger's builder, the shared state,
+/// the fetch-side state, and the freshness watchdog (with limits set).
+struct Parts<'a, T, E> {
+    trigger: TriggerBuilder<'a>,
+    latest: Arc<Latest<T, E>>,
+    course: Course,
+    watchdog: Option<Trigger>,
 }

@@ -4,7 +4,9 @@
 //! `shutdown_now`, or its runtime shutting down) loses nothing, and the
 //! next fetch starts from the state as the cut one left it.
 
-use super::{Ended, FetchFuture, Latest, Pace};
+use super::deadline::Deadline;
+use super::{Course, Ended, FetchFuture, Fetched, Latest, Pace, Validator};
+use crate::virtual_time::VirtualClock;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -12,12 +14,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// What a fetch borrows: the user's state and fetch, and the pace (whose
-/// back-off state is per refresher, like the user's).
+/// What a fetch borrows: the user's state and fetch, and the fetch-side
+/// course (the back-off, the validator: per refresher, like the user's).
 pub(super) struct Parts<S, F> {
     pub(super) state: S,
     fetch: F,
-    pace: Pace,
+    course: Course,
 }
 
 /// The parts, in their slot between fetches. The lock is taken twice per
@@ -26,8 +28,12 @@ pub(super) struct Parts<S, F> {
 pub(super) struct Lent<S, F>(Mutex<Option<Parts<S, F>>>);
 
 impl<S, F> Lent<S, F> {
-    pub(super) fn new(state: S, fetch: F, pace: Pace) -> Arc<Self> {
-        Arc::new(Self(Mutex::new(Some(Parts { state, fetch, pace }))))
+    pub(super) fn new(state: S, fetch: F, course: Course) -> Arc<Self> {
+        Arc::new(Self(Mutex::new(Some(Parts {
+            state,
+            fetch,
+            course,
+        }))))
     }
 
     pub(super) fn slot(&self) -> std::sync::MutexGuard<'_, Option<Parts<S, F>>> {
@@ -49,19 +55,20 @@ impl<S, F> Drop for Lease<S, F> {
     }
 }
 
-/// One iteration of an async refresher: borrow the parts, run the fetch,
-/// settle its outcome. Catches a panic in the fetch (building its future
-/// or polling it) as a failure, as the blocking refresher does.
+/// One iteration of an async refresher: borrow the parts, run the fetch
+/// (against its deadline, if it has one), settle its outcome. Catches a
+/// panic in the fetch (building its future or polling it) as a failure, as
+/// the blocking refresher does.
 pub(super) async fn fetch_once<S, F, T, E>(
     lent: Arc<Lent<S, F>>,
     latest: Arc<Latest<T, E>>,
+    clock: Option<VirtualClock>,
 ) -> Option<Duration>
 where
-    F: for<'s> FnMut(&'s mut S) -> FetchFuture<'s, T, E>,
+    F: for<'s> FnMut(&'s mut S, Option<Validator>) -> FetchFuture<'s, Fetched<T>, E>,
 {
     let parts = lent.slot().take();
     let mut lease = Lease { parts, lent };
-    let fetching = latest.fetching();
     let Some(parts) = lease.parts.as_mut() else {
         // Only a future leaked while it held the lease (`mem::forget` by
         // an executor) leaves the slot empty: no fetch can run.
@@ -69,26 +76,48 @@ where
             Box::new("the async fetch's state was not given back: a fetch's future leaked");
         return latest.settle(
             Ended::Panic(payload),
-            &mut Pace::new(Duration::MAX, None),
-            fetching,
+            &mut Course::new(Pace::new(Duration::MAX, None), None),
+            latest.fetching(),
         );
     };
-    let Parts { state, fetch, pace } = parts;
+    let Parts {
+        state,
+        fetch,
+        course,
+    } = parts;
+    if let Some(wait) = latest.held_back(course) {
+        return Some(wait);
+    }
+    let fetching = latest.fetching();
+    let validator = course.validator.clone();
     // `state` moves into the closure (FnOnce): the future borrows it
     // for the whole fetch, not for the call.
     let build = move || {
         let state = state;
-        fetch(state)
+        fetch(state, validator)
     };
-    let ended = match catch_unwind(AssertUnwindSafe(build)) {
-        Ok(future) => match (CatchUnwind { future }).await {
-            Ok(Ok(value)) => Ended::Value(value, pace.every()),
-            Ok(Err(error)) => Ended::Error(error),
-            Err(payload) => Ended::Panic(payload),
-        },
+    let ended = match (catch_unwind(AssertUnwindSafe(build)), course.timeout) {
+        (Ok(future), None) => ended(CatchUnwind { future }.await),
+        (Ok(future), Some(timeout)) => {
+            let future = Deadline::new(future, timeout, clock);
+            match (CatchUnwind { future }).await {
+                Ok(Some(output)) => ended(Ok(output)),
+                Ok(None) => Ended::TimedOut,
+                Err(payload) => Ended::Panic(payload),
+            }
+        }
+        (Err(payload), _) => Ended::Panic(payload),
+    };
+    latest.settle(ended, course, fetching)
+}
+
+/// How a fetch's future ended.
+fn ended<T, E>(polled: std::thread::Result<Result<Fetched<T>, E>>) -> Ended<T, E> {
+    match polled {
+        Ok(Ok(answer)) => Ended::Answered(answer),
+        Ok(Err(error)) => Ended::Error(error),
         Err(payload) => Ended::Panic(payload),
-    };
-    latest.settle(ended, pace, fetching)
+    }
 }
 
 /// Polls `future`, catching a panic as an `Err` with its payload.

@@ -1,28 +1,44 @@
-//! The crate's own use case as a type: a value kept fresh by a trigger.
-//! [`Refresh`] runs a fetch on a period (or when fired), keeps the latest
-//! good value for readers — lock-free, through `arc-swap` — and keeps it
-//! through failed fetches, which it reports and retries with a back-off.
+//! The refresher: a value kept fresh by a trigger. [`Refresh`] runs a
+//! fetch on a period (or when fired), keeps the latest good value for
+//! readers ([`Refresh::read`] writes no shared cache line), keeps it
+//! through failed fetches, which it reports and retries with a back-off,
+//! and tells how fresh it is ([`Freshness`], [`RefreshStats`]).
+//!
+//! The types here are what a refresher's fetch answers ([`Fetched`],
+//! [`Validator`]) and what its readers see ([`Current`], [`Freshness`],
+//! [`Origin`], [`RefreshStats`]); [`Refresh`], [`RefreshBuilder`] and
+//! [`Reader`] are at the crate's root too.
 
 use crate::error::{FireError, RefreshError};
 use crate::jitter::RetryBackoff;
-use crate::trigger::Trigger;
-use arc_swap::ArcSwapOption;
+use crate::sync::{StatU64, ValueCell};
+use crate::trigger::{Trigger, WeakTrigger};
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{
-    AtomicU64, AtomicU8,
+    AtomicU8,
     Ordering::{Acquire, Relaxed, Release},
 };
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
 
+mod answer;
 mod builder;
 #[cfg(feature = "tokio")]
+mod deadline;
+mod fresh;
+#[cfg(feature = "tokio")]
 mod lend;
+mod read;
 #[cfg(all(test, feature = "tokio", not(loom)))]
 mod tests;
 
+pub use answer::{Fetched, Validator};
 pub use builder::RefreshBuilder;
+pub use fresh::{Freshness, Origin};
+pub use read::Current;
+
+pub(crate) use fresh::Meta;
 
 /// The future an async fetch returns (see
 /// [`RefreshBuilder::bind_async`]): boxed, `Send`, borrowing the state the
@@ -55,19 +71,80 @@ pub use builder::RefreshBuilder;
 pub type FetchFuture<'s, T, E> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send + 's>>;
 
-/// What readers share: the latest good value, the last error, counters.
+/// A refresher's statistics and state, read at once
+/// ([`Refresh::stats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RefreshStats {
+    /// A value is held (readers get one).
+    pub has_value: bool,
+    /// A fetch has confirmed a value (a good or "unchanged" answer) since
+    /// the refresher started: what readiness waits for.
+    pub confirmed: bool,
+    /// The wall-clock time of the last confirmation: the wall clock read
+    /// when the refresher was built, plus the monotonic time since.
+    pub last_confirmed: Option<SystemTime>,
+    /// The time since the last confirmation.
+    pub age: Option<Duration>,
+    /// How fresh the value held is; `None` with no value.
+    pub freshness: Option<Freshness>,
+    /// Fetches that returned a new value.
+    pub refreshes: u64,
+    /// Fetches that answered "unchanged" with a value held (or returned a
+    /// value equal to it, with [`Refresh::compare_values`]).
+    pub unchanged: u64,
+    /// Fetches that failed: an error, a panic, a timeout, or "unchanged"
+    /// with no value held.
+    pub failures: u64,
+    /// Fetches that panicked (counted in `failures` too).
+    pub panics: u64,
+    /// Fetches that overran [`RefreshBuilder::fetch_timeout`]: an async
+    /// one dropped (counted in `failures` too), a blocking one reported
+    /// (its late result counts).
+    pub timeouts: u64,
+    /// Calls refused because the refresher was paused.
+    pub refused_fires: u64,
+    /// Changes of [`freshness`](Self::freshness) reported (traced, and
+    /// counted in the `metrics` feature's
+    /// `circulation_trigger_refresh_transitions_total`).
+    pub transitions: u64,
+    /// The last fetch failed.
+    pub failing: bool,
+}
+
+/// Reads "retry after" from a fetch's error.
+type RetryAfter<E> = Arc<dyn Fn(&E) -> Option<Duration> + Send + Sync>;
+
+/// Hooks a refresher's owner sets after binding (they name `T` and `E`).
+struct Hooks<T, E> {
+    retry_after: Option<RetryAfter<E>>,
+    /// Compares a new value with the one held.
+    same: Option<fn(&T, &T) -> bool>,
+}
+
+/// What readers share: the latest good value, the last error, freshness,
+/// counters.
 struct Latest<T, E> {
-    value: ArcSwapOption<T>,
+    value: ValueCell<T>,
     /// The error of the last fetch, if it failed (cleared by a success).
-    error: ArcSwapOption<E>,
-    refreshes: AtomicU64,
-    failures: AtomicU64,
-    panics: AtomicU64,
+    error: ValueCell<E>,
+    meta: Meta,
+    refreshes: StatU64,
+    unchanged: StatU64,
+    failures: StatU64,
+    panics: StatU64,
+    timeouts: StatU64,
     /// Calls of this refresher's own methods refused because it was paused.
-    refused: AtomicU64,
+    refused: StatU64,
     /// How the last fetch ended ([`NO_FETCH`] until one has), written
     /// after the value or error it left; see [`Latest::served`].
     outcome: AtomicU8,
+    hooks: std::sync::Mutex<Hooks<T, E>>,
+    /// The trigger that reports changes of freshness as they happen, if
+    /// limits are set; started by the first confirmation.
+    watchdog: OnceLock<WeakTrigger>,
+    /// The watchdog has been started (it then re-arms itself).
+    watching: std::sync::atomic::AtomicBool,
     /// The channel of [`Refresh::subscribe`]'s receivers.
     #[cfg(feature = "tokio")]
     watch: std::sync::Mutex<Watch<T>>,
@@ -188,7 +265,7 @@ impl<T: Send + Sync, E: Send + Sync> crate::scheduler::OnTerminated for Latest<T
 
 /// [`Latest::outcome`]: no fetch has ended yet.
 const NO_FETCH: u8 = 0;
-/// [`Latest::outcome`]: the last fetch returned a value.
+/// [`Latest::outcome`]: the last fetch returned a value, or "unchanged".
 const SUCCEEDED: u8 = 1;
 /// [`Latest::outcome`]: the last fetch returned an error.
 const FAILED: u8 = 2;
@@ -197,13 +274,20 @@ const PANICKED: u8 = 3;
 /// [`Latest::outcome`]: the last (async) fetch panicked for want of a
 /// Tokio runtime around its poll.
 const NO_RUNTIME: u8 = 4;
+/// [`Latest::outcome`]: the last (async) fetch was dropped at its deadline.
+const TIMED_OUT: u8 = 5;
+/// [`Latest::outcome`]: the last fetch answered "unchanged" with no value
+/// held.
+const NOTHING_HELD: u8 = 6;
 
 /// How one fetch ended.
 pub(crate) enum Ended<T, E> {
-    /// A value, and the delay before the next fetch.
-    Value(T, Duration),
+    Answered(Fetched<T>),
     Error(E),
     Panic(Box<dyn Any + Send>),
+    /// Dropped at its deadline (async fetches only).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    TimedOut,
 }
 
 /// When the next fetch comes: the period after a success, the back-off
@@ -216,12 +300,6 @@ pub(crate) struct Pace {
 impl Pace {
     pub(crate) fn new(every: Duration, retry: Option<RetryBackoff>) -> Self {
         Self { every, retry }
-    }
-
-    /// The period [`RefreshBuilder::every`] set.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn every(&self) -> Duration {
-        self.every
     }
 
     fn succeeded(&mut self, next: Duration) -> Option<Duration> {
@@ -245,6 +323,47 @@ impl Pace {
         }
         next
     }
+
+    /// The delay after the store asked for `wait`: at least `wait`, capped
+    /// at the back-off's maximum (with none, the period), spread upward.
+    fn told_to_wait(&mut self, wait: Duration) -> Duration {
+        match &mut self.retry {
+            Some(backoff) => backoff.told_to_wait(wait),
+            None => crate::jitter::with_rng(|rng| {
+                crate::jitter::after_at_least(wait.min(self.every), 0.0, rng.f64())
+            }),
+        }
+    }
+}
+
+/// One refresher's fetch-side state: touched only by its fetch, which
+/// never runs twice at once (G1).
+pub(crate) struct Course {
+    pace: Pace,
+    /// The validator the last answer gave, handed to the next fetch.
+    validator: Option<Validator>,
+    /// The clock's time in ns before which no fetch starts: the end of a
+    /// retry-after.
+    not_before_ns: u64,
+    /// The fetch's deadline, if any.
+    timeout: Option<Duration>,
+}
+
+impl Course {
+    pub(crate) fn new(pace: Pace, timeout: Option<Duration>) -> Self {
+        Self {
+            pace,
+            validator: None,
+            not_before_ns: 0,
+            timeout,
+        }
+    }
+
+    /// How long a run at `now_ns` must wait before it may fetch (a
+    /// retry-after's window); `None` if it may fetch now.
+    fn holding(&self, now_ns: u64) -> Option<Duration> {
+        (now_ns < self.not_before_ns).then(|| Duration::from_nanos(self.not_before_ns - now_ns))
+    }
 }
 
 /// Whether a panic's message is Tokio's "no runtime here" (an async fetch
@@ -261,52 +380,143 @@ fn wants_runtime(payload: &(dyn Any + Send)) -> bool {
 }
 
 impl<T, E> Latest<T, E> {
-    fn new() -> Arc<Self> {
+    fn new(meta: Meta) -> Arc<Self> {
         Arc::new(Latest {
-            value: ArcSwapOption::empty(),
-            error: ArcSwapOption::empty(),
-            refreshes: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-            panics: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            value: ValueCell::empty(),
+            error: ValueCell::empty(),
+            meta,
+            refreshes: StatU64::new(0),
+            unchanged: StatU64::new(0),
+            failures: StatU64::new(0),
+            panics: StatU64::new(0),
+            timeouts: StatU64::new(0),
+            refused: StatU64::new(0),
             outcome: AtomicU8::new(NO_FETCH),
+            hooks: std::sync::Mutex::new(Hooks {
+                retry_after: None,
+                same: None,
+            }),
+            watchdog: OnceLock::new(),
+            watching: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "tokio")]
             watch: std::sync::Mutex::new(Watch::new()),
         })
     }
 
+    fn hooks(&self) -> std::sync::MutexGuard<'_, Hooks<T, E>> {
+        // Nothing user-written runs under the lock: poison is moot.
+        self.hooks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether `value` equals the value held, when asked to compare.
+    fn same_as_held(&self, value: &T) -> bool {
+        let Some(same) = self.hooks().same else {
+            return false;
+        };
+        let held = self.value.load();
+        held.get().is_some_and(|held| same(held, value))
+    }
+
+    /// A run of the fetch starts at `now_ns`: the delay before it may
+    /// fetch, if a retry-after holds it (the run then re-arms for that
+    /// delay, so every fire inside the window is served by one fetch at
+    /// its end).
+    fn held_back(&self, course: &Course) -> Option<Duration> {
+        course.holding(self.meta.now_ns())
+    }
+
     /// Records how a fetch ended — the value, the error, the counters, the
-    /// subscribers' news — and returns the delay before the next one.
+    /// subscribers' news, the freshness — and returns the delay before the
+    /// next one.
     fn settle(
         &self,
         ended: Ended<T, E>,
-        pace: &mut Pace,
+        course: &mut Course,
         #[cfg(feature = "tokio")] fetching: Fetching<'_, T, E>,
     ) -> Option<Duration> {
-        match ended {
-            Ended::Value(value, next) => {
+        #[cfg(feature = "tokio")]
+        let mut fetching = Some(fetching);
+        let next = match ended {
+            Ended::Answered(Fetched {
+                value: Some(value),
+                validator,
+                next,
+            }) if !self.same_as_held(&value) => {
+                course.validator = validator;
                 let value = Arc::new(value);
                 // The replaced value and error are dropped after the
                 // outcome is recorded: their destructors are user code.
                 let replaced = self.value.swap(Some(Arc::clone(&value)));
                 let cleared = self.error.swap(None);
                 self.refreshes.fetch_add(1, Relaxed);
+                self.meta.confirm();
                 self.ended(SUCCEEDED);
                 drop((replaced, cleared));
                 #[cfg(feature = "tokio")]
-                fetching.sent(value);
+                if let Some(fetching) = fetching.take() {
+                    fetching.sent(value);
+                }
                 #[cfg(not(feature = "tokio"))]
                 drop(value);
-                pace.succeeded(next)
+                course.pace.succeeded(next.unwrap_or(course.pace.every))
+            }
+            Ended::Answered(Fetched {
+                value,
+                validator,
+                next,
+                ..
+            }) => {
+                // "Unchanged", or a value equal to the one held.
+                if !self.value.load().is_some() {
+                    self.failures.fetch_add(1, Relaxed);
+                    self.ended(NOTHING_HELD);
+                    #[cfg(feature = "tracing")]
+                    tracing::warn!("refresh answered \"unchanged\" with no value held");
+                    course.pace.failed()
+                } else {
+                    if validator.is_some() || value.is_some() {
+                        course.validator = validator;
+                    }
+                    let cleared = self.error.swap(None);
+                    self.unchanged.fetch_add(1, Relaxed);
+                    self.meta.confirm();
+                    self.ended(SUCCEEDED);
+                    drop((cleared, value));
+                    course.pace.succeeded(next.unwrap_or(course.pace.every))
+                }
             }
             Ended::Error(error) => {
+                let wait = self
+                    .hooks()
+                    .retry_after
+                    .clone()
+                    .and_then(|retry_after| retry_after(&error));
                 let replaced = self.error.swap(Some(Arc::new(error)));
                 self.failures.fetch_add(1, Relaxed);
                 self.ended(FAILED);
                 drop(replaced);
                 #[cfg(feature = "tracing")]
                 tracing::warn!("refresh failed; the last good value stays");
-                pace.failed()
+                let next = course.pace.failed();
+                match wait {
+                    Some(wait) => {
+                        let wait = course.pace.told_to_wait(wait);
+                        let until = self.meta.now_ns().saturating_add(nanos(wait));
+                        course.not_before_ns = until;
+                        next.map(|next| next.max(wait))
+                    }
+                    None => next,
+                }
+            }
+            Ended::TimedOut => {
+                self.failures.fetch_add(1, Relaxed);
+                self.timeouts.fetch_add(1, Relaxed);
+                self.ended(TIMED_OUT);
+                #[cfg(feature = "tracing")]
+                tracing::warn!("refresh fetch timed out; the last good value stays");
+                course.pace.failed()
             }
             Ended::Panic(payload) => {
                 self.failures.fetch_add(1, Relaxed);
@@ -322,7 +532,25 @@ impl<T, E> Latest<T, E> {
                 } else {
                     tracing::warn!("refresh panicked; the last good value stays");
                 }
-                pace.failed()
+                course.pace.failed()
+            }
+        };
+        #[cfg(feature = "tokio")]
+        drop(fetching);
+        self.watch_freshness();
+        next
+    }
+
+    /// Reports a change of freshness, and starts the watchdog that reports
+    /// the next ones as they come, once there is a value to watch.
+    fn watch_freshness(&self) {
+        let look_again = self.meta.observe(self.value.load().is_some());
+        if let (Some(after), Some(watchdog)) = (look_again, self.watchdog.get()) {
+            if let Some(watchdog) = watchdog.upgrade() {
+                if self.meta.is_confirmed() && !self.watching.swap(true, Relaxed) {
+                    // Refused only at shutdown, when no report is due.
+                    let _ = watchdog.fire_after(after);
+                }
             }
         }
     }
@@ -350,6 +578,8 @@ impl<T, E> Latest<T, E> {
         match self.outcome.load(Acquire) {
             PANICKED => return Err(RefreshError::Panicked),
             NO_RUNTIME => return Err(RefreshError::NoRuntime),
+            TIMED_OUT => return Err(RefreshError::TimedOut),
+            NOTHING_HELD => return Err(RefreshError::NothingHeld),
             FAILED => {
                 if let Some(error) = self.error.load_full() {
                     return Err(RefreshError::Failed(error));
@@ -365,6 +595,33 @@ impl<T, E> Latest<T, E> {
         // fetch that served it wrote its outcome before the wait ended).
         self.value.load_full().ok_or(RefreshError::Panicked)
     }
+
+    fn stats(&self) -> RefreshStats {
+        let has_value = self.value.load().is_some();
+        RefreshStats {
+            has_value,
+            confirmed: self.meta.is_confirmed(),
+            last_confirmed: self.meta.confirmed_at(),
+            age: self.meta.age(),
+            freshness: has_value.then(|| self.meta.freshness()),
+            refreshes: self.refreshes.load(Relaxed),
+            unchanged: self.unchanged.load(Relaxed),
+            failures: self.failures.load(Relaxed),
+            panics: self.panics.load(Relaxed),
+            timeouts: self.timeouts.load(Relaxed),
+            refused_fires: self.refused.load(Relaxed),
+            transitions: self.meta.transitions.load(Relaxed),
+            failing: matches!(
+                self.outcome.load(Relaxed),
+                FAILED | PANICKED | NO_RUNTIME | TIMED_OUT | NOTHING_HELD
+            ),
+        }
+    }
+}
+
+/// `duration` in nanoseconds, saturating.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A value kept fresh by a trigger: the fetch runs on a period, on
@@ -416,6 +673,8 @@ impl<T, E> Latest<T, E> {
 pub struct Refresh<T, E = Box<dyn std::error::Error + Send + Sync>> {
     trigger: Trigger,
     latest: Arc<Latest<T, E>>,
+    /// The trigger that reports changes of freshness, with limits set.
+    watchdog: Option<Trigger>,
 }
 
 impl<T, E> Clone for Refresh<T, E> {
@@ -423,6 +682,7 @@ impl<T, E> Clone for Refresh<T, E> {
         Self {
             trigger: self.trigger.clone(),
             latest: Arc::clone(&self.latest),
+            watchdog: self.watchdog.clone(),
         }
     }
 }
@@ -759,5 +1019,284 @@ impl<T, E> Refresh<T, E> {
             })?;
             latest.served(run)
         }
+    }
+}
+
+impl<T, E> Latest<T, E> {
+    #[inline]
+    fn read(&self) -> Option<Current<'_, T>> {
+        Current::new(self.value.load(), &self.meta)
+    }
+
+    fn wait_ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
+        #[cfg(feature = "tokio")]
+        if tokio::runtime::Handle::try_current().is_ok() && !self.meta.is_confirmed() {
+            return Err(crate::WaitError::OnRuntime);
+        }
+        if self.meta.wait_confirmed(timeout) {
+            Ok(())
+        } else {
+            Err(crate::WaitError::Timeout)
+        }
+    }
+}
+
+/// Readiness and freshness.
+impl<T, E> Refresh<T, E> {
+    /// The value held, read in place: no reference count moves, so
+    /// readers on many cores share no written cache line. `None` until a
+    /// value is held. The hot path of a service that reads its
+    /// configuration on every request; [`get`](Self::get) gives an owned
+    /// `Arc` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// struct Config {
+    ///     limit: u32,
+    /// }
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let config = Refresh::builder(&sim).bind(|| Ok::<_, String>(Config { limit: 10 }));
+    /// config.refresh_now()?;
+    /// sim.advance(Duration::ZERO);
+    /// let limit = config.read().map_or(1, |c| c.limit); // per request
+    /// assert_eq!(limit, 10);
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    #[inline]
+    pub fn read(&self) -> Option<Current<'_, T>> {
+        self.latest.read()
+    }
+
+    /// How fresh the value held is (`None` with none): by the time since
+    /// a fetch last confirmed it, against
+    /// [`stale_after`](RefreshBuilder::stale_after) and
+    /// [`expire_after`](RefreshBuilder::expire_after).
+    pub fn freshness(&self) -> Option<Freshness> {
+        self.latest
+            .value
+            .load()
+            .is_some()
+            .then(|| self.latest.meta.freshness())
+    }
+
+    /// The refresher's state and counters, read at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::refresh::Freshness;
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let mut up = true;
+    /// let config = Refresh::builder(&sim)
+    ///     .every(Duration::from_secs(30))
+    ///     .stale_after(Duration::from_secs(60))
+    ///     .expire_after(Duration::from_secs(300))
+    ///     .bind(move || {
+    ///         let fetched = if up { Ok("v1") } else { Err("store down") };
+    ///         up = false; // the store goes down after the first fetch
+    ///         fetched
+    ///     });
+    /// config.refresh_now()?;
+    /// sim.advance(Duration::from_secs(59));
+    /// assert_eq!(config.stats().freshness, Some(Freshness::Fresh));
+    /// sim.advance(Duration::from_secs(1));
+    /// assert_eq!(config.stats().freshness, Some(Freshness::Stale));
+    /// sim.advance(Duration::from_secs(240));
+    /// let stats = config.stats();
+    /// assert_eq!(stats.freshness, Some(Freshness::Expired)); // still served
+    /// assert_eq!(config.get().as_deref(), Some(&"v1"));
+    /// assert_eq!((stats.refreshes, stats.transitions), (1, 3)); // fresh, stale, expired
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn stats(&self) -> RefreshStats {
+        self.latest.stats()
+    }
+
+    /// Blocks until a fetch has confirmed a value (a good or "unchanged"
+    /// answer) since the refresher started, or for at most `timeout`.
+    /// Readiness: what a service waits for before it serves.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Timeout`](crate::WaitError::Timeout) if none did in
+    /// time (the fetch's last error, if any, is in
+    /// [`last_error`](Self::last_error));
+    /// [`WaitError::OnRuntime`](crate::WaitError::OnRuntime) at once, if
+    /// not yet ready and called where a Tokio runtime is entered (feature
+    /// `tokio`): the runtime's thread may be the one that would poll the
+    /// fetch. Await [`ready`](Self::ready) there instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let scheduler = Scheduler::new();
+    /// let config = Refresh::builder(&scheduler).bind(|| Ok::<_, String>("v1"));
+    /// config.refresh_now()?;
+    /// config.wait_ready(Duration::from_secs(10))?;
+    /// assert_eq!(*config.read().unwrap(), "v1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
+        self.latest.wait_ready(timeout)
+    }
+
+    /// Waits until a fetch has confirmed a value, or for at most
+    /// `timeout`, without blocking a thread: the async
+    /// [`wait_ready`](Self::wait_ready) (feature `tokio`).
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Timeout`](crate::WaitError::Timeout) if none did in
+    /// time.
+    ///
+    /// # Panics
+    ///
+    /// Awaited outside a Tokio runtime with the time driver enabled,
+    /// unless `timeout` is `Duration::MAX` (no timer).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let scheduler = Scheduler::new();
+    /// let config = Refresh::builder(&scheduler).bind(|| Ok::<_, String>("v1"));
+    /// config.refresh_now()?;
+    /// config.ready(Duration::from_secs(10)).await?;
+    /// assert!(config.stats().confirmed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
+        let confirmed = self.latest.meta.confirmed();
+        if timeout == Duration::MAX {
+            confirmed.await;
+            return Ok(());
+        }
+        tokio::time::timeout(timeout, confirmed)
+            .await
+            .map_err(|_| crate::WaitError::Timeout)
+    }
+
+    /// Compares a new value with the one held (`T: PartialEq`): an equal
+    /// one counts as "unchanged" — freshness renewed, nothing published,
+    /// no subscriber woken. Set it when building; it applies from the
+    /// next fetch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let config = Refresh::builder(&sim)
+    ///     .every(Duration::from_secs(30))
+    ///     .bind(|| Ok::<_, String>("the same"))
+    ///     .compare_values();
+    /// config.refresh_now()?;
+    /// sim.advance(Duration::from_secs(60)); // fetches at 0, 30 and 60 s
+    /// let stats = config.stats();
+    /// assert_eq!((stats.refreshes, stats.unchanged), (1, 2));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    #[must_use = "the refresher, with values compared"]
+    pub fn compare_values(self) -> Self
+    where
+        T: PartialEq,
+    {
+        self.latest.hooks().same = Some(|held: &T, new: &T| held == new);
+        self
+    }
+
+    /// Reads "retry after" from a fetch's error (an HTTP 429 or 503's
+    /// `Retry-After`, a store's throttling reply): after such an error the
+    /// next fetch waits at least that long — capped at the back-off's
+    /// maximum (with no back-off, the period), spread over up to a tenth
+    /// more (or the back-off's jitter, if larger) so a fleet told the same
+    /// delay does not come back at once. A `refresh_now` inside that
+    /// window is served by one fetch at its end. Set it when building.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// #[derive(Debug)]
+    /// enum StoreError {
+    ///     Throttled { retry_after: Duration },
+    /// }
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let mut calls = 0;
+    /// let config = Refresh::builder(&sim)
+    ///     .retry(RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(120)))
+    ///     .bind(move || {
+    ///         calls += 1;
+    ///         if calls == 1 {
+    ///             return Err(StoreError::Throttled { retry_after: Duration::from_secs(30) });
+    ///         }
+    ///         Ok("v1")
+    ///     })
+    ///     .retry_after(|error: &StoreError| match error {
+    ///         StoreError::Throttled { retry_after } => Some(*retry_after),
+    ///     });
+    /// config.refresh_now()?;
+    /// sim.advance(Duration::from_secs(29));
+    /// config.refresh_now()?; // inside the window: deferred to its end
+    /// sim.advance(Duration::from_millis(999));
+    /// assert!(config.get().is_none()); // not before 30 s
+    /// sim.advance(Duration::from_secs(4)); // by 33 s (30 s, spread by up to 3 s)
+    /// assert_eq!(config.get().as_deref(), Some(&"v1"));
+    /// assert_eq!(config.stats().failures, 1);
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    #[must_use = "the refresher, with retry-after read"]
+    pub fn retry_after(
+        self,
+        read: impl Fn(&E) -> Option<Duration> + Send + Sync + 'static,
+    ) -> Self {
+        self.latest.hooks().retry_after = Some(Arc::new(read));
+        self
+    }
+}
+
+/// Readiness and freshness, as on [`Refresh`].
+impl<T, E> Reader<T, E> {
+    /// As [`Refresh::read`].
+    #[inline]
+    pub fn read(&self) -> Option<Current<'_, T>> {
+        self.latest.read()
+    }
+
+    /// As [`Refresh::stats`].
+    pub fn stats(&self) -> RefreshStats {
+        self.latest.stats()
+    }
+
+    /// As [`Refresh::wait_ready`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Refresh::wait_ready`].
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
+        self.latest.wait_ready(timeout)
     }
 }

@@ -72,30 +72,33 @@ impl std::future::Future for YieldOnce {
 #[test]
 fn the_fetch_after_a_dropped_one_sees_the_state_as_the_dropped_one_left_it() {
     use super::lend::{fetch_once, Lent};
-    use super::{FetchFuture, Latest, Pace};
+    use super::{Course, FetchFuture, Fetched, Latest, Meta, Pace};
+    use crate::refresh::Validator;
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
 
-    fn fetch(seen: &mut Vec<u32>) -> FetchFuture<'_, u32, String> {
+    fn fetch(seen: &mut Vec<u32>, _: Option<Validator>) -> FetchFuture<'_, Fetched<u32>, String> {
         Box::pin(async move {
             let step = u32::try_from(seen.len()).unwrap();
             seen.push(step); // left in the state before the await
             YieldOnce(false).await;
             seen.push(100 + step);
-            Ok(step)
+            Ok(Fetched::changed(step))
         })
     }
-    let lent = Lent::new(Vec::new(), fetch, Pace::new(Duration::from_secs(30), None));
-    let latest = Latest::<u32, String>::new();
+    let course = Course::new(Pace::new(Duration::from_secs(30), None), None);
+    let lent = Lent::new(Vec::new(), fetch, course);
+    let meta = Meta::new(crate::clock::Clock::real(), None, None, None);
+    let latest = Latest::<u32, String>::new(meta);
     let mut cx = Context::from_waker(Waker::noop());
 
     // The first fetch is dropped at its await, as `shutdown_now` drops it.
-    let mut first = Box::pin(fetch_once(Arc::clone(&lent), Arc::clone(&latest)));
+    let mut first = Box::pin(fetch_once(Arc::clone(&lent), Arc::clone(&latest), None));
     assert!(first.as_mut().poll(&mut cx).is_pending());
     drop(first);
 
     // The next starts from [0]: the first's step, without its end.
-    let mut second = Box::pin(fetch_once(Arc::clone(&lent), Arc::clone(&latest)));
+    let mut second = Box::pin(fetch_once(Arc::clone(&lent), Arc::clone(&latest), None));
     assert!(second.as_mut().poll(&mut cx).is_pending());
     assert_eq!(
         second.as_mut().poll(&mut cx),

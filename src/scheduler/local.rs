@@ -84,6 +84,16 @@ pub(crate) fn parked_on_virtual_time() {
     PARKED.with(|parked| parked.set(true));
 }
 
+/// Runs `poll` (a poll of part of a future) and returns whether it parked
+/// on virtual time, leaving the mark as it found it: a future that waits
+/// on two things decides which of them mark it.
+#[cfg(feature = "tokio")]
+pub(crate) fn parks_on_virtual_time<R>(poll: impl FnOnce() -> R) -> (R, bool) {
+    let was = PARKED.with(|parked| parked.replace(false));
+    let polled = poll();
+    (polled, PARKED.with(|parked| parked.replace(was)))
+}
+
 impl LocalJobs {
     /// Polls one woken job once, if there is one (a completed job is
     /// dropped, a pending one stays); returns whether it polled. Jobs are

@@ -50,7 +50,7 @@
 mod builder;
 pub(crate) mod door;
 mod lifecycle;
-mod local;
+pub(crate) mod local;
 mod manual;
 #[cfg(loom)]
 pub mod model;
@@ -105,6 +105,9 @@ pub struct Scheduler {
     /// A virtual scheduler's executor: async triggers bound to it without
     /// a runtime of their own have their iterations polled by `advance`.
     pub(crate) local: Option<Arc<LocalJobs>>,
+    /// A virtual scheduler's clock: what a deadline inside an async task
+    /// sleeps on there.
+    pub(crate) virtual_clock: Option<crate::virtual_time::VirtualClock>,
 }
 
 impl fmt::Debug for Scheduler {
@@ -157,6 +160,7 @@ impl Scheduler {
             shared: Arc::new(shared),
             finished: false,
             local: None,
+            virtual_clock: None,
         }
     }
 

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 /// State shared by the scheduler's threads and every trigger bound to it.
 pub(crate) struct Shared {
-    pub(super) clock: Clock,
+    pub(crate) clock: Clock,
     /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
     pub(super) tick_us: u64,
     /// Whether delays returned by tasks may share wake-ups (see

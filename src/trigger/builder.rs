@@ -38,9 +38,18 @@ pub struct TriggerBuilder<'a> {
 
 impl<'a> TriggerBuilder<'a> {
     /// The scheduler the trigger will be bound to.
-    #[cfg(feature = "tokio")]
     pub(crate) fn scheduler(&self) -> &'a Scheduler {
         self.scheduler
+    }
+
+    /// The name set, if any.
+    pub(crate) fn name_set(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Whether no `stuck_after` was set.
+    pub(crate) fn stuck_after_unset(&self) -> bool {
+        self.stuck_after.is_zero()
     }
 
     /// A builder with no options set, for [`Trigger::builder`].

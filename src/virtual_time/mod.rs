@@ -129,12 +129,14 @@ impl VirtualScheduler {
         scheduler.local = Some(Arc::clone(&jobs));
         let driver = Driver::new(time);
         driver.hold_role_of(&scheduler.shared);
-        Self {
+        let mut this = Self {
             scheduler,
             driver,
             jobs,
             sleepers: Arc::default(),
-        }
+        };
+        this.scheduler.virtual_clock = Some(this.clock());
+        this
     }
 
     /// Virtual time since the scheduler was built.
