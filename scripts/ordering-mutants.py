@@ -11,6 +11,8 @@ a load, Release for a store, AcqRel for an RMW).
     scripts/ordering-mutants.py src/state.rs    # sites in files matching
     scripts/ordering-mutants.py src/state.rs:252  # one site
     scripts/ordering-mutants.py --list          # the mutants, not run
+    LOOM_TEST=loom_refresh scripts/ordering-mutants.py src/refresh
+                                                # one test binary only
 
 Runs the loom package as CI does (RUSTFLAGS="--cfg loom -C
 debug-assertions", its own target directory), stopping at the first
@@ -85,8 +87,11 @@ def run_models():
     env = dict(os.environ)
     env["RUSTFLAGS"] = "--cfg loom -C debug-assertions"
     env["CARGO_TARGET_DIR"] = os.path.join(ROOT, "target", "loom")
+    command = ["cargo", "test", "--release", "-p", "circulation-trigger-loom-tests"]
+    if os.environ.get("LOOM_TEST"):
+        command += ["--test", os.environ["LOOM_TEST"]]
     result = subprocess.run(
-        ["cargo", "test", "--release", "-p", "circulation-trigger-loom-tests"],
+        command,
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -319,9 +319,10 @@ impl<T> ValueCell<T> {
 
     pub(crate) fn swap(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
         let new = value.map_or(std::ptr::null_mut(), |v| Arc::into_raw(v).cast_mut());
-        // AcqRel: Release publishes the new value; Acquire reads the old
-        // one's contents before they are handed back.
-        let old = self.ptr.swap(new, Ordering::AcqRel);
+        // Release: publishes the new value. The old one needs no Acquire:
+        // the fetch that stored it happens before this one (G2), and a
+        // stand-in weaker than `arc-swap` checks the code above it harder.
+        let old = self.ptr.swap(new, Ordering::Release);
         if old.is_null() {
             return None;
         }

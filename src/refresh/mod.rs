@@ -11,14 +11,11 @@
 
 use crate::error::{FireError, RefreshError};
 use crate::jitter::RetryBackoff;
-use crate::sync::{StatU64, ValueCell};
+use crate::sync::{AtomicU32, StatU64, ValueCell};
 use crate::trigger::{Trigger, WeakTrigger};
 use std::any::Any;
 use std::fmt;
-use std::sync::atomic::{
-    AtomicU8,
-    Ordering::{Acquire, Relaxed, Release},
-};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -29,6 +26,8 @@ mod deadline;
 mod fresh;
 #[cfg(feature = "tokio")]
 mod lend;
+#[cfg(loom)]
+pub mod model;
 mod read;
 #[cfg(all(test, feature = "tokio", not(loom)))]
 mod tests;
@@ -138,7 +137,7 @@ struct Latest<T, E> {
     refused: StatU64,
     /// How the last fetch ended ([`NO_FETCH`] until one has), written
     /// after the value or error it left; see [`Latest::served`].
-    outcome: AtomicU8,
+    outcome: AtomicU32,
     hooks: std::sync::Mutex<Hooks<T, E>>,
     /// The trigger that reports changes of freshness as they happen, if
     /// limits are set; started by the first confirmation.
@@ -264,21 +263,21 @@ impl<T: Send + Sync, E: Send + Sync> crate::scheduler::OnTerminated for Latest<T
 }
 
 /// [`Latest::outcome`]: no fetch has ended yet.
-const NO_FETCH: u8 = 0;
+const NO_FETCH: u32 = 0;
 /// [`Latest::outcome`]: the last fetch returned a value, or "unchanged".
-const SUCCEEDED: u8 = 1;
+const SUCCEEDED: u32 = 1;
 /// [`Latest::outcome`]: the last fetch returned an error.
-const FAILED: u8 = 2;
+const FAILED: u32 = 2;
 /// [`Latest::outcome`]: the last fetch panicked.
-const PANICKED: u8 = 3;
+const PANICKED: u32 = 3;
 /// [`Latest::outcome`]: the last (async) fetch panicked for want of a
 /// Tokio runtime around its poll.
-const NO_RUNTIME: u8 = 4;
+const NO_RUNTIME: u32 = 4;
 /// [`Latest::outcome`]: the last (async) fetch was dropped at its deadline.
-const TIMED_OUT: u8 = 5;
+const TIMED_OUT: u32 = 5;
 /// [`Latest::outcome`]: the last fetch answered "unchanged" with no value
 /// held.
-const NOTHING_HELD: u8 = 6;
+const NOTHING_HELD: u32 = 6;
 
 /// How one fetch ended.
 pub(crate) enum Ended<T, E> {
@@ -391,7 +390,7 @@ impl<T, E> Latest<T, E> {
             panics: StatU64::new(0),
             timeouts: StatU64::new(0),
             refused: StatU64::new(0),
-            outcome: AtomicU8::new(NO_FETCH),
+            outcome: AtomicU32::new(NO_FETCH),
             hooks: std::sync::Mutex::new(Hooks {
                 retry_after: None,
                 same: None,
@@ -559,7 +558,7 @@ impl<T, E> Latest<T, E> {
     /// a caller of `refresh_and_wait` that reads this outcome — that of
     /// the fetch which served it, or of a later one — also reads the value
     /// or error stored before it.
-    fn ended(&self, outcome: u8) {
+    fn ended(&self, outcome: u32) {
         self.outcome.store(outcome, Release);
     }
 
@@ -572,28 +571,34 @@ impl<T, E> Latest<T, E> {
         if run == crate::Outcome::Panicked {
             return Err(RefreshError::Panicked);
         }
+        // A served wait never meets "no fetch yet": the fetch that served
+        // it wrote its outcome before the wait ended.
+        self.last_outcome().unwrap_or(Err(RefreshError::Panicked))
+    }
+
+    /// How the last fetch ended, as `refresh_and_wait` reports it; `None`
+    /// if none has.
+    fn last_outcome(&self) -> Option<Result<Arc<T>, RefreshError<E>>> {
         // Acquire: pairs with `ended`'s Release, for an outcome a later
         // fetch wrote (the serving fetch's stores are visible anyway: the
         // wait ends through the waiters' lock, after the run).
-        match self.outcome.load(Acquire) {
-            PANICKED => return Err(RefreshError::Panicked),
-            NO_RUNTIME => return Err(RefreshError::NoRuntime),
-            TIMED_OUT => return Err(RefreshError::TimedOut),
-            NOTHING_HELD => return Err(RefreshError::NothingHeld),
-            FAILED => {
-                if let Some(error) = self.error.load_full() {
-                    return Err(RefreshError::Failed(error));
-                }
+        let failed = match self.outcome.load(Acquire) {
+            NO_FETCH => return None,
+            PANICKED => RefreshError::Panicked,
+            NO_RUNTIME => RefreshError::NoRuntime,
+            TIMED_OUT => RefreshError::TimedOut,
+            NOTHING_HELD => RefreshError::NothingHeld,
+            FAILED => match self.error.load_full() {
+                Some(error) => RefreshError::Failed(error),
                 // A later fetch succeeded meanwhile: it cleared the error
                 // after storing its value, which this thread, having read
-                // the cleared error, now sees (arc-swap's loads and swaps
-                // are SeqCst).
-            }
-            _ => {}
-        }
-        // SUCCEEDED (or NO_FETCH, which a served wait never meets: the
-        // fetch that served it wrote its outcome before the wait ended).
-        self.value.load_full().ok_or(RefreshError::Panicked)
+                // the cleared error (an Acquire load), now sees.
+                None => return Some(self.value.load_full().ok_or(RefreshError::Panicked)),
+            },
+            // SUCCEEDED: the value stored before the outcome.
+            _ => return Some(self.value.load_full().ok_or(RefreshError::Panicked)),
+        };
+        Some(Err(failed))
     }
 
     fn stats(&self) -> RefreshStats {

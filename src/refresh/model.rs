@@ -1,0 +1,121 @@
+//! The refresher's shared state for the loom models: the real value cell,
+//! confirmation, readiness waiters and outcome, driven as a fetch and its
+//! readers drive them. Only under `--cfg loom`.
+
+use super::{Course, Ended, Fetched, Latest, Meta, Pace};
+use crate::clock::{Clock, ManualTime};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A value whose contents loom tracks: a reader that reaches it without
+/// a happens-before edge to its writer fails the model (a causality
+/// violation), as a torn read would in a real run.
+pub struct Payload(loom::cell::UnsafeCell<u32>);
+
+// SAFETY: the contents are written once, at creation, and only read after:
+// what the models check is that every read happens after that write.
+unsafe impl Sync for Payload {}
+
+impl Payload {
+    fn new(value: u32) -> Self {
+        Self(loom::cell::UnsafeCell::new(value))
+    }
+
+    fn get(&self) -> u32 {
+        // SAFETY: no thread writes the contents after creation (above).
+        self.0.with(|value| unsafe { *value })
+    }
+}
+
+/// A refresher without a trigger: the model's threads play its fetch and
+/// its readers.
+pub struct RefreshModel {
+    latest: Arc<Latest<Payload, String>>,
+    course: Mutex<Course>,
+    time: Arc<ManualTime>,
+}
+
+impl std::fmt::Debug for RefreshModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefreshModel").finish_non_exhaustive()
+    }
+}
+
+impl Default for RefreshModel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RefreshModel {
+    /// A refresher holding nothing, on a clock at zero.
+    pub fn new() -> Self {
+        let time = Arc::new(ManualTime::default());
+        let meta = Meta::new(Clock::Manual(Arc::clone(&time)), None, None, None);
+        Self {
+            latest: Latest::new(meta),
+            course: Mutex::new(Course::new(Pace::new(Duration::from_secs(30), None), None)),
+            time,
+        }
+    }
+
+    fn settle(&self, ended: Ended<Payload, String>) {
+        let mut course = self.course.lock().unwrap();
+        self.latest.settle(
+            ended,
+            &mut course,
+            #[cfg(feature = "tokio")]
+            self.latest.fetching(),
+        );
+    }
+
+    /// A fetch answers a new value.
+    pub fn publish(&self, value: u32) {
+        self.settle(Ended::Answered(Fetched::changed(Payload::new(value))));
+    }
+
+    /// A fetch answers "unchanged".
+    pub fn unchanged(&self) {
+        self.settle(Ended::Answered(Fetched::unchanged()));
+    }
+
+    /// A fetch fails.
+    pub fn fail(&self, error: &str) {
+        self.settle(Ended::Error(error.to_owned()));
+    }
+
+    /// Moves the clock to `us`.
+    pub fn set_time_us(&self, us: u64) {
+        self.time.set_us(us);
+    }
+
+    /// The value a reader reads in place.
+    pub fn read(&self) -> Option<u32> {
+        self.latest.read().map(|current| current.get())
+    }
+
+    /// The clock's time of the last confirmation, in µs, if any.
+    pub fn confirmed_us(&self) -> Option<u64> {
+        self.latest
+            .meta
+            .age()
+            .map(|age| self.time.now_us() - u64::try_from(age.as_micros()).unwrap())
+    }
+
+    /// Blocks until a value is confirmed (no timeout: a lost wake-up is a
+    /// deadlock the model reports).
+    pub fn wait_ready(&self) {
+        assert!(self.latest.meta.wait_confirmed(Duration::MAX));
+    }
+
+    /// What `refresh_and_wait` reports of the last fetch: `None` if none
+    /// has ended, else its value or why there is none (`Failed(error)` as
+    /// the error's text, any other reason by its name).
+    pub fn last_outcome(&self) -> Option<Result<u32, String>> {
+        self.latest.last_outcome().map(|outcome| match outcome {
+            Ok(value) => Ok(value.get()),
+            Err(crate::RefreshError::Failed(error)) => Err((*error).clone()),
+            Err(other) => Err(format!("{other:?}")),
+        })
+    }
+}
