@@ -4,7 +4,9 @@
 //! every `--period` seconds, and on every message — a burst costs one
 //! fetch at once and at most one more at the cooldown's end, and two
 //! fetches never run at once. Its fetch owns the async connection (lent
-//! to each fetch, no `Mutex`). While Redis is unreachable the refresh backs
+//! to each fetch, no `Mutex`) and asks for the `version` field first:
+//! when it is the version held, the fetch answers "unchanged" — one small
+//! read, nothing published, no reader woken. While Redis is unreachable the refresh backs
 //! off (`RetryBackoff`); Ctrl-C / SIGTERM shut it down cleanly and print
 //! the report.
 //!
@@ -23,6 +25,7 @@
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
 
+use circulation_trigger::refresh::{Fetched, Validator};
 use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -96,19 +99,33 @@ struct Store {
 }
 
 impl Store {
-    async fn read(&mut self) -> redis::RedisResult<Snapshot> {
+    /// One fetch: "unchanged" if the store's version is `last`, else the
+    /// whole hash, with its version as the next fetch's validator.
+    async fn read(&mut self, last: Option<Validator>) -> redis::RedisResult<Fetched<Snapshot>> {
         let read = async {
             if self.con.is_none() {
                 self.con = Some(self.client.get_multiplexed_async_connection().await?);
             }
             let con = self.con.as_mut().expect("connected");
+            let version: Option<String> = redis::cmd("HGET")
+                .arg("config")
+                .arg("version")
+                .query_async(&mut *con)
+                .await?;
+            if let (Some(last), Some(version)) = (&last, &version) {
+                if last == version.as_str() {
+                    return Ok(None);
+                }
+            }
             redis::cmd("HGETALL")
                 .arg("config")
                 .query_async::<HashMap<String, String>>(con)
                 .await
+                .map(Some)
         };
         let fields = match tokio::time::timeout(IO_TIMEOUT, read).await {
-            Ok(Ok(fields)) => fields,
+            Ok(Ok(Some(fields))) => fields,
+            Ok(Ok(None)) => return Ok(Fetched::unchanged()),
             Ok(Err(error)) => {
                 self.con = None;
                 return Err(error);
@@ -123,7 +140,8 @@ impl Store {
             .get("version")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        Ok(Snapshot { version, fields })
+        let snapshot = Snapshot { version, fields };
+        Ok(Fetched::changed(snapshot).validator(version))
     }
 }
 
@@ -165,7 +183,7 @@ async fn main() {
             t.name("config-refresh")
                 .min_interval(Duration::from_millis(200))
         })
-        .bind_async(store, |store| Box::pin(store.read()));
+        .bind_async_conditional(store, |store, last| Box::pin(store.read(last)));
     config.refresh_now().expect("running");
     // Readers learn of each new value; this one logs it.
     let mut updates = config.subscribe();
@@ -230,11 +248,14 @@ async fn main() {
         .get()
         .and_then(|snapshot| snapshot.fields.get("greeting").cloned());
     println!("\n{report}");
+    let refresh = config.stats();
     println!(
-        "{} \"refresh now\" messages, {} fetches ({} failed, {} fires coalesced), local config v{} (greeting {greeting:?})",
+        "{} \"refresh now\" messages, {} fetches ({} new, {} unchanged, {} failed, {} fires coalesced), local config v{} (greeting {greeting:?})",
         messages.load(SeqCst),
         stats.iterations,
-        config.failures(),
+        refresh.refreshes,
+        refresh.unchanged,
+        refresh.failures,
         stats.coalesced_fires,
         version(),
     );

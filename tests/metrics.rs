@@ -213,3 +213,44 @@ fn a_prometheus_scrape_shows_the_trigger() {
         "{body}"
     );
 }
+
+#[test]
+fn a_refreshers_freshness_and_last_confirmation_are_exported_as_they_change() {
+    use circulation_trigger::Refresh;
+    let recorder = DebuggingRecorder::new();
+    // A snapshot drains what it reads: one, at the end.
+    let (late, wall) = metrics::with_local_recorder(&recorder, || {
+        let sim = Scheduler::builder().build_virtual();
+        let mut up = true;
+        let config = Refresh::builder(&sim)
+            .trigger(|t| t.name("config"))
+            .every(Duration::from_secs(30))
+            .stale_after(Duration::from_secs(60))
+            .expire_after(Duration::from_secs(120))
+            .bind(move || {
+                let fetched = if up { Ok(1) } else { Err("down") };
+                up = false;
+                fetched
+            });
+        config.refresh_now().unwrap();
+        sim.advance(Duration::from_secs(120));
+        let wall = config.stats().last_confirmed.unwrap();
+        (readings(&recorder), wall)
+    });
+    let gauge = "circulation_trigger_refresh_freshness{trigger=config}";
+    let to = |state: &str| {
+        format!("circulation_trigger_refresh_transitions_total{{to={state},trigger=config}}")
+    };
+    assert_eq!(late[gauge], 3.0, "expired, with nobody reading it");
+    let changes = (late[&to("fresh")], late[&to("stale")], late[&to("expired")]);
+    assert_eq!(changes, (1.0, 1.0, 1.0));
+    let confirmed = late["circulation_trigger_refresh_last_confirmed_seconds{trigger=config}"];
+    let expected = wall
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (confirmed - expected).abs() < 1e-3,
+        "{confirmed} vs {expected}"
+    );
+}

@@ -64,10 +64,12 @@ fn unchanged_renews_freshness_and_publishes_nothing() {
         .every(SECOND * 30)
         .stale_after(SECOND * 45)
         .bind_conditional(move |last| s.fetch(last));
+    #[cfg(feature = "tokio")]
     let mut updates = config.subscribe();
     config.refresh_now().unwrap();
     sim.advance(Duration::ZERO);
     let first = config.get().unwrap();
+    #[cfg(feature = "tokio")]
     updates.borrow_and_update();
 
     sim.advance(SECOND * 90); // unchanged at 30, 60 and 90 s
@@ -84,6 +86,7 @@ fn unchanged_renews_freshness_and_publishes_nothing() {
         Arc::ptr_eq(&first, &config.get().unwrap()),
         "the same value, not republished"
     );
+    #[cfg(feature = "tokio")]
     assert!(!updates.has_changed().unwrap(), "no subscriber woken");
     assert_eq!(store.seen(), [None, some("1"), some("1"), some("1")]);
 
@@ -93,6 +96,7 @@ fn unchanged_renews_freshness_and_publishes_nothing() {
         config.get().as_deref().map(String::as_str),
         Some("config v2")
     );
+    #[cfg(feature = "tokio")]
     assert!(updates.has_changed().unwrap(), "a change wakes");
     assert_eq!(store.seen().last(), Some(&some("1")));
     sim.advance(SECOND * 30);
@@ -149,6 +153,7 @@ fn unchanged_without_a_validator_keeps_it_and_a_value_without_one_forgets_it() {
 }
 
 #[test]
+#[cfg(feature = "tokio")] // `subscribe`
 fn compared_values_that_are_equal_count_as_unchanged() {
     let sim = Scheduler::builder().build_virtual();
     let mut call = 0;
@@ -184,6 +189,7 @@ fn without_comparison_an_equal_value_is_published() {
 }
 
 #[test]
+#[cfg(feature = "tokio")] // `subscribe`
 fn on_real_time_an_unchanged_answer_wakes_no_subscriber() {
     let scheduler = Scheduler::builder().workers(1).build().unwrap();
     let store = VersionedStore::new();

@@ -7,7 +7,7 @@
 mod common;
 
 use circulation_trigger::refresh::Freshness;
-use circulation_trigger::{Refresh, RefreshError, RetryBackoff, Scheduler, WaitError};
+use circulation_trigger::{Refresh, RetryBackoff, Scheduler, WaitError};
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
@@ -145,6 +145,7 @@ fn a_blocking_wait_for_readiness_ends_at_the_first_confirmation() {
 }
 
 #[test]
+#[cfg(feature = "tokio")] // the check needs Tokio's runtime context
 fn a_blocking_wait_inside_a_tokio_runtime_is_an_error_not_a_deadlock() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -163,6 +164,7 @@ fn a_blocking_wait_inside_a_tokio_runtime_is_an_error_not_a_deadlock() {
     });
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test]
 async fn readiness_is_awaited_with_a_timeout() {
     let scheduler = Scheduler::new();
@@ -263,6 +265,7 @@ fn a_blocking_fetch_past_its_deadline_is_reported_once_and_its_late_result_count
 #[cfg(feature = "tokio")]
 mod asynchronous {
     use super::*;
+    use circulation_trigger::RefreshError;
 
     /// The fetch's state: calls so far; the second hangs for an hour.
     fn hanging_second(calls: &mut u32) -> circulation_trigger::FetchFuture<'_, u32, String> {

@@ -252,3 +252,40 @@ fn an_async_timed_iteration_span_carries_its_lateness() {
         "{log:#?}"
     );
 }
+
+#[test]
+fn each_change_of_a_refreshers_freshness_is_an_event() {
+    use circulation_trigger::Refresh;
+    let collector = Collector::default();
+    let log = collector.0.clone();
+    tracing::subscriber::with_default(collector, || {
+        let sim = Scheduler::builder().build_virtual();
+        let mut up = true;
+        let config = Refresh::builder(&sim)
+            .trigger(|t| t.name("config"))
+            .every(Duration::from_secs(30))
+            .stale_after(Duration::from_secs(60))
+            .bind(move || {
+                let fetched = if up { Ok(1) } else { Err("down") };
+                up = false;
+                fetched
+            });
+        config.refresh_now().unwrap();
+        sim.advance(Duration::from_secs(60));
+    });
+    let log = log.lock().unwrap();
+    let changes: Vec<&String> = log
+        .iter()
+        .filter(|line| line.contains("refresh freshness changed"))
+        .collect();
+    assert_eq!(changes.len(), 2, "{changes:#?}");
+    assert!(
+        changes[0].contains("event INFO") && changes[0].contains("to=\"fresh\""),
+        "{changes:#?}"
+    );
+    assert!(
+        changes[1].contains("event WARN") && changes[1].contains("to=\"stale\""),
+        "{changes:#?}"
+    );
+    assert!(changes[1].contains("\"config\""), "{changes:#?}");
+}

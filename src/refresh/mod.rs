@@ -1033,6 +1033,22 @@ impl<T, E> Latest<T, E> {
         Current::new(self.value.load(), &self.meta)
     }
 
+    #[cfg(feature = "tokio")]
+    async fn ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
+        let confirmed = self.meta.confirmed();
+        if timeout == Duration::MAX {
+            confirmed.await;
+            return Ok(());
+        }
+        tokio::time::timeout(timeout, confirmed)
+            .await
+            .map_err(|_| crate::WaitError::Timeout)
+    }
+
+    fn freshness(&self) -> Option<Freshness> {
+        self.value.load().is_some().then(|| self.meta.freshness())
+    }
+
     fn wait_ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
         #[cfg(feature = "tokio")]
         if tokio::runtime::Handle::try_current().is_ok() && !self.meta.is_confirmed() {
@@ -1082,11 +1098,7 @@ impl<T, E> Refresh<T, E> {
     /// [`stale_after`](RefreshBuilder::stale_after) and
     /// [`expire_after`](RefreshBuilder::expire_after).
     pub fn freshness(&self) -> Option<Freshness> {
-        self.latest
-            .value
-            .load()
-            .is_some()
-            .then(|| self.latest.meta.freshness())
+        self.latest.freshness()
     }
 
     /// The refresher's state and counters, read at once.
@@ -1189,14 +1201,7 @@ impl<T, E> Refresh<T, E> {
     #[cfg(feature = "tokio")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
     pub async fn ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
-        let confirmed = self.latest.meta.confirmed();
-        if timeout == Duration::MAX {
-            confirmed.await;
-            return Ok(());
-        }
-        tokio::time::timeout(timeout, confirmed)
-            .await
-            .map_err(|_| crate::WaitError::Timeout)
+        self.latest.ready(timeout).await
     }
 
     /// Compares a new value with the one held (`T: PartialEq`): an equal
@@ -1294,6 +1299,26 @@ impl<T, E> Reader<T, E> {
     /// As [`Refresh::stats`].
     pub fn stats(&self) -> RefreshStats {
         self.latest.stats()
+    }
+
+    /// As [`Refresh::freshness`].
+    pub fn freshness(&self) -> Option<Freshness> {
+        self.latest.freshness()
+    }
+
+    /// As [`Refresh::ready`] (feature `tokio`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Refresh::ready`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Refresh::ready`].
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
+        self.latest.ready(timeout).await
     }
 
     /// As [`Refresh::wait_ready`].

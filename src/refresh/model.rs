@@ -16,6 +16,12 @@ pub struct Payload(loom::cell::UnsafeCell<u32>);
 // what the models check is that every read happens after that write.
 unsafe impl Sync for Payload {}
 
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Payload(..)")
+    }
+}
+
 impl Payload {
     fn new(value: u32) -> Self {
         Self(loom::cell::UnsafeCell::new(value))
