@@ -1,4 +1,4 @@
-//! The refresher's hot-path read beside its peers: `Refresh::read` against
+//! The refresher's hot-path read beside its peers: `Reader::read` against
 //! `arc-swap`'s guard, `RwLock<Arc<T>>` and `tokio::sync::watch`'s
 //! `borrow`, each read dereferenced to one field, with 1 and 2 reader
 //! threads, with no writer and with a writer every millisecond.
@@ -33,10 +33,12 @@ fn config(limit: u64) -> Config {
     }
 }
 
-/// One system under test: a reader's loop body, and a writer's step.
+/// One system under test: a reader thread's read (each thread gets its
+/// own, as a service's threads would keep their handles), and a writer's
+/// step.
 trait System: Send + Sync {
     fn name(&self) -> &'static str;
-    fn read(&self) -> u64;
+    fn reader(&self) -> Box<dyn FnMut() -> u64 + Send + '_>;
     fn write(&self, limit: u64);
 }
 
@@ -47,12 +49,12 @@ struct Ours {
 
 impl System for Ours {
     fn name(&self) -> &'static str {
-        "Refresh::read"
+        "Reader::read"
     }
 
-    #[inline]
-    fn read(&self) -> u64 {
-        self.config.read().map_or(0, |c| c.limit)
+    fn reader(&self) -> Box<dyn FnMut() -> u64 + Send + '_> {
+        let mut reader = self.config.reader();
+        Box::new(move || reader.read().map_or(0, |c| c.limit))
     }
 
     fn write(&self, limit: u64) {
@@ -68,9 +70,8 @@ impl System for Swap {
         "arc-swap guard"
     }
 
-    #[inline]
-    fn read(&self) -> u64 {
-        self.0.load().limit
+    fn reader(&self) -> Box<dyn FnMut() -> u64 + Send + '_> {
+        Box::new(|| self.0.load().limit)
     }
 
     fn write(&self, limit: u64) {
@@ -85,9 +86,8 @@ impl System for Locked {
         "RwLock<Arc<T>>"
     }
 
-    #[inline]
-    fn read(&self) -> u64 {
-        self.0.read().unwrap().limit
+    fn reader(&self) -> Box<dyn FnMut() -> u64 + Send + '_> {
+        Box::new(|| self.0.read().unwrap().limit)
     }
 
     fn write(&self, limit: u64) {
@@ -105,9 +105,9 @@ impl System for Watch {
         "watch::borrow"
     }
 
-    #[inline]
-    fn read(&self) -> u64 {
-        self.receiver.borrow().limit
+    fn reader(&self) -> Box<dyn FnMut() -> u64 + Send + '_> {
+        let receiver = self.receiver.clone();
+        Box::new(move || receiver.borrow().limit)
     }
 
     fn write(&self, limit: u64) {
@@ -122,12 +122,14 @@ fn measure(system: &dyn System, readers: usize, writing: bool, millis: u64) -> f
     let reads = AtomicU64::new(0);
     let elapsed = thread::scope(|scope| {
         for _ in 0..readers {
-            scope.spawn(|| {
+            let mut read = system.reader();
+            let (stop, reads) = (&stop, &reads);
+            scope.spawn(move || {
                 let mut count = 0_u64;
                 let mut sum = 0_u64;
                 while !stop.load(Relaxed) {
                     for _ in 0..1_000 {
-                        sum = sum.wrapping_add(black_box(system.read()));
+                        sum = sum.wrapping_add(black_box(read()));
                     }
                     count += 1_000;
                 }

@@ -231,15 +231,57 @@ pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
     }
 }
 
-/// The refresher's value cell: `arc-swap`'s `ArcSwapOption` off loom. A
-/// load takes a guard that writes only the reading thread's own debt slot,
-/// so readers share no written cache line.
+/// The refresher's value cell: `arc-swap`'s `ArcSwapOption` off loom.
+/// Readers read it through a [`ValueCache`], which writes nothing shared.
 #[cfg(not(loom))]
 pub(crate) struct ValueCell<T>(arc_swap::ArcSwapOption<T>);
 
 /// A loaded [`ValueCell`]: the value stays valid while it is held.
 #[cfg(not(loom))]
 pub(crate) struct ValueGuard<T>(arc_swap::Guard<Option<Arc<T>>>);
+
+/// What a [`ValueCache`] reads through: something that keeps a value cell
+/// alive (a reader's handle on the refresher's shared state).
+pub(crate) trait HoldsCell {
+    type Value;
+    fn cell(&self) -> &ValueCell<Self::Value>;
+}
+
+/// A reader's own copy of a [`ValueCell`]'s value, revalidated at each read
+/// by one load of the cell's pointer: a read writes only the cache (the
+/// reader's own memory), and a new value costs one full load, once.
+/// Off loom, `arc-swap`'s `Cache`.
+#[cfg(not(loom))]
+pub(crate) struct ValueCache<H: HoldsCell>(
+    arc_swap::cache::Cache<CellOf<H>, Option<Arc<H::Value>>>,
+);
+
+/// [`ValueCache`]'s way to the `ArcSwapOption` inside a holder.
+#[cfg(not(loom))]
+pub(crate) struct CellOf<H>(H);
+
+#[cfg(not(loom))]
+impl<H: HoldsCell> std::ops::Deref for CellOf<H> {
+    type Target = arc_swap::ArcSwapOption<H::Value>;
+
+    #[inline]
+    fn deref(&self) -> &Self::Target {
+        &self.0.cell().0
+    }
+}
+
+#[cfg(not(loom))]
+impl<H: HoldsCell> ValueCache<H> {
+    pub(crate) fn new(holder: H) -> Self {
+        Self(arc_swap::cache::Cache::new(CellOf(holder)))
+    }
+
+    /// The value held now (a new one is loaded once, then kept).
+    #[inline]
+    pub(crate) fn load(&mut self) -> Option<&H::Value> {
+        self.0.load().as_deref()
+    }
+}
 
 #[cfg(not(loom))]
 impl<T> ValueCell<T> {
@@ -357,5 +399,32 @@ impl<T> ValueGuard<T> {
 
     pub(crate) fn is_some(&self) -> bool {
         self.0.is_some()
+    }
+}
+
+/// See the off-loom [`ValueCache`]: the same revalidation, on the loom
+/// stand-in's pointer.
+#[cfg(loom)]
+pub(crate) struct ValueCache<H: HoldsCell> {
+    holder: H,
+    cached: Option<Arc<H::Value>>,
+}
+
+#[cfg(loom)]
+impl<H: HoldsCell> ValueCache<H> {
+    pub(crate) fn new(holder: H) -> Self {
+        let cached = holder.cell().load_full();
+        Self { holder, cached }
+    }
+
+    pub(crate) fn load(&mut self) -> Option<&H::Value> {
+        let cached = self.cached.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
+        // Relaxed: only whether the value changed is read here; a changed
+        // one is loaded by `load_full`, whose Acquire reads its contents.
+        let shared = self.holder.cell().ptr.load(Ordering::Relaxed);
+        if !std::ptr::eq(cached, shared) {
+            self.cached = self.holder.cell().load_full();
+        }
+        self.cached.as_deref()
     }
 }

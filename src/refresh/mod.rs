@@ -1,6 +1,6 @@
 //! The refresher: a value kept fresh by a trigger. [`Refresh`] runs a
 //! fetch on a period (or when fired), keeps the latest good value for
-//! readers ([`Refresh::read`] writes no shared cache line), keeps it
+//! readers (a [`Reader`]'s read writes no shared cache line), keeps it
 //! through failed fetches, which it reports and retries with a back-off,
 //! and tells how fresh it is ([`Freshness`], [`RefreshStats`]).
 //!
@@ -35,7 +35,7 @@ mod tests;
 pub use answer::{Fetched, Validator};
 pub use builder::RefreshBuilder;
 pub use fresh::{Freshness, Origin};
-pub use read::Current;
+pub use read::{Current, Reader};
 
 pub(crate) use fresh::Meta;
 
@@ -742,12 +742,12 @@ impl<T, E> Refresh<T, E> {
         &self.trigger
     }
 
-    /// A reader's handle: the value and the error, without the trigger
-    /// (it neither fires nor keeps the fetch alive).
+    /// A reader's handle, for the hot path: [`Reader::read`] lends the
+    /// latest value after one load, writing nothing another thread reads.
+    /// Keep one per thread or task. It neither fires nor keeps the fetch
+    /// alive.
     pub fn reader(&self) -> Reader<T, E> {
-        Reader {
-            latest: Arc::clone(&self.latest),
-        }
+        Reader::new(Arc::clone(&self.latest))
     }
 
     /// A receiver of the latest good value: `changed().await` waits until
@@ -809,40 +809,6 @@ impl<T, E> Refresh<T, E> {
         }
         // Terminated: the last value, on a channel already closed.
         tokio::sync::watch::channel(self.get()).1
-    }
-}
-
-/// A read-only handle on a [`Refresh`]'s value (see
-/// [`Refresh::reader`]).
-pub struct Reader<T, E = Box<dyn std::error::Error + Send + Sync>> {
-    latest: Arc<Latest<T, E>>,
-}
-
-impl<T, E> Clone for Reader<T, E> {
-    fn clone(&self) -> Self {
-        Self {
-            latest: Arc::clone(&self.latest),
-        }
-    }
-}
-
-impl<T, E> fmt::Debug for Reader<T, E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reader")
-            .field("has_value", &self.latest.value.load().is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T, E> Reader<T, E> {
-    /// As [`Refresh::get`].
-    pub fn get(&self) -> Option<Arc<T>> {
-        self.latest.value.load_full()
-    }
-
-    /// As [`Refresh::last_error`].
-    pub fn last_error(&self) -> Option<Arc<E>> {
-        self.latest.error.load_full()
     }
 }
 
@@ -1028,11 +994,6 @@ impl<T, E> Refresh<T, E> {
 }
 
 impl<T, E> Latest<T, E> {
-    #[inline]
-    fn read(&self) -> Option<Current<'_, T>> {
-        Current::new(self.value.load(), &self.meta)
-    }
-
     #[cfg(feature = "tokio")]
     async fn ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
         let confirmed = self.meta.confirmed();
@@ -1064,35 +1025,6 @@ impl<T, E> Latest<T, E> {
 
 /// Readiness and freshness.
 impl<T, E> Refresh<T, E> {
-    /// The value held, read in place: no reference count moves, so
-    /// readers on many cores share no written cache line. `None` until a
-    /// value is held. The hot path of a service that reads its
-    /// configuration on every request; [`get`](Self::get) gives an owned
-    /// `Arc` instead.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use circulation_trigger::{Refresh, Scheduler};
-    /// use std::time::Duration;
-    ///
-    /// struct Config {
-    ///     limit: u32,
-    /// }
-    ///
-    /// let sim = Scheduler::builder().build_virtual();
-    /// let config = Refresh::builder(&sim).bind(|| Ok::<_, String>(Config { limit: 10 }));
-    /// config.refresh_now()?;
-    /// sim.advance(Duration::ZERO);
-    /// let limit = config.read().map_or(1, |c| c.limit); // per request
-    /// assert_eq!(limit, 10);
-    /// # Ok::<(), circulation_trigger::FireError>(())
-    /// ```
-    #[inline]
-    pub fn read(&self) -> Option<Current<'_, T>> {
-        self.latest.read()
-    }
-
     /// How fresh the value held is (`None` with none): by the time since
     /// a fetch last confirmed it, against
     /// [`stale_after`](RefreshBuilder::stale_after) and
@@ -1161,7 +1093,7 @@ impl<T, E> Refresh<T, E> {
     /// let config = Refresh::builder(&scheduler).bind(|| Ok::<_, String>("v1"));
     /// config.refresh_now()?;
     /// config.wait_ready(Duration::from_secs(10))?;
-    /// assert_eq!(*config.read().unwrap(), "v1");
+    /// assert_eq!(config.get().as_deref(), Some(&"v1"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
@@ -1285,48 +1217,5 @@ impl<T, E> Refresh<T, E> {
     ) -> Self {
         self.latest.hooks().retry_after = Some(Arc::new(read));
         self
-    }
-}
-
-/// Readiness and freshness, as on [`Refresh`].
-impl<T, E> Reader<T, E> {
-    /// As [`Refresh::read`].
-    #[inline]
-    pub fn read(&self) -> Option<Current<'_, T>> {
-        self.latest.read()
-    }
-
-    /// As [`Refresh::stats`].
-    pub fn stats(&self) -> RefreshStats {
-        self.latest.stats()
-    }
-
-    /// As [`Refresh::freshness`].
-    pub fn freshness(&self) -> Option<Freshness> {
-        self.latest.freshness()
-    }
-
-    /// As [`Refresh::ready`] (feature `tokio`).
-    ///
-    /// # Errors
-    ///
-    /// As [`Refresh::ready`].
-    ///
-    /// # Panics
-    ///
-    /// As [`Refresh::ready`].
-    #[cfg(feature = "tokio")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-    pub async fn ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
-        self.latest.ready(timeout).await
-    }
-
-    /// As [`Refresh::wait_ready`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Refresh::wait_ready`].
-    pub fn wait_ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
-        self.latest.wait_ready(timeout)
     }
 }

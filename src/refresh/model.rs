@@ -95,9 +95,14 @@ impl RefreshModel {
         self.time.set_us(us);
     }
 
-    /// The value a reader reads in place.
+    /// A reader's handle, with its own cache.
+    pub fn reader(&self) -> ModelReader {
+        ModelReader(super::Reader::new(Arc::clone(&self.latest)))
+    }
+
+    /// The value a fresh reader's handle reads.
     pub fn read(&self) -> Option<u32> {
-        self.latest.read().map(|current| current.get())
+        self.reader().read()
     }
 
     /// The clock's time of the last confirmation, in µs, if any.
@@ -123,5 +128,21 @@ impl RefreshModel {
             Err(crate::RefreshError::Failed(error)) => Err((*error).clone()),
             Err(other) => Err(format!("{other:?}")),
         })
+    }
+}
+
+/// A [`RefreshModel`]'s reader: the real `Reader`, its cache and all.
+pub struct ModelReader(super::Reader<Payload, String>);
+
+impl std::fmt::Debug for ModelReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelReader(..)")
+    }
+}
+
+impl ModelReader {
+    /// The value the handle reads now.
+    pub fn read(&mut self) -> Option<u32> {
+        self.0.read().map(|current| current.get())
     }
 }

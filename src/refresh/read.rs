@@ -1,23 +1,39 @@
-//! The hot-path read: the value held, borrowed in place, with where it came
-//! from and how fresh it is.
+//! The hot-path read: a reader's handle that keeps its own copy of the
+//! value and revalidates it with one load, and the value it reads, with
+//! where it came from and how fresh it is.
 
-use super::{Freshness, Meta, Origin};
-use crate::sync::ValueGuard;
+use super::{Freshness, Latest, Meta, Origin, RefreshStats};
+use crate::sync::{HoldsCell, ValueCache, ValueCell};
 use std::fmt;
 use std::ops::Deref;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
-/// The value a refresher holds, read in place ([`Refresh::read`]): it
-/// dereferences to the value, which stays valid while this is held,
-/// whatever is published meanwhile.
+/// The cache's way to the value cell: a handle on the shared state.
+struct Holder<T, E>(Arc<Latest<T, E>>);
+
+impl<T, E> HoldsCell for Holder<T, E> {
+    type Value = T;
+
+    #[inline]
+    fn cell(&self) -> &ValueCell<T> {
+        &self.0.value
+    }
+}
+
+/// A reader's handle on a [`Refresh`](crate::Refresh)'s value
+/// ([`Refresh::reader`](crate::Refresh::reader)): the hot path of a service
+/// that reads its configuration on every request.
 ///
-/// Taking one writes no cache line another thread reads: no reference
-/// count moves (the guard takes a slot of the reading thread's own). Hold
-/// it for a request, not for ever: a thread holding many at once falls
-/// back to counting them. For an owned value, use
-/// [`Refresh::get`](crate::Refresh::get).
+/// [`read`](Self::read) checks with one load that the value this handle
+/// last saw is still the latest, and lends it: it writes nothing another
+/// thread reads (no reference count, no lock), so readers on many cores
+/// never contend. A new value is loaded once per handle, at its first read.
+/// Keep one handle per thread or task (a clone is another handle); between
+/// reads a handle keeps the value it last saw alive.
 ///
-/// [`Refresh::read`]: crate::Refresh::read
+/// It neither fires nor keeps the fetch alive. [`get`](Self::get) gives
+/// an owned `Arc` of the latest value instead.
 ///
 /// # Examples
 ///
@@ -26,40 +42,123 @@ use std::time::SystemTime;
 /// use circulation_trigger::{Refresh, Scheduler};
 /// use std::time::Duration;
 ///
+/// struct Config {
+///     limit: u32,
+/// }
+///
 /// let sim = Scheduler::builder().build_virtual();
 /// let config = Refresh::builder(&sim)
 ///     .stale_after(Duration::from_secs(60))
-///     .bind(|| Ok::<_, String>(String::from("v1")));
-/// assert!(config.read().is_none()); // nothing fetched yet
+///     .bind(|| Ok::<_, String>(Config { limit: 10 }));
+/// let mut reader = config.reader(); // one per thread or task
+/// assert!(reader.read().is_none()); // nothing fetched yet
 /// config.refresh_now()?;
 /// sim.advance(Duration::ZERO);
 ///
-/// let current = config.read().unwrap();
-/// assert_eq!(current.len(), 2); // derefs to the value
+/// let limit = reader.read().map_or(1, |c| c.limit); // per request
+/// assert_eq!(limit, 10);
+/// let current = reader.read().unwrap();
 /// assert_eq!(current.origin(), Origin::Fetch);
 /// assert_eq!(current.freshness(), Freshness::Fresh);
 /// assert!(current.confirmed_at().is_some());
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
+pub struct Reader<T, E = Box<dyn std::error::Error + Send + Sync>> {
+    latest: Arc<Latest<T, E>>,
+    cache: ValueCache<Holder<T, E>>,
+}
+
+impl<T, E> Reader<T, E> {
+    pub(super) fn new(latest: Arc<Latest<T, E>>) -> Self {
+        let cache = ValueCache::new(Holder(Arc::clone(&latest)));
+        Self { latest, cache }
+    }
+
+    /// The latest value, read in place (`None` until one is held): one
+    /// load checks that the handle's copy is still the latest.
+    #[inline]
+    pub fn read(&mut self) -> Option<Current<'_, T>> {
+        let meta = &self.latest.meta;
+        self.cache.load().map(|value| Current { value, meta })
+    }
+
+    /// The latest value, owned: it stays valid for as long as it is held,
+    /// whatever is published meanwhile. Each call moves the value's
+    /// reference count; [`read`](Self::read) moves none.
+    pub fn get(&self) -> Option<Arc<T>> {
+        self.latest.value.load_full()
+    }
+
+    /// As [`Refresh::last_error`](crate::Refresh::last_error).
+    pub fn last_error(&self) -> Option<Arc<E>> {
+        self.latest.error.load_full()
+    }
+
+    /// As [`Refresh::stats`](crate::Refresh::stats).
+    pub fn stats(&self) -> RefreshStats {
+        self.latest.stats()
+    }
+
+    /// As [`Refresh::freshness`](crate::Refresh::freshness).
+    pub fn freshness(&self) -> Option<Freshness> {
+        self.latest.freshness()
+    }
+
+    /// As [`Refresh::wait_ready`](crate::Refresh::wait_ready).
+    ///
+    /// # Errors
+    ///
+    /// As [`Refresh::wait_ready`](crate::Refresh::wait_ready).
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
+        self.latest.wait_ready(timeout)
+    }
+
+    /// As [`Refresh::ready`](crate::Refresh::ready) (feature `tokio`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Refresh::ready`](crate::Refresh::ready).
+    ///
+    /// # Panics
+    ///
+    /// As [`Refresh::ready`](crate::Refresh::ready).
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn ready(&self, timeout: Duration) -> Result<(), crate::WaitError> {
+        self.latest.ready(timeout).await
+    }
+}
+
+/// Another handle, with a cache of its own.
+impl<T, E> Clone for Reader<T, E> {
+    fn clone(&self) -> Self {
+        Self::new(Arc::clone(&self.latest))
+    }
+}
+
+impl<T, E> fmt::Debug for Reader<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader")
+            .field("has_value", &self.latest.value.load().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The value a [`Reader`] read: it dereferences to the value, and tells
+/// where the value came from and how fresh it is.
 pub struct Current<'a, T> {
-    guard: ValueGuard<T>,
+    value: &'a T,
     meta: &'a Meta,
 }
 
-impl<'a, T> Current<'a, T> {
-    /// The value in `guard`, if there is one.
-    #[inline]
-    pub(super) fn new(guard: ValueGuard<T>, meta: &'a Meta) -> Option<Self> {
-        guard.is_some().then_some(Self { guard, meta })
-    }
-
+impl<T> Current<'_, T> {
     /// Where the value came from.
     pub fn origin(&self) -> Origin {
         Origin::Fetch
     }
 
     /// The wall-clock time a fetch last confirmed the value held (now, not
-    /// when this was read: an "unchanged" answer since renews it).
+    /// when it was read: an "unchanged" answer since renews it).
     pub fn confirmed_at(&self) -> Option<SystemTime> {
         self.meta.confirmed_at()
     }
@@ -70,21 +169,25 @@ impl<'a, T> Current<'a, T> {
     }
 }
 
+impl<T> Clone for Current<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Current<'_, T> {}
+
 impl<T> Deref for Current<'_, T> {
     type Target = T;
 
     #[inline]
     fn deref(&self) -> &T {
-        match self.guard.get() {
-            Some(value) => value,
-            // `new` built none without a value.
-            None => unreachable!("a `Current` always holds a value"),
-        }
+        self.value
     }
 }
 
 impl<T: fmt::Debug> fmt::Debug for Current<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
+        fmt::Debug::fmt(self.value, f)
     }
 }
