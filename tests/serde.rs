@@ -112,3 +112,19 @@ fn statistics_and_the_shutdown_report_serialize_for_a_status_endpoint() {
     assert_eq!(report["discarded"][0]["due_in"], "1h");
     assert_eq!(report["detached_threads"], 0);
 }
+
+#[test]
+fn a_refreshers_statistics_serialize_for_a_status_endpoint() {
+    let sim = Scheduler::builder().build_virtual();
+    let config = circulation_trigger::Refresh::builder(&sim)
+        .every(Duration::from_secs(3600))
+        .stale_after(Duration::from_secs(60))
+        .bind(|| Ok::<_, String>("v1"));
+    config.refresh_now().unwrap();
+    sim.advance(Duration::from_secs(90));
+    let stats = serde_json::to_value(config.stats()).unwrap();
+    assert_eq!(stats["freshness"], "Stale");
+    assert_eq!(stats["age"], "1m 30s");
+    assert_eq!(stats["refreshes"], 1);
+    assert!(stats["last_confirmed"].as_str().unwrap().ends_with('Z'));
+}

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// [`expire_after`](crate::RefreshBuilder::expire_after). A stale or
 /// expired value is still served: the service decides what it means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum Freshness {
     /// Confirmed within `stale_after` (or no `stale_after` is set).
     Fresh,
@@ -32,6 +33,7 @@ pub enum Freshness {
 
 /// Where the value a refresher serves came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum Origin {
     /// A fetch returned it.

@@ -73,6 +73,7 @@ pub type FetchFuture<'s, T, E> =
 /// A refresher's statistics and state, read at once
 /// ([`Refresh::stats`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct RefreshStats {
     /// A value is held (readers get one).
@@ -82,8 +83,10 @@ pub struct RefreshStats {
     pub confirmed: bool,
     /// The wall-clock time of the last confirmation: the wall clock read
     /// when the refresher was built, plus the monotonic time since.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_confirmed: Option<SystemTime>,
     /// The time since the last confirmation.
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub age: Option<Duration>,
     /// How fresh the value held is; `None` with no value.
     pub freshness: Option<Freshness>,
@@ -630,10 +633,11 @@ fn nanos(duration: Duration) -> u64 {
 }
 
 /// A value kept fresh by a trigger: the fetch runs on a period, on
-/// demand ([`trigger`](Self::trigger)`().fire()`), never twice at once;
-/// readers get the latest good value without a lock; a failed fetch
-/// keeps the last good value, is reported
-/// ([`last_error`](Self::last_error)) and retried with a back-off.
+/// demand ([`refresh_now`](Self::refresh_now)), never twice at once;
+/// readers get the latest good value without a lock (on the hot path,
+/// through a [`reader`](Self::reader)); a failed fetch keeps the last
+/// good value, is reported ([`last_error`](Self::last_error)) and retried
+/// with a back-off; [`stats`](Self::stats) tells how fresh the value is.
 ///
 /// Cloning gives another handle to the same value and trigger. The
 /// trigger is a plain [`Trigger`]: `fire`, `fire_and_wait`, `pause`,
@@ -703,10 +707,11 @@ impl<T, E> fmt::Debug for Refresh<T, E> {
 }
 
 impl<T, E> Refresh<T, E> {
-    /// The latest good value, if a fetch has succeeded yet. Lock-free and
-    /// wait-free for readers (an `arc-swap` load); the value stays valid
-    /// for as long as the reader holds the `Arc`, whatever refreshes
-    /// meanwhile.
+    /// The latest good value, if a fetch has succeeded yet, owned: it
+    /// stays valid for as long as the caller holds the `Arc`, whatever
+    /// refreshes meanwhile. Lock-free; each call moves the value's
+    /// reference count, so a hot path reads through a
+    /// [`reader`](Self::reader) instead.
     pub fn get(&self) -> Option<Arc<T>> {
         self.latest.value.load_full()
     }
@@ -1173,7 +1178,8 @@ impl<T, E> Refresh<T, E> {
     /// maximum (with no back-off, the period), spread over up to a tenth
     /// more (or the back-off's jitter, if larger) so a fleet told the same
     /// delay does not come back at once. A `refresh_now` inside that
-    /// window is served by one fetch at its end. Set it when building.
+    /// window is served by one fetch at its end; a `refresh_and_wait`
+    /// there returns the store's error at once. Set it when building.
     ///
     /// # Examples
     ///
