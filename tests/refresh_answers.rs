@@ -114,7 +114,8 @@ fn unchanged_with_no_value_held_is_a_failure() {
     );
     let stats = config.stats();
     assert!(!stats.has_value && !stats.confirmed && stats.failing);
-    assert_eq!((stats.failures, stats.unchanged), (1, 0));
+    assert_eq!((stats.fetches, stats.failures, stats.unchanged), (1, 1, 0));
+    assert_eq!(config.last_failure(), Some(RefreshError::NothingHeld));
 }
 
 #[test]

@@ -299,6 +299,8 @@ mod asynchronous {
         assert_eq!((stats.timeouts, stats.failures), (1, 1));
         assert!(stats.failing);
         assert!(config.last_error().is_none(), "not one of the fetch's own");
+        assert_eq!(config.last_failure(), Some(RefreshError::TimedOut));
+        assert_eq!(stats.fetches, 2, "one new, one timed out");
         assert_eq!(config.get().as_deref(), Some(&1), "the value stays");
         // The state survived the dropped fetch: the third call is 3.
         let third = config.refresh_and_wait_async(SECOND * 10).await.unwrap();

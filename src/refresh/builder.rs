@@ -108,7 +108,9 @@ impl<'a> RefreshBuilder<'a> {
     /// returns holds the fetch (never two at once): the value turns stale,
     /// then expired.
     ///
-    /// On a [`VirtualScheduler`](crate::VirtualScheduler) an async fetch's
+    /// The deadline holds during a graceful shutdown too: the fetch in
+    /// flight, which the shutdown waits for, still ends by it. On a
+    /// [`VirtualScheduler`](crate::VirtualScheduler) an async fetch's
     /// deadline runs on virtual time.
     pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
         self.fetch_timeout = Some(timeout);

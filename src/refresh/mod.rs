@@ -90,6 +90,9 @@ pub struct RefreshStats {
     pub age: Option<Duration>,
     /// How fresh the value held is; `None` with no value.
     pub freshness: Option<Freshness>,
+    /// Fetches that ended, of every kind: each counts in exactly one of
+    /// `refreshes`, `unchanged` and `failures`.
+    pub fetches: u64,
     /// Fetches that returned a new value.
     pub refreshes: u64,
     /// Fetches that answered "unchanged" with a value held (or returned a
@@ -606,15 +609,21 @@ impl<T, E> Latest<T, E> {
 
     fn stats(&self) -> RefreshStats {
         let has_value = self.value.load().is_some();
+        let (refreshes, unchanged, failures) = (
+            self.refreshes.load(Relaxed),
+            self.unchanged.load(Relaxed),
+            self.failures.load(Relaxed),
+        );
         RefreshStats {
             has_value,
             confirmed: self.meta.is_confirmed(),
             last_confirmed: self.meta.confirmed_at(),
             age: self.meta.age(),
             freshness: has_value.then(|| self.meta.freshness()),
-            refreshes: self.refreshes.load(Relaxed),
-            unchanged: self.unchanged.load(Relaxed),
-            failures: self.failures.load(Relaxed),
+            fetches: refreshes + unchanged + failures,
+            refreshes,
+            unchanged,
+            failures,
             panics: self.panics.load(Relaxed),
             timeouts: self.timeouts.load(Relaxed),
             refused_fires: self.refused.load(Relaxed),
@@ -716,10 +725,38 @@ impl<T, E> Refresh<T, E> {
         self.latest.value.load_full()
     }
 
-    /// The error of the last fetch, if it failed; `None` once a fetch
-    /// succeeds again.
+    /// The error the fetch itself returned last (an `E`), if the last
+    /// fetch failed with one; `None` once a fetch succeeds again. A
+    /// failure that is not an `E` — a panic, a timeout, "unchanged" with
+    /// no value held — leaves it as it was:
+    /// [`last_failure`](Self::last_failure) reports every kind.
     pub fn last_error(&self) -> Option<Arc<E>> {
         self.latest.error.load_full()
+    }
+
+    /// Why the last fetch failed, whatever the kind
+    /// ([`RefreshError::Failed`] with its error, `Panicked`, `TimedOut`,
+    /// `NothingHeld`, `NoRuntime`); `None` if it succeeded or none has
+    /// ended yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, RefreshError, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let config = Refresh::builder(&sim).bind(|| Err::<u32, _>("store down"));
+    /// config.refresh_now()?;
+    /// sim.advance(Duration::ZERO);
+    /// match config.last_failure() {
+    ///     Some(RefreshError::Failed(error)) => assert_eq!(*error, "store down"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn last_failure(&self) -> Option<RefreshError<E>> {
+        self.latest.last_outcome().and_then(Result::err)
     }
 
     /// Fetches that succeeded so far.
@@ -949,7 +986,8 @@ impl<T, E> Refresh<T, E> {
 
     /// The awaitable [`refresh_and_wait`](Self::refresh_and_wait)
     /// (feature `tokio`): fires when called, not when first polled, and
-    /// waits without blocking a thread.
+    /// waits without blocking a thread. Like every path to a fetch, it may
+    /// first wait out the cooldown.
     ///
     /// # Errors
     ///
@@ -1038,7 +1076,8 @@ impl<T, E> Refresh<T, E> {
         self.latest.freshness()
     }
 
-    /// The refresher's state and counters, read at once.
+    /// The refresher's state and counters, read at once (a
+    /// [`RefreshStats`], in [`circulation_trigger::refresh`](self)).
     ///
     /// # Examples
     ///
@@ -1076,7 +1115,9 @@ impl<T, E> Refresh<T, E> {
 
     /// Blocks until a fetch has confirmed a value (a good or "unchanged"
     /// answer) since the refresher started, or for at most `timeout`.
-    /// Readiness: what a service waits for before it serves.
+    /// Readiness: what a service waits for before it serves. It does not
+    /// fire: call [`refresh_now`](Self::refresh_now) first (nothing runs
+    /// before the first fire), or it waits for the schedule.
     ///
     /// # Errors
     ///
@@ -1107,7 +1148,8 @@ impl<T, E> Refresh<T, E> {
 
     /// Waits until a fetch has confirmed a value, or for at most
     /// `timeout`, without blocking a thread: the async
-    /// [`wait_ready`](Self::wait_ready) (feature `tokio`).
+    /// [`wait_ready`](Self::wait_ready) (feature `tokio`). It does not
+    /// fire either.
     ///
     /// # Errors
     ///
