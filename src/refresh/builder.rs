@@ -439,7 +439,7 @@ impl<'a> RefreshBuilder<'a> {
             course,
             watchdog,
         } = self.parts();
-        let clock = trigger.scheduler().virtual_clock.clone();
+        let clock = trigger.scheduler().virtual_sleep.clone();
         let lent = super::lend::Lent::new(state, fetch, course);
         let shared = Arc::clone(&latest);
         let trigger = trigger.bind_async(move || {

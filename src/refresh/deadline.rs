@@ -3,7 +3,7 @@
 //! otherwise).
 
 use crate::scheduler::local::{parked_on_virtual_time, parks_on_virtual_time};
-use crate::virtual_time::VirtualClock;
+use crate::scheduler::VirtualSleep;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -15,14 +15,14 @@ type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub(super) struct Deadline<Fut> {
     fetch: Fut,
     timeout: Duration,
-    clock: Option<VirtualClock>,
+    clock: Option<VirtualSleep>,
     /// Made at the first poll, inside the fetch's panic catch: Tokio's
     /// timer panics outside a runtime, and that panic is the fetch's.
     sleep: Option<Sleep>,
 }
 
 impl<Fut> Deadline<Fut> {
-    pub(super) fn new(fetch: Fut, timeout: Duration, clock: Option<VirtualClock>) -> Self {
+    pub(super) fn new(fetch: Fut, timeout: Duration, clock: Option<VirtualSleep>) -> Self {
         Self {
             fetch,
             timeout,
@@ -46,7 +46,7 @@ impl<Fut: Future + Unpin> Future for Deadline<Fut> {
         }
         let (timeout, clock) = (this.timeout, &this.clock);
         let sleep = this.sleep.get_or_insert_with(|| match clock {
-            Some(clock) => Box::pin(clock.sleep(timeout)),
+            Some(sleep) => sleep(timeout),
             None => Box::pin(tokio::time::sleep(timeout)),
         });
         let (slept, _) = parks_on_virtual_time(|| sleep.as_mut().poll(cx));

@@ -6,7 +6,7 @@
 
 use super::deadline::Deadline;
 use super::{Course, Ended, FetchFuture, Fetched, Latest, Pace, Validator};
-use crate::virtual_time::VirtualClock;
+use crate::scheduler::VirtualSleep;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -62,7 +62,7 @@ impl<S, F> Drop for Lease<S, F> {
 pub(super) async fn fetch_once<S, F, T, E>(
     lent: Arc<Lent<S, F>>,
     latest: Arc<Latest<T, E>>,
-    clock: Option<VirtualClock>,
+    clock: Option<VirtualSleep>,
 ) -> Option<Duration>
 where
     F: for<'s> FnMut(&'s mut S, Option<Validator>) -> FetchFuture<'s, Fetched<T>, E>,

@@ -105,10 +105,18 @@ pub struct Scheduler {
     /// A virtual scheduler's executor: async triggers bound to it without
     /// a runtime of their own have their iterations polled by `advance`.
     pub(crate) local: Option<Arc<LocalJobs>>,
-    /// A virtual scheduler's clock: what a deadline inside an async task
-    /// sleeps on there.
-    pub(crate) virtual_clock: Option<crate::virtual_time::VirtualClock>,
+    /// A virtual scheduler's sleep: what a deadline inside an async task
+    /// waits on there.
+    pub(crate) virtual_sleep: Option<VirtualSleep>,
 }
+
+/// A sleep on a virtual scheduler's clock, set by the virtual scheduler
+/// (which this floor does not name).
+pub(crate) type VirtualSleep = Arc<
+    dyn Fn(std::time::Duration) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
 
 impl fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -160,7 +168,7 @@ impl Scheduler {
             shared: Arc::new(shared),
             finished: false,
             local: None,
-            virtual_clock: None,
+            virtual_sleep: None,
         }
     }
 

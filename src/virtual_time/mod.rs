@@ -135,7 +135,8 @@ impl VirtualScheduler {
             jobs,
             sleepers: Arc::default(),
         };
-        this.scheduler.virtual_clock = Some(this.clock());
+        let clock = this.clock();
+        this.scheduler.virtual_sleep = Some(Arc::new(move |delay| Box::pin(clock.sleep(delay))));
         this
     }
 

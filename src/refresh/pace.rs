@@ -1,0 +1,82 @@
+//! A refresher's fetch-side course: when the next fetch comes (the period,
+//! the back-off, a retry-after) and the validator handed to it.
+
+use super::Validator;
+use crate::jitter::RetryBackoff;
+use std::time::Duration;
+
+/// When the next fetch comes: the period after a success, the back-off
+/// after a failure.
+pub(crate) struct Pace {
+    pub(super) every: Duration,
+    pub(super) retry: Option<RetryBackoff>,
+}
+
+impl Pace {
+    pub(super) fn new(every: Duration, retry: Option<RetryBackoff>) -> Self {
+        Self { every, retry }
+    }
+
+    pub(super) fn succeeded(&mut self, next: Duration) -> Option<Duration> {
+        match &mut self.retry {
+            Some(backoff) => backoff.succeeded(next),
+            None => Some(next),
+        }
+    }
+
+    /// The delay before the next fetch after a failure: the back-off's
+    /// (with none, the period). A back-off past its retry limit stops the
+    /// refresh until it is fired again — and that fire starts a fresh
+    /// round.
+    pub(super) fn failed(&mut self) -> Option<Duration> {
+        let Some(backoff) = &mut self.retry else {
+            return Some(self.every);
+        };
+        let next = backoff.failed();
+        if next.is_none() {
+            backoff.reset();
+        }
+        next
+    }
+
+    /// The delay after the store asked for `wait`: at least `wait`, capped
+    /// at the back-off's maximum (with none, the period), spread upward.
+    pub(super) fn told_to_wait(&mut self, wait: Duration) -> Duration {
+        match &mut self.retry {
+            Some(backoff) => backoff.told_to_wait(wait),
+            None => crate::jitter::with_rng(|rng| {
+                crate::jitter::after_at_least(wait.min(self.every), 0.0, rng.f64())
+            }),
+        }
+    }
+}
+
+/// One refresher's fetch-side state: touched only by its fetch, which
+/// never runs twice at once (G1).
+pub(crate) struct Course {
+    pub(super) pace: Pace,
+    /// The validator the last answer gave, handed to the next fetch.
+    pub(super) validator: Option<Validator>,
+    /// The clock's time in ns before which no fetch starts: the end of a
+    /// retry-after.
+    pub(super) not_before_ns: u64,
+    /// The fetch's deadline, if any.
+    pub(super) timeout: Option<Duration>,
+}
+
+impl Course {
+    pub(super) fn new(pace: Pace, timeout: Option<Duration>) -> Self {
+        Self {
+            pace,
+            validator: None,
+            not_before_ns: 0,
+            timeout,
+        }
+    }
+
+    /// How long a run at `now_ns` must wait before it may fetch (a
+    /// retry-after's window); `None` if it may fetch now.
+    pub(super) fn holding(&self, now_ns: u64) -> Option<Duration> {
+        (now_ns < self.not_before_ns).then(|| Duration::from_nanos(self.not_before_ns - now_ns))
+    }
+}
