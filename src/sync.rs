@@ -302,6 +302,12 @@ impl<T> ValueCell<T> {
     pub(crate) fn swap(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
         self.0.swap(value)
     }
+
+    /// Stores `value` if the cell is empty; returns whether it did.
+    pub(crate) fn install_if_empty(&self, value: Arc<T>) -> bool {
+        let previous = self.0.compare_and_swap(&None::<Arc<T>>, Some(value));
+        previous.is_none()
+    }
 }
 
 #[cfg(not(loom))]
@@ -376,6 +382,29 @@ impl<T> ValueCell<T> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(Arc::clone(&old));
         Some(old)
+    }
+}
+
+#[cfg(loom)]
+impl<T> ValueCell<T> {
+    pub(crate) fn install_if_empty(&self, value: Arc<T>) -> bool {
+        let new = Arc::into_raw(value).cast_mut();
+        // Release: publishes the value, as `swap` does.
+        let installed = self
+            .ptr
+            .compare_exchange(
+                std::ptr::null_mut(),
+                new,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if !installed {
+            // SAFETY: `new` came from `Arc::into_raw` above and was never
+            // shared.
+            drop(unsafe { Arc::from_raw(new) });
+        }
+        installed
     }
 }
 

@@ -242,7 +242,7 @@ impl<'a> RefreshBuilder<'a> {
             #[cfg(feature = "tokio")]
             let fetching = shared.fetching();
             let started = shared.meta.now_ns();
-            let validator = course.validator.clone();
+            let validator = shared.validator_for(&mut course);
             // A panicking fetch is a failure too: counted, retried, the
             // value kept — not a silent stop of the refresh.
             let ended =

@@ -38,6 +38,10 @@ pub enum Freshness {
 pub enum Origin {
     /// A fetch returned it.
     Fetch,
+    /// It was read from the local copy at start
+    /// ([`Refresh::local_copy`](crate::Refresh::local_copy)); no fetch
+    /// has returned a value since (one may have confirmed it, "unchanged").
+    LocalCopy,
 }
 
 /// [`Meta::reported`]: no value held.
@@ -67,6 +71,19 @@ pub(crate) struct Meta {
     ready: Condvar,
     /// The trigger's name, for traces and metric labels.
     name: Option<String>,
+    /// A value carried over from the local copy: its address (to tell it
+    /// from a fetched one), the clock's time it was installed at, and its
+    /// age then. Its allocation is kept by the refresher, so the address
+    /// is never reused.
+    carried: std::sync::Mutex<Option<Carried>>,
+    carried_at: std::sync::atomic::AtomicUsize,
+}
+
+/// See [`Meta::carried`].
+#[derive(Clone, Copy)]
+struct Carried {
+    installed_ns: u64,
+    age: Duration,
 }
 
 impl Meta {
@@ -89,7 +106,47 @@ impl Meta {
             waiters: Mutex::new(Vec::new()),
             ready: Condvar::new(),
             name,
+            carried: std::sync::Mutex::new(None),
+            carried_at: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// A value carried over from the local copy is held: at `address`,
+    /// `age` old now.
+    pub(crate) fn carry(&self, address: usize, age: Duration) {
+        let carried = Carried {
+            installed_ns: self.clock.now_ns(),
+            age,
+        };
+        *self
+            .carried
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(carried);
+        // Relaxed: the value itself is published by the cell; this only
+        // names it, and a reader that misses it sees `Fetch` for a value
+        // installed as it read.
+        self.carried_at.store(address, Ordering::Relaxed);
+    }
+
+    /// Where the value at `address` came from.
+    pub(crate) fn origin_of(&self, address: usize) -> super::Origin {
+        if self.carried_at.load(Ordering::Relaxed) == address {
+            super::Origin::LocalCopy
+        } else {
+            super::Origin::Fetch
+        }
+    }
+
+    /// The age of a carried value never confirmed since.
+    fn carried_age(&self) -> Option<Duration> {
+        let carried = *self
+            .carried
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        carried.map(|carried| {
+            let since = self.clock.now_ns().saturating_sub(carried.installed_ns);
+            carried.age.saturating_add(Duration::from_nanos(since))
+        })
     }
 
     /// The clock's time in ns.
@@ -157,12 +214,17 @@ impl Meta {
         }
     }
 
+    /// The age of the value held: since its last confirmation, or, for
+    /// a value carried over from the local copy and never confirmed, since
+    /// it was saved.
+    pub(crate) fn value_age(&self) -> Option<Duration> {
+        self.age().or_else(|| self.carried_age())
+    }
+
     /// The value's freshness, given that one is held.
     pub(crate) fn freshness(&self) -> Freshness {
-        match self.age() {
+        match self.value_age() {
             Some(age) => self.freshness_at(age),
-            // Held but never confirmed: a value carried over from before
-            // this process, not yet confirmed by any fetch.
             None => Freshness::Stale,
         }
     }
@@ -187,7 +249,7 @@ impl Meta {
     /// reaches (past the last, at the shortest limit's pace, so a value
     /// confirmed meanwhile is watched again).
     pub(crate) fn observe(&self, has_value: bool) -> Option<Duration> {
-        let age = self.age();
+        let age = self.value_age();
         let now = match (has_value, age) {
             (false, _) => EMPTY,
             (true, Some(age)) => code(self.freshness_at(age)),

@@ -89,7 +89,7 @@ where
         return Some(wait);
     }
     let fetching = latest.fetching();
-    let validator = course.validator.clone();
+    let validator = latest.validator_for(course);
     // `state` moves into the closure (FnOnce): the future borrows it
     // for the whole fetch, not for the call.
     let build = move || {

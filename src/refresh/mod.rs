@@ -23,6 +23,7 @@ mod deadline;
 mod fresh;
 #[cfg(feature = "tokio")]
 mod lend;
+mod local_copy;
 #[cfg(loom)]
 pub mod model;
 mod pace;
@@ -36,6 +37,7 @@ mod watch;
 pub use answer::{Fetched, Validator};
 pub use builder::RefreshBuilder;
 pub use fresh::{Freshness, Origin};
+pub use local_copy::{BoxError, LocalCopy, LocalCopyError, Saved};
 pub use read::{Current, Reader};
 
 pub(crate) use fresh::Meta;
@@ -118,6 +120,12 @@ pub struct RefreshStats {
     pub transitions: u64,
     /// The last fetch failed.
     pub failing: bool,
+    /// Where the value held came from; `None` with none.
+    pub origin: Option<Origin>,
+    /// New values saved to the local copy.
+    pub copy_writes: u64,
+    /// Reads and saves of the local copy that failed.
+    pub copy_failures: u64,
 }
 
 /// A value kept fresh by a trigger: the fetch runs on a period, on
@@ -663,6 +671,130 @@ impl<T, E> Refresh<T, E> {
         self
     }
 
+    /// Keeps a local copy of the last good value (G22): reads it now —
+    /// so a process that starts while its store is down serves the value
+    /// it saved last, marked [`Origin::LocalCopy`], until its first good
+    /// fetch — and saves every new value to it afterwards. The copy's
+    /// validator goes to the first fetch, which may answer "unchanged" and
+    /// so confirm the copy without a transfer.
+    ///
+    /// No file is a first start, not an error. A copy that cannot be read
+    /// (corrupt, torn, another schema, its value not decoding) serves
+    /// nothing and is reported ([`local_copy_error`](Self::local_copy_error),
+    /// a `tracing` warning); a save that fails (a full disk, a read-only
+    /// directory) is counted in [`RefreshStats::copy_failures`] and never
+    /// stops the refresh. Saves run on the fetch's thread, after the value
+    /// is published, and only when it changed. Set it when building,
+    /// before the first fire; then [`start`](Self::start).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::refresh::{LocalCopy, Origin, StartPolicy};
+    /// use circulation_trigger::{Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("copy-start-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let copy = LocalCopy::new(
+    ///     dir.join("config.copy"),
+    ///     "config-v1",
+    ///     |value: &String| Ok::<_, std::io::Error>(value.as_bytes().to_vec()),
+    ///     |bytes| String::from_utf8(bytes.to_vec()),
+    /// );
+    /// copy.save(&String::from("saved by the last run"), None)?;
+    ///
+    /// // The store is down at start: the copy is served.
+    /// let scheduler = Scheduler::new();
+    /// let config = Refresh::builder(&scheduler)
+    ///     .bind(|| Err::<String, _>("store down"))
+    ///     .local_copy(copy);
+    /// let origin = config.start(StartPolicy::WaitThenCopy(Duration::from_millis(100)))?;
+    /// assert_eq!(origin, Origin::LocalCopy);
+    /// assert_eq!(config.get().as_deref().map(String::as_str), Some("saved by the last run"));
+    /// assert!(!config.stats().confirmed);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "the refresher, with its local copy"]
+    pub fn local_copy(self, copy: LocalCopy<T>) -> Self {
+        self.latest.carry_over(&copy);
+        self.latest.hooks().copy = Some(copy);
+        self
+    }
+
+    /// The last error reading or writing the local copy, if any.
+    pub fn local_copy_error(&self) -> Option<Arc<LocalCopyError>> {
+        self.latest
+            .copy_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Starts the refresh — its first fetch — and waits as `policy` says;
+    /// returns where the value served comes from. The explicit start of a
+    /// service with a [`local_copy`](Self::local_copy).
+    ///
+    /// # Errors
+    ///
+    /// [`RefreshError::Wait`] with `Timeout` if the policy waited for a
+    /// fetch in vain and has nothing to serve instead (the fetch's last
+    /// error is in [`last_failure`](Self::last_failure)); with `Shutdown`
+    /// or `Paused` if the fetch could not be started;
+    /// `WaitError::OnRuntime` if it would block inside a Tokio runtime
+    /// (await [`start_async`](Self::start_async) there).
+    pub fn start(&self, policy: StartPolicy) -> Result<Origin, RefreshError<E>> {
+        self.refresh_now().map_err(start_refused)?;
+        let waited = match policy.waits() {
+            Some(timeout) => self.latest.wait_ready(timeout),
+            None => Ok(()),
+        };
+        self.started(policy, waited)
+    }
+
+    /// The async [`start`](Self::start) (feature `tokio`).
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    ///
+    /// # Panics
+    ///
+    /// As [`ready`](Self::ready).
+    #[cfg(feature = "tokio")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+    pub async fn start_async(&self, policy: StartPolicy) -> Result<Origin, RefreshError<E>> {
+        self.refresh_now().map_err(start_refused)?;
+        let waited = match policy.waits() {
+            Some(timeout) => self.latest.ready(timeout).await,
+            None => Ok(()),
+        };
+        self.started(policy, waited)
+    }
+
+    fn started(
+        &self,
+        policy: StartPolicy,
+        waited: Result<(), crate::WaitError>,
+    ) -> Result<Origin, RefreshError<E>> {
+        if let Err(error) = waited {
+            let serve_copy = matches!(policy, StartPolicy::WaitThenCopy(_));
+            if error != crate::WaitError::Timeout || !serve_copy {
+                return Err(RefreshError::Wait(error));
+            }
+        }
+        let held = self.latest.value.load();
+        match held.get() {
+            Some(value) => Ok(self
+                .latest
+                .meta
+                .origin_of(std::ptr::from_ref(value) as usize)),
+            None if policy == StartPolicy::Immediately => Ok(Origin::Fetch),
+            None => Err(RefreshError::Wait(crate::WaitError::Timeout)),
+        }
+    }
+
     /// Reads "retry after" from a fetch's error (an HTTP 429 or 503's
     /// `Retry-After`, a store's throttling reply): after such an error the
     /// next fetch waits at least that long — capped at the back-off's
@@ -715,4 +847,39 @@ impl<T, E> Refresh<T, E> {
         self.latest.hooks().retry_after = Some(Arc::new(read));
         self
     }
+}
+
+/// How [`Refresh::start`] waits for the first fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartPolicy {
+    /// Do not wait: serve the local copy (if any) at once, the first
+    /// fetch running meanwhile. Never an error but a refused fire.
+    Immediately,
+    /// Wait up to this long for a fetch to confirm a value; then serve
+    /// the local copy, or fail if there is none.
+    WaitThenCopy(Duration),
+    /// Wait up to this long for a fetch to confirm a value; fail if none
+    /// did, whatever the local copy holds.
+    WaitForFetch(Duration),
+}
+
+impl StartPolicy {
+    fn waits(self) -> Option<Duration> {
+        match self {
+            StartPolicy::Immediately => None,
+            StartPolicy::WaitThenCopy(timeout) | StartPolicy::WaitForFetch(timeout) => {
+                Some(timeout)
+            }
+        }
+    }
+}
+
+/// A start whose fire was refused.
+fn start_refused<E>(error: FireError) -> RefreshError<E> {
+    RefreshError::Wait(match error {
+        FireError::Paused => crate::WaitError::Paused,
+        FireError::DelayTooLong(delay) => crate::WaitError::DelayTooLong(delay),
+        _ => crate::WaitError::Shutdown,
+    })
 }

@@ -62,6 +62,8 @@ pub(crate) struct Course {
     pub(super) not_before_ns: u64,
     /// The fetch's deadline, if any.
     pub(super) timeout: Option<Duration>,
+    /// A fetch has run: the local copy's validator was taken.
+    pub(super) started: bool,
 }
 
 impl Course {
@@ -71,6 +73,7 @@ impl Course {
             validator: None,
             not_before_ns: 0,
             timeout,
+            started: false,
         }
     }
 

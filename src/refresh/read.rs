@@ -152,9 +152,10 @@ pub struct Current<'a, T> {
 }
 
 impl<T> Current<'_, T> {
-    /// Where the value came from.
+    /// Where the value came from: a fetch, or the local copy read at
+    /// start.
     pub fn origin(&self) -> Origin {
-        Origin::Fetch
+        self.meta.origin_of(std::ptr::from_ref(self.value) as usize)
     }
 
     /// The wall-clock time a fetch last confirmed the value held (now, not

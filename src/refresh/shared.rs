@@ -2,17 +2,18 @@
 //! error and outcome, freshness, counters, hooks — and how the end of a
 //! fetch is recorded in them ([`Latest::settle`]).
 
+use super::local_copy::{LocalCopy, LocalCopyError};
 use super::pace::Course;
 #[cfg(feature = "tokio")]
 use super::watch::{Fetching, Subscribers};
-use super::{Fetched, Freshness, Meta, RefreshStats};
+use super::{Fetched, Freshness, Meta, RefreshStats, Validator};
 use crate::error::RefreshError;
 use crate::sync::{AtomicU32, StatU64, ValueCell};
 use crate::trigger::WeakTrigger;
 use std::any::Any;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, SystemTime};
 
 /// Reads "retry after" from a fetch's error.
 pub(super) type RetryAfter<E> = Arc<dyn Fn(&E) -> Option<Duration> + Send + Sync>;
@@ -22,6 +23,14 @@ pub(crate) struct Hooks<T, E> {
     pub(super) retry_after: Option<RetryAfter<E>>,
     /// Compares a new value with the one held.
     pub(super) same: Option<fn(&T, &T) -> bool>,
+    /// Where the last good value is saved, if anywhere.
+    pub(super) copy: Option<LocalCopy<T>>,
+    /// The validator read from the local copy, for the first fetch.
+    pub(super) carried_validator: Option<Validator>,
+    /// The allocation of the value read from the local copy: kept, so its
+    /// address (which tells it from a fetched value) is never reused.
+    #[allow(dead_code)] // held for its allocation, never read
+    pub(super) carried: Option<Weak<T>>,
 }
 
 /// What readers share: the latest good value, the last error, freshness,
@@ -38,6 +47,11 @@ pub(crate) struct Latest<T, E> {
     pub(super) timeouts: StatU64,
     /// Calls of this refresher's own methods refused because it was paused.
     pub(super) refused: StatU64,
+    /// Values saved to the local copy, and saves that failed.
+    pub(super) copy_writes: StatU64,
+    pub(super) copy_failures: StatU64,
+    /// The last error reading or writing the local copy.
+    pub(super) copy_error: std::sync::Mutex<Option<Arc<LocalCopyError>>>,
     /// How the last fetch ended ([`NO_FETCH`] until one has), written
     /// after the value or error it left; see [`Latest::served`].
     pub(super) outcome: AtomicU32,
@@ -104,10 +118,16 @@ impl<T, E> Latest<T, E> {
             panics: StatU64::new(0),
             timeouts: StatU64::new(0),
             refused: StatU64::new(0),
+            copy_writes: StatU64::new(0),
+            copy_failures: StatU64::new(0),
+            copy_error: std::sync::Mutex::new(None),
             outcome: AtomicU32::new(NO_FETCH),
             hooks: std::sync::Mutex::new(Hooks {
                 retry_after: None,
                 same: None,
+                copy: None,
+                carried_validator: None,
+                carried: None,
             }),
             watchdog: OnceLock::new(),
             watching: std::sync::atomic::AtomicBool::new(false),
@@ -140,6 +160,75 @@ impl<T, E> Latest<T, E> {
         course.holding(self.meta.now_ns())
     }
 
+    /// The validator to hand the fetch about to run: the last answer's,
+    /// or, before the first fetch, the local copy's.
+    pub(super) fn validator_for(&self, course: &mut Course) -> Option<Validator> {
+        if !course.started {
+            course.started = true;
+            if course.validator.is_none() {
+                course.validator = self.hooks().carried_validator.take();
+            }
+        }
+        course.validator.clone()
+    }
+
+    /// Reads the local copy into an empty refresher: its value, marked as
+    /// carried over, and its validator for the first fetch. An error is
+    /// recorded, never fatal.
+    pub(super) fn carry_over(&self, copy: &LocalCopy<T>) {
+        match copy.load() {
+            Ok(None) => {}
+            Ok(Some(saved)) => {
+                let value = Arc::new(saved.value);
+                let weak = Arc::downgrade(&value);
+                let address = Arc::as_ptr(&value) as usize;
+                if self.value.install_if_empty(value) {
+                    let age = SystemTime::now()
+                        .duration_since(saved.saved_at)
+                        .unwrap_or(Duration::ZERO);
+                    let mut hooks = self.hooks();
+                    hooks.carried = Some(weak);
+                    hooks.carried_validator = saved.validator;
+                    drop(hooks);
+                    self.meta.carry(address, age);
+                    self.watch_freshness();
+                }
+            }
+            Err(error) => self.copy_failed(error),
+        }
+    }
+
+    /// Saves a new value to the local copy, if there is one. A failure
+    /// (a full disk, a read-only directory, an encoding that panics) is
+    /// counted and recorded; the value is served all the same.
+    fn save_copy(&self, value: &T, validator: Option<&Validator>) {
+        let Some(copy) = self.hooks().copy.clone() else {
+            return;
+        };
+        let saved =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| copy.save(value, validator)));
+        match saved {
+            Ok(Ok(())) => {
+                self.copy_writes.fetch_add(1, Relaxed);
+            }
+            Ok(Err(error)) => self.copy_failed(error),
+            Err(payload) => {
+                crate::sync::drop_payload(payload);
+                self.copy_failed(LocalCopyError::Encode("the encoding panicked".into()));
+            }
+        }
+    }
+
+    fn copy_failed(&self, error: LocalCopyError) {
+        self.copy_failures.fetch_add(1, Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::warn!(%error, "the refresher's local copy failed");
+        *self
+            .copy_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(error));
+    }
+
     /// Records how a fetch ended — the value, the error, the counters, the
     /// subscribers' news, the freshness — and returns the delay before the
     /// next one.
@@ -167,6 +256,7 @@ impl<T, E> Latest<T, E> {
                 self.meta.confirm();
                 self.ended(SUCCEEDED);
                 drop((replaced, cleared));
+                self.save_copy(&value, course.validator.as_ref());
                 #[cfg(feature = "tokio")]
                 if let Some(fetching) = fetching.take() {
                     fetching.sent(value);
@@ -260,7 +350,7 @@ impl<T, E> Latest<T, E> {
         let look_again = self.meta.observe(self.value.load().is_some());
         if let (Some(after), Some(watchdog)) = (look_again, self.watchdog.get()) {
             if let Some(watchdog) = watchdog.upgrade() {
-                if self.meta.is_confirmed() && !self.watching.swap(true, Relaxed) {
+                if !self.watching.swap(true, Relaxed) {
                     // Refused only at shutdown, when no report is due.
                     let _ = watchdog.fire_after(after);
                 }
@@ -336,6 +426,13 @@ impl<T, E> Latest<T, E> {
             timeouts: self.timeouts.load(Relaxed),
             refused_fires: self.refused.load(Relaxed),
             transitions: self.meta.transitions.load(Relaxed),
+            origin: self
+                .value
+                .load()
+                .get()
+                .map(|value| self.meta.origin_of(std::ptr::from_ref(value) as usize)),
+            copy_writes: self.copy_writes.load(Relaxed),
+            copy_failures: self.copy_failures.load(Relaxed),
             failing: matches!(
                 self.outcome.load(Relaxed),
                 FAILED | PANICKED | NO_RUNTIME | TIMED_OUT | NOTHING_HELD
