@@ -49,8 +49,8 @@ const NO_VALIDATOR: u32 = u32::MAX;
 /// let copy = LocalCopy::new(
 ///     dir.join("config.copy"),
 ///     "config-v1",
-///     |value: &String| Ok(value.as_bytes().to_vec()),
-///     |bytes| Ok(String::from_utf8(bytes.to_vec())?),
+///     |value: &String| Ok::<_, std::io::Error>(value.as_bytes().to_vec()),
+///     |bytes| String::from_utf8(bytes.to_vec()),
 /// );
 /// copy.save(&String::from("limit = 10"), None)?;
 /// let saved = copy.load()?.expect("saved above");
