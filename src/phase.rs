@@ -81,6 +81,63 @@ impl PhaseKeeper {
         self
     }
 
+    /// Slots every `period` at a phase that survives restarts: the slots
+    /// fall at the wall-clock times `t` where `t mod period` (since the
+    /// Unix epoch) is the `key`'s hash modulo the period — the same for a
+    /// key (an instance id, a host name) in every run of every build, and
+    /// spread evenly over a fleet's keys. Clients restarted together (a
+    /// rolling deploy, a node's reboot) keep their spread.
+    ///
+    /// The hash is 64-bit FNV-1a of the key's UTF-8 bytes (offset basis
+    /// `0xcbf29ce484222325`, prime `0x100000001b3`), taken modulo the
+    /// period in nanoseconds: documented, so it never changes (std's
+    /// `DefaultHasher` may change between Rust releases). The wall clock
+    /// is read once, when `scheduler` was built; the slots then run on its
+    /// monotonic clock, so a wall-clock step never makes a run early
+    /// (G15). On a [`VirtualScheduler`](crate::VirtualScheduler), set that
+    /// reading with [`set_wall_epoch`](crate::VirtualScheduler::set_wall_epoch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{PhaseKeeper, Scheduler};
+    /// use std::time::{Duration, UNIX_EPOCH};
+    ///
+    /// let period = Duration::from_secs(60);
+    /// // Two runs of the same instance, started at different times.
+    /// let first = Scheduler::builder().build_virtual();
+    /// first.set_wall_epoch(UNIX_EPOCH + Duration::from_secs(1_000_000));
+    /// let second = Scheduler::builder().build_virtual();
+    /// second.set_wall_epoch(UNIX_EPOCH + Duration::from_secs(1_000_000 + 3_617));
+    /// let a = PhaseKeeper::keyed(period, "host-17", &first);
+    /// let b = PhaseKeeper::keyed(period, "host-17", &second);
+    /// // The next slot, as a wall-clock time, is the same second of the minute.
+    /// let at = |epoch: u64, delay: Duration| (epoch + delay.as_secs()) % 60;
+    /// assert_eq!(
+    ///     at(1_000_000, a.first_delay_from(Duration::ZERO)),
+    ///     at(1_003_617, b.first_delay_from(Duration::ZERO)),
+    /// );
+    /// ```
+    pub fn keyed<S: AsRef<crate::Scheduler> + ?Sized>(
+        period: Duration,
+        key: &str,
+        scheduler: &S,
+    ) -> Self {
+        let keeper = Self::new(period);
+        let period_ns = u64::try_from(keeper.period.as_nanos()).unwrap_or(u64::MAX);
+        let phase_ns = crate::refresh::stable_hash(key.as_bytes()) % period_ns;
+        let epoch = scheduler.as_ref().shared.wall_epoch();
+        let epoch_ns = epoch
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+            });
+        // Scheduler time `s` is wall time `epoch + s`: a slot where
+        // `(epoch + s) mod period == phase`, so `s ≡ phase − epoch`.
+        let offset_ns = (phase_ns + period_ns - epoch_ns % period_ns) % period_ns;
+        keeper.offset(Duration::from_nanos(offset_ns))
+    }
+
     /// A uniformly random offset in `[0, period)`, from a thread-local
     /// generator (seed it with [`seed_jitter`](crate::seed_jitter) for a
     /// deterministic test): each client of a fleet gets its own phase.

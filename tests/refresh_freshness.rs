@@ -89,12 +89,12 @@ fn freshness_changes_are_reported_when_they_happen_not_when_someone_looks() {
 
 #[test]
 fn the_last_confirmation_is_wall_clock_time_read_once_plus_the_schedulers_time() {
-    let sim = Scheduler::builder().build_virtual();
     let before = SystemTime::now();
+    let sim = Scheduler::builder().build_virtual();
+    let after = SystemTime::now();
     let config = Refresh::builder(&sim)
         .every(SECOND * 30)
         .bind(|| Ok::<_, String>("v1"));
-    let after = SystemTime::now();
     sim.advance(SECOND * 100);
     config.refresh_now().unwrap();
     sim.advance(Duration::ZERO);
@@ -107,6 +107,16 @@ fn the_last_confirmation_is_wall_clock_time_read_once_plus_the_schedulers_time()
         Some(confirmed),
         "the read reports the same time"
     );
+
+    // A virtual scheduler's wall clock can be set: exact times.
+    let sim = Scheduler::builder().build_virtual();
+    let epoch = std::time::UNIX_EPOCH + SECOND * 1_700_000_000;
+    sim.set_wall_epoch(epoch);
+    let config = Refresh::builder(&sim).bind(|| Ok::<_, String>("v1"));
+    sim.advance(SECOND * 100);
+    config.refresh_now().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(config.stats().last_confirmed, Some(epoch + SECOND * 100));
 }
 
 #[test]

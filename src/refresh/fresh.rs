@@ -54,8 +54,8 @@ const EXPIRED: u32 = 3;
 /// value's type: confirmation, freshness, readiness.
 pub(crate) struct Meta {
     clock: Clock,
-    /// The wall clock when [`clock`](Self::clock) read zero: the wall
-    /// clock is read once, and the schedule runs on the monotonic clock.
+    /// The wall clock when [`clock`](Self::clock) read zero (the
+    /// scheduler's, read once): the schedule runs on the monotonic clock.
     wall_at_zero: SystemTime,
     stale_after: Option<Duration>,
     expire_after: Option<Duration>,
@@ -89,14 +89,13 @@ struct Carried {
 impl Meta {
     pub(crate) fn new(
         clock: Clock,
+        wall_at_zero: SystemTime,
         stale_after: Option<Duration>,
         expire_after: Option<Duration>,
         name: Option<String>,
     ) -> Self {
-        let since_zero = Duration::from_nanos(clock.now_ns());
-        let wall = SystemTime::now();
         Self {
-            wall_at_zero: wall.checked_sub(since_zero).unwrap_or(wall),
+            wall_at_zero,
             clock,
             stale_after,
             expire_after,

@@ -37,6 +37,7 @@ mod watch;
 pub use answer::{Fetched, Validator};
 pub use builder::RefreshBuilder;
 pub use fresh::{Freshness, Origin};
+pub(crate) use local_copy::fnv1a64 as stable_hash;
 pub use local_copy::{BoxError, LocalCopy, LocalCopyError, Saved};
 pub use read::{Current, Reader};
 
@@ -87,7 +88,7 @@ pub struct RefreshStats {
     /// the refresher started: what readiness waits for.
     pub confirmed: bool,
     /// The wall-clock time of the last confirmation: the wall clock read
-    /// when the refresher was built, plus the monotonic time since.
+    /// when the scheduler was built, plus the monotonic time since.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_confirmed: Option<SystemTime>,
     /// The time since the last confirmation.

@@ -57,7 +57,13 @@ impl RefreshModel {
     /// A refresher holding nothing, on a clock at zero.
     pub fn new() -> Self {
         let time = Arc::new(ManualTime::default());
-        let meta = Meta::new(Clock::Manual(Arc::clone(&time)), None, None, None);
+        let meta = Meta::new(
+            Clock::Manual(Arc::clone(&time)),
+            std::time::UNIX_EPOCH,
+            None,
+            None,
+            None,
+        );
         Self {
             latest: Latest::new(meta),
             course: Mutex::new(Course::new(Pace::new(Duration::from_secs(30), None), None)),

@@ -88,7 +88,13 @@ fn the_fetch_after_a_dropped_one_sees_the_state_as_the_dropped_one_left_it() {
     }
     let course = Course::new(Pace::new(Duration::from_secs(30), None), None);
     let lent = Lent::new(Vec::new(), fetch, course);
-    let meta = Meta::new(crate::clock::Clock::real(), None, None, None);
+    let meta = Meta::new(
+        crate::clock::Clock::real(),
+        std::time::SystemTime::now(),
+        None,
+        None,
+        None,
+    );
     let latest = Latest::<u32, String>::new(meta);
     let mut cx = Context::from_waker(Waker::noop());
 

@@ -64,6 +64,10 @@ pub(crate) struct Shared {
     /// test gives the same delays); the real scheduler uses a thread-local
     /// one instead, with no lock on the fire path.
     pub(super) rng: Option<Mutex<fastrand::Rng>>,
+    /// The wall-clock time, in ns since the Unix epoch, at which the
+    /// clock read zero: read once at build (settable on a virtual
+    /// scheduler), so a wall-clock step never moves a schedule.
+    wall_epoch_ns: std::sync::atomic::AtomicU64,
     /// Threads started and not yet exited, and their bed.
     pub(super) alive: Mutex<usize>,
     pub(super) terminated: Condvar,
@@ -92,7 +96,29 @@ pub(crate) struct Shared {
 /// A thread-less driver's timer (see `manual.rs`).
 pub(crate) type ManualTimer = Arc<Mutex<super::timer::Timer<Shared>>>;
 
+/// `at` in ns since the Unix epoch (zero before it, saturating after).
+fn unix_ns(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| {
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+    })
+}
+
 impl Shared {
+    /// The wall-clock time at which the scheduler's clock read zero.
+    pub(crate) fn wall_epoch(&self) -> std::time::SystemTime {
+        // Relaxed: a plain setting, read where it is used.
+        let ns = self
+            .wall_epoch_ns
+            .load(std::sync::atomic::Ordering::Relaxed);
+        std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns)
+    }
+
+    /// Sets [`wall_epoch`](Self::wall_epoch) (a virtual scheduler's).
+    pub(crate) fn set_wall_epoch(&self, epoch: std::time::SystemTime) {
+        self.wall_epoch_ns
+            .store(unix_ns(epoch), std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(super) fn new(
         clock: Clock,
         tick_us: u64,
@@ -100,6 +126,11 @@ impl Shared {
         pool: Pool<Shared>,
         limits: Limits,
     ) -> Self {
+        let wall_epoch_ns = unix_ns(
+            std::time::SystemTime::now()
+                .checked_sub(std::time::Duration::from_nanos(clock.now_ns()))
+                .unwrap_or(std::time::UNIX_EPOCH),
+        );
         Self {
             clock,
             tick_us,
@@ -116,6 +147,7 @@ impl Shared {
             panic_hook,
             stuck_hook: None,
             rng: None,
+            wall_epoch_ns: std::sync::atomic::AtomicU64::new(wall_epoch_ns),
             alive: Mutex::new(0),
             terminated: Condvar::new(),
             termination_wakers: Mutex::new(Default::default()),

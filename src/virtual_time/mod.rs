@@ -145,6 +145,15 @@ impl VirtualScheduler {
         Duration::from_micros(self.driver.time.now_us())
     }
 
+    /// Sets the wall-clock time at which this scheduler's virtual time
+    /// read zero (by default, the wall clock when it was built): what
+    /// [`PhaseKeeper::keyed`](crate::PhaseKeeper::keyed) and a
+    /// refresher's confirmation times count from. Set it before building
+    /// them; they read it once.
+    pub fn set_wall_epoch(&self, epoch: std::time::SystemTime) {
+        self.scheduler.shared.set_wall_epoch(epoch);
+    }
+
     /// A handle on this scheduler's clock, for tasks that need the time.
     pub fn clock(&self) -> VirtualClock {
         VirtualClock {
