@@ -170,6 +170,18 @@ impl PhaseKeeper {
         scheduler_time().map_or(self.period, |now| self.delay_from(now))
     }
 
+    /// The delay to the next slot after now, skipping none (a retry's cap:
+    /// it may come right before a slot). Outside a task, one period.
+    pub(crate) fn next_slot_delay(&self) -> Duration {
+        let Some(now) = scheduler_time() else {
+            return self.period;
+        };
+        match self.first_delay_from(now) {
+            Duration::ZERO => self.period,
+            delay => delay,
+        }
+    }
+
     /// The delay from `now` (scheduler time) to the first slot at or after
     /// it, skipping none: to arm the task for the first time
     /// (`trigger.fire_after(phase.first_delay_from(now))`).

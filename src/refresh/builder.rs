@@ -27,6 +27,8 @@ impl Refresh<()> {
             stale_after: None,
             expire_after: None,
             fetch_timeout: None,
+            phase: None,
+            budget: None,
         }
     }
 }
@@ -48,6 +50,8 @@ pub struct RefreshBuilder<'a> {
     stale_after: Option<Duration>,
     expire_after: Option<Duration>,
     fetch_timeout: Option<Duration>,
+    phase: Option<crate::phase::PhaseKeeper>,
+    budget: Option<super::Budget>,
 }
 
 impl fmt::Debug for RefreshBuilder<'_> {
@@ -58,6 +62,8 @@ impl fmt::Debug for RefreshBuilder<'_> {
             .field("stale_after", &self.stale_after)
             .field("expire_after", &self.expire_after)
             .field("fetch_timeout", &self.fetch_timeout)
+            .field("phase", &self.phase)
+            .field("budget", &self.budget)
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +83,45 @@ impl<'a> RefreshBuilder<'a> {
     /// shorter than the cooldown waits for the cooldown's end.
     pub fn retry(mut self, backoff: RetryBackoff) -> Self {
         self.retry = Some(backoff);
+        self
+    }
+
+    /// Keeps the fetches after a success on `phase`'s grid of slots
+    /// instead of a period after the fetch (the period is then the
+    /// phase's): a "refresh now" does not move the schedule, and with
+    /// [`PhaseKeeper::keyed`](crate::PhaseKeeper::keyed) a fleet keeps its
+    /// spread across restarts. A retry after a failure never waits past
+    /// the next slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{PhaseKeeper, Refresh, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let slots = PhaseKeeper::new(Duration::from_secs(60)).offset(Duration::from_secs(7));
+    /// let config = Refresh::builder(&sim)
+    ///     .phase(slots)
+    ///     .bind(|| Ok::<_, String>("v1"));
+    /// config.refresh_now()?; // at 0 s; then on the slots: 67 s (7 s is too close), 127 s…
+    /// sim.advance(Duration::from_secs(130));
+    /// assert_eq!(config.stats().refreshes, 3);
+    /// assert_eq!(config.trigger().stats().last_start, Some(Duration::from_secs(127)));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn phase(mut self, phase: crate::phase::PhaseKeeper) -> Self {
+        self.every = phase.period();
+        self.phase = Some(phase);
+        self
+    }
+
+    /// Shares `budget` with the other refreshers given it: their fetches
+    /// together keep to its rate and burst. A fetch over budget waits for
+    /// its slot (counted in [`RefreshStats::budget_waited`](super::RefreshStats::budget_waited)),
+    /// and every "refresh now" meanwhile is served by it.
+    pub fn budget(mut self, budget: &super::Budget) -> Self {
+        self.budget = Some(budget.clone());
         self
     }
 
@@ -239,6 +284,9 @@ impl<'a> RefreshBuilder<'a> {
             if let Some(wait) = shared.held_back(&course) {
                 return Some(wait);
             }
+            if let Some(wait) = shared.over_budget(&mut course) {
+                return Some(wait);
+            }
             #[cfg(feature = "tokio")]
             let fetching = shared.fetching();
             let started = shared.meta.now_ns();
@@ -309,7 +357,10 @@ impl<'a> RefreshBuilder<'a> {
         } else {
             None
         };
-        let course = Course::new(Pace::new(self.every, self.retry), self.fetch_timeout);
+        let mut pace = Pace::new(self.every, self.retry);
+        pace.phase = self.phase;
+        let mut course = Course::new(pace, self.fetch_timeout);
+        course.budget = self.budget;
         Parts {
             trigger: self.trigger,
             latest,

@@ -88,6 +88,9 @@ where
     if let Some(wait) = latest.held_back(course) {
         return Some(wait);
     }
+    if let Some(wait) = latest.over_budget(course) {
+        return Some(wait);
+    }
     let fetching = latest.fetching();
     let validator = latest.validator_for(course);
     // `state` moves into the closure (FnOnce): the future borrows it

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 mod answer;
+mod budget;
 mod builder;
 #[cfg(feature = "tokio")]
 mod deadline;
@@ -35,6 +36,7 @@ mod tests;
 mod watch;
 
 pub use answer::{Fetched, Validator};
+pub use budget::{Budget, BudgetStats};
 pub use builder::RefreshBuilder;
 pub use fresh::{Freshness, Origin};
 pub(crate) use local_copy::fnv1a64 as stable_hash;
@@ -123,6 +125,9 @@ pub struct RefreshStats {
     pub failing: bool,
     /// Where the value held came from; `None` with none.
     pub origin: Option<Origin>,
+    /// The time this refresher's fetches waited for a shared
+    /// [`Budget`], in total.
+    pub budget_waited: Duration,
     /// New values saved to the local copy.
     pub copy_writes: u64,
     /// Reads and saves of the local copy that failed.

@@ -1,8 +1,9 @@
 //! A refresher's fetch-side course: when the next fetch comes (the period,
 //! the back-off, a retry-after) and the validator handed to it.
 
-use super::Validator;
+use super::{Budget, Validator};
 use crate::jitter::RetryBackoff;
+use crate::phase::PhaseKeeper;
 use std::time::Duration;
 
 /// When the next fetch comes: the period after a success, the back-off
@@ -10,11 +11,23 @@ use std::time::Duration;
 pub(crate) struct Pace {
     pub(super) every: Duration,
     pub(super) retry: Option<RetryBackoff>,
+    /// A grid of slots the fetches keep to, if any.
+    pub(super) phase: Option<PhaseKeeper>,
 }
 
 impl Pace {
     pub(super) fn new(every: Duration, retry: Option<RetryBackoff>) -> Self {
-        Self { every, retry }
+        Self {
+            every,
+            retry,
+            phase: None,
+        }
+    }
+
+    /// The delay after a good fetch, unless it named one: to the next
+    /// slot of the phase, or the period.
+    pub(super) fn period(&self) -> Duration {
+        self.phase.map_or(self.every, |phase| phase.next_delay())
     }
 
     pub(super) fn succeeded(&mut self, next: Duration) -> Option<Duration> {
@@ -30,22 +43,27 @@ impl Pace {
     /// round.
     pub(super) fn failed(&mut self) -> Option<Duration> {
         let Some(backoff) = &mut self.retry else {
-            return Some(self.every);
+            return Some(self.period());
         };
         let next = backoff.failed();
         if next.is_none() {
             backoff.reset();
         }
-        next
+        // A retry never waits past the next slot of the phase.
+        match (next, self.phase) {
+            (Some(next), Some(phase)) => Some(next.min(phase.next_slot_delay())),
+            _ => next,
+        }
     }
 
     /// The delay after the store asked for `wait`: at least `wait`, capped
     /// at the back-off's maximum (with none, the period), spread upward.
     pub(super) fn told_to_wait(&mut self, wait: Duration) -> Duration {
+        let period = self.period();
         match &mut self.retry {
             Some(backoff) => backoff.told_to_wait(wait),
             None => crate::jitter::with_rng(|rng| {
-                crate::jitter::after_at_least(wait.min(self.every), 0.0, rng.f64())
+                crate::jitter::after_at_least(wait.min(period), 0.0, rng.f64())
             }),
         }
     }
@@ -64,6 +82,10 @@ pub(crate) struct Course {
     pub(super) timeout: Option<Duration>,
     /// A fetch has run: the local copy's validator was taken.
     pub(super) started: bool,
+    /// The budget the fetches share with other refreshers, if any.
+    pub(super) budget: Option<Budget>,
+    /// The run at `not_before_ns` holds a slot of the budget.
+    pub(super) reserved: bool,
 }
 
 impl Course {
@@ -74,6 +96,8 @@ impl Course {
             not_before_ns: 0,
             timeout,
             started: false,
+            budget: None,
+            reserved: false,
         }
     }
 

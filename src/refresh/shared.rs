@@ -47,6 +47,8 @@ pub(crate) struct Latest<T, E> {
     pub(super) timeouts: StatU64,
     /// Calls of this refresher's own methods refused because it was paused.
     pub(super) refused: StatU64,
+    /// The time this refresher's fetches waited for their budget, in ns.
+    pub(super) budget_waited: StatU64,
     /// Values saved to the local copy, and saves that failed.
     pub(super) copy_writes: StatU64,
     pub(super) copy_failures: StatU64,
@@ -118,6 +120,7 @@ impl<T, E> Latest<T, E> {
             panics: StatU64::new(0),
             timeouts: StatU64::new(0),
             refused: StatU64::new(0),
+            budget_waited: StatU64::new(0),
             copy_writes: StatU64::new(0),
             copy_failures: StatU64::new(0),
             copy_error: std::sync::Mutex::new(None),
@@ -158,6 +161,24 @@ impl<T, E> Latest<T, E> {
     /// its end).
     pub(super) fn held_back(&self, course: &Course) -> Option<Duration> {
         course.holding(self.meta.now_ns())
+    }
+
+    /// Whether the budget holds the run that passed [`held_back`]: the
+    /// delay to its slot, reserved now (the run re-arms for it, and the
+    /// run at the slot fetches without asking again).
+    pub(super) fn over_budget(&self, course: &mut Course) -> Option<Duration> {
+        let budget = course.budget.as_ref()?;
+        if std::mem::take(&mut course.reserved) {
+            return None;
+        }
+        let (now, at) = budget.reserve();
+        if at <= now {
+            return None;
+        }
+        course.not_before_ns = at;
+        course.reserved = true;
+        self.budget_waited.fetch_add(at - now, Relaxed);
+        Some(Duration::from_nanos(at - now))
     }
 
     /// The validator to hand the fetch about to run: the last answer's,
@@ -263,7 +284,9 @@ impl<T, E> Latest<T, E> {
                 }
                 #[cfg(not(feature = "tokio"))]
                 drop(value);
-                course.pace.succeeded(next.unwrap_or(course.pace.every))
+                course
+                    .pace
+                    .succeeded(next.unwrap_or_else(|| course.pace.period()))
             }
             Ended::Answered(Fetched {
                 value,
@@ -287,7 +310,9 @@ impl<T, E> Latest<T, E> {
                     self.meta.confirm();
                     self.ended(SUCCEEDED);
                     drop((cleared, value));
-                    course.pace.succeeded(next.unwrap_or(course.pace.every))
+                    course
+                        .pace
+                        .succeeded(next.unwrap_or_else(|| course.pace.period()))
                 }
             }
             Ended::Error(error) => {
@@ -431,6 +456,7 @@ impl<T, E> Latest<T, E> {
                 .load()
                 .get()
                 .map(|value| self.meta.origin_of(std::ptr::from_ref(value) as usize)),
+            budget_waited: Duration::from_nanos(self.budget_waited.load(Relaxed)),
             copy_writes: self.copy_writes.load(Relaxed),
             copy_failures: self.copy_failures.load(Relaxed),
             failing: matches!(
