@@ -119,3 +119,27 @@ fn a_phased_refresher_keeps_its_slots_through_refresh_now_and_failures() {
     // back-off's 140), 187, 247 (slots).
     assert_eq!(times, [0, 67, 100, 127, 187, 247]);
 }
+
+#[test]
+fn a_back_offs_jitter_never_moves_a_phased_refresher_off_its_slots() {
+    let sim = Scheduler::builder().seed(7).build_virtual();
+    let slots = PhaseKeeper::new(SECOND * 60).offset(SECOND * 7);
+    let log: Log = Arc::default();
+    let (l, clock) = (Arc::clone(&log), sim.clock());
+    let config = Refresh::builder(&sim)
+        .phase(slots)
+        .retry(RetryBackoff::new(SECOND, SECOND * 60).jitter(0.5))
+        .bind(move || {
+            l.lock().unwrap().push((0, clock.now()));
+            Ok::<_, String>(())
+        });
+    config.trigger().fire_after(SECOND * 7).unwrap();
+    sim.advance(SECOND * 250);
+    let times: Vec<u64> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|&(_, t)| t.as_secs())
+        .collect();
+    assert_eq!(times, [7, 67, 127, 187, 247]);
+}

@@ -30,7 +30,17 @@ impl Pace {
         self.phase.map_or(self.every, |phase| phase.next_delay())
     }
 
-    pub(super) fn succeeded(&mut self, next: Duration) -> Option<Duration> {
+    /// The delay after a good fetch: the one it named, or the period
+    /// (spread by the back-off's jitter, if any) — or, on a phase, the
+    /// next slot as it is: the grid is the spread.
+    pub(super) fn succeeded(&mut self, named: Option<Duration>) -> Option<Duration> {
+        if let (None, Some(phase)) = (named, self.phase) {
+            if let Some(backoff) = &mut self.retry {
+                backoff.reset();
+            }
+            return Some(phase.next_delay());
+        }
+        let next = named.unwrap_or(self.every);
         match &mut self.retry {
             Some(backoff) => backoff.succeeded(next),
             None => Some(next),

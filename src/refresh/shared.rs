@@ -284,9 +284,7 @@ impl<T, E> Latest<T, E> {
                 }
                 #[cfg(not(feature = "tokio"))]
                 drop(value);
-                course
-                    .pace
-                    .succeeded(next.unwrap_or_else(|| course.pace.period()))
+                course.pace.succeeded(next)
             }
             Ended::Answered(Fetched {
                 value,
@@ -310,9 +308,7 @@ impl<T, E> Latest<T, E> {
                     self.meta.confirm();
                     self.ended(SUCCEEDED);
                     drop((cleared, value));
-                    course
-                        .pace
-                        .succeeded(next.unwrap_or_else(|| course.pace.period()))
+                    course.pace.succeeded(next)
                 }
             }
             Ended::Error(error) => {

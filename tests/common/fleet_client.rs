@@ -1,16 +1,18 @@
 //! One member of a config-refresh fleet against a real Redis, as the
-//! crate recommends building it: a trigger refreshes `HGETALL config` on a
-//! phase-keeping period, answers "refresh now" on the broadcast channel
-//! with `fire_within(window)`, and after a failed fetch retries with a
-//! jittered back-off that never waits past its next phase slot — so a
-//! store that comes back meets the fleet spread over its phases, not a
-//! herd. A listener thread keeps the subscription, reconnecting when the
-//! store goes away. Shared by `examples/fleet_faults.rs` (one process per
+//! crate recommends building it: a `Refresh` fetches `HGETALL config` on
+//! the slots of a phase kept from its instance key
+//! (`PhaseKeeper::keyed`), answers "unchanged" when the version is the one
+//! it holds, takes "refresh now" on the broadcast channel as
+//! `fire_within(window)`, and after a failed fetch retries with a jittered
+//! back-off that never waits past its next slot — so a store that comes
+//! back meets the fleet spread over its phases, not a herd. A listener
+//! thread keeps the subscription, reconnecting when the store goes away. Shared by `examples/fleet_faults.rs` (one process per
 //! client) and `tests/redis_faults.rs` (one thread each).
 
 #![allow(dead_code)]
 
-use circulation_trigger::{seed_jitter, PhaseKeeper, RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::refresh::{Fetched, Validator};
+use circulation_trigger::{seed_jitter, PhaseKeeper, Refresh, RetryBackoff, Scheduler, Trigger};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -51,6 +53,7 @@ pub struct ClientStats {
 /// A running client.
 pub struct Client {
     pub stats: Arc<ClientStats>,
+    pub config: Refresh<u64, String>,
     pub trigger: Trigger,
     stop: Arc<AtomicBool>,
     listener: Option<JoinHandle<()>>,
@@ -63,11 +66,17 @@ impl Client {
         seed_jitter(id);
         let scheduler = Scheduler::builder().workers(1).build().expect("scheduler");
         let stats = Arc::new(ClientStats::default());
-        let phase = PhaseKeeper::new(tuning.period).random_offset();
-        let task = refresh_task(url.to_owned(), id, tuning, phase, stats.clone());
-        let trigger = Trigger::builder(&scheduler)
-            .name(format!("client-{id}"))
-            .bind(task);
+        let phase = PhaseKeeper::keyed(tuning.period, &format!("client-{id}"), &scheduler);
+        let fetch = fetch_task(url.to_owned(), id, tuning, stats.clone());
+        let config = Refresh::builder(&scheduler)
+            .phase(phase)
+            .retry(RetryBackoff::new(tuning.retry, tuning.period).jitter(0.5))
+            .trigger(|t| {
+                t.name(format!("client-{id}"))
+                    .min_interval(Duration::from_millis(200))
+            })
+            .bind_conditional(fetch);
+        let trigger = config.trigger().clone();
         trigger
             .fire_after(phase.first_delay_from(Duration::ZERO))
             .expect("running");
@@ -79,6 +88,7 @@ impl Client {
         };
         Client {
             stats,
+            config,
             trigger,
             stop,
             listener: Some(listener),
@@ -104,17 +114,17 @@ impl Drop for Client {
     }
 }
 
-/// The trigger's task: one fetch; the delay to the next.
-fn refresh_task(
+/// The refresher's fetch: the config's version, "unchanged" if it is the
+/// one held. The refresher does the rest: the slots, the back-off capped
+/// at the next slot, never two fetches at once.
+fn fetch_task(
     url: String,
     id: u64,
     tuning: Tuning,
-    phase: PhaseKeeper,
     stats: Arc<ClientStats>,
-) -> impl FnMut() -> Option<Duration> + Send + 'static {
-    let mut backoff = RetryBackoff::new(tuning.retry, tuning.period).jitter(0.5);
+) -> impl FnMut(Option<Validator>) -> Result<Fetched<u64>, String> + Send + 'static {
     let mut con: Option<redis::Connection> = None;
-    move || {
+    move |last| {
         let now = stats.in_flight.fetch_add(1, Relaxed) + 1;
         stats.max_in_flight.fetch_max(now, Relaxed);
         let fetched = fetch(&url, &mut con, tuning.fetch_timeout).and_then(|version| {
@@ -133,16 +143,16 @@ fn refresh_task(
             Ok(version) => {
                 stats.version.store(version, Relaxed);
                 stats.refreshes.fetch_add(1, Relaxed);
-                backoff.succeeded(tuning.period);
-                Some(phase.next_delay())
+                let validator = Validator::from(version);
+                if last.as_ref() == Some(&validator) {
+                    return Ok(Fetched::unchanged());
+                }
+                Ok(Fetched::changed(version).validator(validator))
             }
-            Err(_) => {
+            Err(error) => {
                 con = None; // reconnect next time
                 stats.failures.fetch_add(1, Relaxed);
-                // Back off, but never past the next phase slot: a fleet
-                // whose store was down for a while retries on its phases.
-                let retry = backoff.failed().unwrap_or(tuning.period);
-                Some(retry.min(phase.next_delay()))
+                Err(error)
             }
         }
     }
