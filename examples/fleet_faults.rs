@@ -14,7 +14,10 @@
 //! * **flood**: 20,000 "refresh now" messages (`--flood N`), pipelined —
 //!   4 million deliveries to 200 clients, which a 2-core machine running
 //!   the server and every client takes seconds to deliver; once the last
-//!   is delivered, a new version and one broadcast.
+//!   is delivered, a new version and one broadcast;
+//! * **cold_start**: the fleet starts while the server is down, each
+//!   client with the local copy a previous run saved (version 1): every
+//!   client serves it at once; the server comes back with version 2.
 //!
 //! The parent samples Redis's own counters (`INFO commandstats`) every
 //! 100 ms and prints one `key=value` line per fault: the load's peak/mean
@@ -71,35 +74,38 @@ enum Fault {
     Restart,
     Pause,
     Flood,
+    ColdStart,
 }
 
 impl Fault {
-    const ALL: [Fault; 3] = [Fault::Restart, Fault::Pause, Fault::Flood];
+    const ALL: [Fault; 4] = [Fault::Restart, Fault::Pause, Fault::Flood, Fault::ColdStart];
 
     fn name(self) -> &'static str {
         match self {
             Fault::Restart => "restart",
             Fault::Pause => "pause",
             Fault::Flood => "flood",
+            Fault::ColdStart => "cold_start",
         }
     }
 
-    /// How long the store is away (the flood: while it is sent).
+    /// How long the store is away (the flood: while it is sent; a cold
+    /// start: from the start, through the warm-up).
     fn away(self) -> Duration {
         match self {
-            Fault::Restart | Fault::Pause => AWAY,
+            Fault::Restart | Fault::Pause | Fault::ColdStart => AWAY,
             Fault::Flood => Duration::ZERO,
         }
     }
 }
 
-/// `--client URL ID FLOOD`: one member of the fleet, until its stdin
-/// closes (counting itself in `fleet:drained` once it received `FLOOD`
-/// messages);
-/// then prints `max_in_flight=… rss_growth_kib=… refreshes=…`.
-fn run_client(url: &str, id: u64, flood: u64) {
+/// `--client URL ID FLOOD [COPY]`: one member of the fleet (keeping its
+/// local copy at `COPY`, if given), until its stdin closes (counting itself
+/// in `fleet:drained` once it received `FLOOD` messages);
+/// then prints `max_in_flight=… rss_growth_kib=… refreshes=… from_copy=…`.
+fn run_client(url: &str, id: u64, flood: u64, copy: Option<&str>) {
     let rss_start = fleet_client::rss_kib();
-    let mut client = Client::start(url, id, TUNING);
+    let mut client = Client::start_with_copy(url, id, TUNING, copy.map(std::path::Path::new));
     let mut rss_max = rss_start;
     let mut drained = false;
     let (done_tx, done) = std::sync::mpsc::channel();
@@ -124,12 +130,13 @@ fn run_client(url: &str, id: u64, flood: u64) {
     client.stop();
     let stats = &client.stats;
     println!(
-        "max_in_flight={} rss_growth_kib={} refreshes={} failures={} messages={}",
+        "max_in_flight={} rss_growth_kib={} refreshes={} failures={} messages={} from_copy={}",
         stats.max_in_flight.load(Relaxed),
         rss_max.saturating_sub(rss_start),
         stats.refreshes.load(Relaxed),
         stats.failures.load(Relaxed),
         stats.messages.load(Relaxed),
+        u8::from(stats.from_copy.load(Relaxed)),
     );
 }
 
@@ -218,12 +225,33 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
     let mut con = admin(&server);
     set_version(&mut con, 1);
     let exe = std::env::current_exe().expect("own path");
+    // A cold start: each client's copy of version 1, as a previous run
+    // left it, and no server until the fault's end.
+    let copies = std::env::temp_dir().join(format!("fleet-copies-{}", std::process::id()));
+    let copy_of = |id: u64| copies.join(format!("client-{id}.copy"));
+    if fault == Fault::ColdStart {
+        std::fs::create_dir_all(&copies).expect("copies directory");
+        for id in 0..clients as u64 {
+            fleet_client::local_copy(&copy_of(id))
+                .save(
+                    &1,
+                    Some(&circulation_trigger::refresh::Validator::from(1_u64)),
+                )
+                .expect("a client's copy");
+        }
+        server.kill();
+    }
     let members: Vec<Member> = (0..clients as u64)
         .map(|id| {
+            let mut command = Command::new(&exe);
+            command
+                .args(["--client", &server.url(), &id.to_string()])
+                .arg(flood.to_string());
+            if fault == Fault::ColdStart {
+                command.arg(copy_of(id));
+            }
             Member(
-                Command::new(&exe)
-                    .args(["--client", &server.url(), &id.to_string()])
-                    .arg(flood.to_string())
+                command
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::inherit())
@@ -232,9 +260,9 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
             )
         })
         .collect();
-    // Every client on version 1 (bounded).
+    // Every client on version 1 (bounded; a cold start has no store).
     let ready_by = Instant::now() + Duration::from_secs(60);
-    while holding(&mut con, 1) < clients && Instant::now() < ready_by {
+    while fault != Fault::ColdStart && holding(&mut con, 1) < clients && Instant::now() < ready_by {
         thread::sleep(Duration::from_millis(50));
     }
     // For the flood: a subscriber of the parent's own says when the last
@@ -263,7 +291,11 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
     }
     let start = Instant::now();
     let mut buckets = Vec::new();
-    let mut last = fleet_chart::hgetall_calls(&mut con).unwrap_or(0);
+    let mut last = if fault == Fault::ColdStart {
+        0
+    } else {
+        fleet_chart::hgetall_calls(&mut con).unwrap_or(0)
+    };
     let mut returned_at = WARM_UP + fault.away();
     // The flood's end is known when it comes (bounded: two minutes).
     let mut end = returned_at
@@ -289,6 +321,7 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
                         .arg("ALL")
                         .query(&mut con);
                 }
+                Fault::ColdStart => {} // away since the start
                 Fault::Flood => {
                     let mut pipe = redis::pipe();
                     for _ in 0..flood {
@@ -310,7 +343,7 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
         }
         if faulted && !returned && next >= returned_at && (fault != Fault::Flood || flood_over) {
             returned = true;
-            if fault == Fault::Restart {
+            if matches!(fault, Fault::Restart | Fault::ColdStart) {
                 server.restart().expect("restart");
                 con = admin(&server);
             }
@@ -322,7 +355,11 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
                 .arg("now")
                 .query(&mut con);
         }
-        let calls = fleet_chart::hgetall_calls(&mut con).unwrap_or(last);
+        let calls = if fault == Fault::ColdStart && !returned {
+            0
+        } else {
+            fleet_chart::hgetall_calls(&mut con).unwrap_or(last)
+        };
         // A restarted server counts from zero again.
         buckets.push(calls.checked_sub(last).unwrap_or(calls));
         last = calls;
@@ -332,6 +369,9 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
         next += BUCKET;
     }
     let reports = members.into_iter().map(Member::finish).collect();
+    if fault == Fault::ColdStart {
+        let _ = std::fs::remove_dir_all(&copies);
+    }
     Run {
         fault,
         buckets,
@@ -343,7 +383,7 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
 }
 
 fn svg(runs: &[Run], clients: usize) -> String {
-    const COLORS: [&str; 3] = ["#c0392b", "#2471a3", "#1e8449"];
+    const COLORS: [&str; 4] = ["#c0392b", "#2471a3", "#1e8449", "#7d3c98"];
     let buckets = runs.iter().map(|r| r.buckets.len()).max().unwrap_or(1);
     let span = buckets as f64 * BUCKET.as_secs_f64();
     let max = runs
@@ -352,7 +392,7 @@ fn svg(runs: &[Run], clients: usize) -> String {
         .max()
         .unwrap_or(1);
     let title = format!(
-        "Redis HGETALL per second: {clients} client processes through a store restart, a pause and a flood"
+        "Redis HGETALL per second: {clients} client processes through a store restart, a pause, a flood and a cold start"
     );
     let mut chart = fleet_chart::Chart::new(&title, span, max, BUCKET);
     chart.shade(
@@ -388,6 +428,7 @@ fn main() {
             &args[1],
             args[2].parse().expect("client id"),
             args[3].parse().expect("flood size"),
+            args.get(4).map(String::as_str),
         );
         return;
     }
@@ -404,7 +445,7 @@ fn main() {
             ("--only", Some(name)) => only = Some(name.clone()),
             _ => {
                 eprintln!(
-                    "options: --clients N (200), --flood N (20000), --only restart|pause|flood, --svg PATH"
+                    "options: --clients N (200), --flood N (20000), --only restart|pause|flood|cold_start, --svg PATH"
                 );
                 std::process::exit(2);
             }
@@ -446,8 +487,18 @@ fn main() {
             messages as f64 / clients as f64,
             started.elapsed().as_secs_f64(),
         );
-        // Hard failures only: overlap, a report missing, no convergence.
+        let from_copy = run
+            .reports
+            .iter()
+            .filter(|r| field(r, "from_copy") == 1)
+            .count();
+        if fault == Fault::ColdStart {
+            println!("fault=cold_start clients_serving_their_copy_at_start={from_copy}");
+        }
+        // Hard failures only: overlap, a report missing, no convergence,
+        // a cold start without the copy.
         failed |= max_in_flight != 1 || run.reports.iter().any(|r| r.is_empty());
+        failed |= fault == Fault::ColdStart && from_copy != clients;
         failed |= run.converged_after.is_none();
         runs.push(run);
     }

@@ -89,9 +89,11 @@ impl PhaseKeeper {
     /// rolling deploy, a node's reboot) keep their spread.
     ///
     /// The hash is 64-bit FNV-1a of the key's UTF-8 bytes (offset basis
-    /// `0xcbf29ce484222325`, prime `0x100000001b3`), taken modulo the
-    /// period in nanoseconds: documented, so it never changes (std's
-    /// `DefaultHasher` may change between Rust releases). The wall clock
+    /// `0xcbf29ce484222325`, prime `0x100000001b3`), mixed by MurmurHash3's
+    /// 64-bit finalizer (so keys that differ in one character land far
+    /// apart), taken modulo the period in nanoseconds: documented, so it
+    /// never changes (std's `DefaultHasher` may change between Rust
+    /// releases). The wall clock
     /// is read once, when `scheduler` was built; the slots then run on its
     /// monotonic clock, so a wall-clock step never makes a run early
     /// (G15). On a [`VirtualScheduler`](crate::VirtualScheduler), set that
@@ -125,7 +127,7 @@ impl PhaseKeeper {
     ) -> Self {
         let keeper = Self::new(period);
         let period_ns = u64::try_from(keeper.period.as_nanos()).unwrap_or(u64::MAX);
-        let phase_ns = crate::refresh::stable_hash(key.as_bytes()) % period_ns;
+        let phase_ns = key_hash(key) % period_ns;
         let epoch = scheduler.as_ref().shared.wall_epoch();
         let epoch_ns = epoch
             .duration_since(std::time::UNIX_EPOCH)
@@ -350,4 +352,15 @@ mod tests {
             "outside a task"
         );
     }
+}
+
+/// A key's stable hash (see [`PhaseKeeper::keyed`]): FNV-1a, then
+/// MurmurHash3's 64-bit finalizer.
+fn key_hash(key: &str) -> u64 {
+    let mut hash = crate::refresh::stable_hash(key.as_bytes());
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^ (hash >> 33)
 }

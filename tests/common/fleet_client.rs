@@ -11,7 +11,7 @@
 
 #![allow(dead_code)]
 
-use circulation_trigger::refresh::{Fetched, Validator};
+use circulation_trigger::refresh::{Fetched, LocalCopy, Origin, Validator};
 use circulation_trigger::{seed_jitter, PhaseKeeper, Refresh, RetryBackoff, Scheduler, Trigger};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -48,6 +48,23 @@ pub struct ClientStats {
     pub failures: AtomicU64,
     /// Broadcast messages received.
     pub messages: AtomicU64,
+    /// The client started serving its local copy (the store was down).
+    pub from_copy: AtomicBool,
+}
+
+/// A client's local copy: its config version, as text.
+pub fn local_copy(path: &std::path::Path) -> LocalCopy<u64> {
+    LocalCopy::new(
+        path,
+        "fleet-config-v1",
+        |version: &u64| Ok::<_, std::io::Error>(version.to_string().into_bytes()),
+        |bytes| {
+            std::str::from_utf8(bytes)
+                .map_err(|e| e.to_string())?
+                .parse::<u64>()
+                .map_err(|e| e.to_string())
+        },
+    )
 }
 
 /// A running client.
@@ -63,6 +80,17 @@ pub struct Client {
 impl Client {
     /// Starts client `id` (its jitter seed) against `url`.
     pub fn start(url: &str, id: u64, tuning: Tuning) -> Client {
+        Self::start_with_copy(url, id, tuning, None)
+    }
+
+    /// Starts client `id`, keeping a local copy at `copy` if given: a
+    /// client started while the store is down serves it.
+    pub fn start_with_copy(
+        url: &str,
+        id: u64,
+        tuning: Tuning,
+        copy: Option<&std::path::Path>,
+    ) -> Client {
         seed_jitter(id);
         let scheduler = Scheduler::builder().workers(1).build().expect("scheduler");
         let stats = Arc::new(ClientStats::default());
@@ -76,6 +104,16 @@ impl Client {
                     .min_interval(Duration::from_millis(200))
             })
             .bind_conditional(fetch);
+        let config = match copy {
+            Some(path) => config.local_copy(local_copy(path)),
+            None => config,
+        };
+        if config.stats().origin == Some(Origin::LocalCopy) {
+            stats.from_copy.store(true, Relaxed);
+            if let Some(version) = config.get() {
+                stats.version.store(*version, Relaxed);
+            }
+        }
         let trigger = config.trigger().clone();
         trigger
             .fire_after(phase.first_delay_from(Duration::ZERO))
