@@ -266,19 +266,24 @@ async fn main() {
     }
 }
 
-/// Calls `refresh_now` on every message of the channel; reconnects (with a
-/// pause) when the connection breaks; until `stop`.
+/// Calls `refresh_now` on every message of the channel; reconnects when
+/// the connection breaks, after a jittered back-off (a fleet whose store
+/// restarts does not reconnect in step); until `stop`. A message lost
+/// while disconnected is caught by the next periodic refresh.
 fn subscribe(
     url: &str,
     config: &Refresh<Snapshot, redis::RedisError>,
     stop: &AtomicBool,
     messages: &AtomicU64,
 ) {
+    let mut backoff =
+        RetryBackoff::new(Duration::from_millis(100), Duration::from_secs(5)).jitter(0.5);
     while !stop.load(SeqCst) {
         let Ok(mut con) = connect(url) else {
-            thread::sleep(Duration::from_millis(200));
+            thread::sleep(backoff.failed().unwrap_or(Duration::from_secs(5)));
             continue;
         };
+        backoff.reset();
         let mut pubsub = con.as_pubsub();
         if pubsub.subscribe(CHANNEL).is_err()
             || pubsub

@@ -141,6 +141,50 @@ pub struct RefreshStats {
 /// good value, is reported ([`last_error`](Self::last_error)) and retried
 /// with a back-off; [`stats`](Self::stats) tells how fresh the value is.
 ///
+/// # Events with a periodic safety net
+///
+/// The usual shape of a service whose store publishes changes (Redis
+/// pub/sub, a webhook, a watch stream): every event calls
+/// [`refresh_now`](Self::refresh_now) — a burst costs at most two fetches
+/// (G18) — and the period catches whatever an event lost while the
+/// listener was disconnected. The listener reconnects after a jittered
+/// back-off ([`RetryBackoff`](crate::RetryBackoff) with jitter), so a
+/// fleet whose store restarts does not reconnect in step.
+/// `examples/redis_config_refresh.rs` in the repository is this shape on
+/// Redis.
+///
+/// ```
+/// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+/// use std::time::Duration;
+///
+/// let scheduler = Scheduler::builder().workers(1).build()?;
+/// let config = Refresh::builder(&scheduler)
+///     .every(Duration::from_secs(60)) // the safety net
+///     .bind(|| Ok::<_, String>("config"));
+/// let (events, inbox) = std::sync::mpsc::channel::<()>(); // the store's events
+/// let listener = {
+///     let config = config.clone();
+///     std::thread::spawn(move || {
+///         let mut reconnect = RetryBackoff::new(Duration::from_millis(100), Duration::from_secs(5))
+///             .jitter(0.5);
+///         // A real listener loops: connect (on failure, sleep
+///         // `reconnect.failed()`), then `refresh_now` per event.
+///         reconnect.reset();
+///         while inbox.recv().is_ok() {
+///             let _ = config.refresh_now(); // coalesced: a burst is one fetch or two
+///         }
+///     })
+/// };
+/// for _ in 0..100 {
+///     events.send(())?;
+/// }
+/// drop(events);
+/// listener.join().unwrap();
+/// config.wait_ready(Duration::from_secs(10))?;
+/// assert!(config.stats().fetches <= 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// Cloning gives another handle to the same value and trigger. The
 /// trigger is a plain [`Trigger`]: `fire`, `fire_and_wait`, `pause`,
 /// `resume`, statistics — all as documented there.
