@@ -4,7 +4,8 @@
 //! reads the value it confirms (G19); a reader that sees an "unchanged"
 //! answer's confirmation reads the value it confirmed, never a
 //! republished one (G21); `refresh_and_wait`'s report of a later fetch
-//! reads what that fetch stored.
+//! reads what that fetch stored; a value read from the local copy at start
+//! is read whole (G22).
 #![cfg(loom)]
 
 mod common;
@@ -76,6 +77,21 @@ fn a_reader_reads_a_published_value_whole_or_not_at_all() {
             (None, _) | (Some(1), Some(1 | 2)) | (Some(2), Some(2))
         ));
         fetch.join().unwrap();
+    });
+}
+
+#[test]
+fn a_value_carried_over_from_the_local_copy_is_read_whole() {
+    run_model_bounded(3, || {
+        let model = Arc::new(RefreshModel::new());
+        let start = {
+            let model = Arc::clone(&model);
+            thread::spawn(move || assert!(model.carry(7)))
+        };
+        let mut reader = model.reader();
+        assert!(matches!(reader.read(), None | Some(7)));
+        start.join().unwrap();
+        assert_eq!(reader.read(), Some(7));
     });
 }
 

@@ -91,6 +91,14 @@ impl RefreshModel {
         self.settle(Ended::Answered(Fetched::unchanged()));
     }
 
+    /// Installs a value into an empty refresher, as reading the local copy
+    /// at start does; returns whether the cell was empty.
+    pub fn carry(&self, value: u32) -> bool {
+        self.latest
+            .value
+            .install_if_empty(std::sync::Arc::new(Payload::new(value)))
+    }
+
     /// A fetch fails.
     pub fn fail(&self, error: &str) {
         self.settle(Ended::Error(error.to_owned()));
