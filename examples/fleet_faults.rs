@@ -3,7 +3,7 @@
 //! with `--client`), each the crate's recommended refresher
 //! (`tests/common/fleet_client.rs`: phase-keeping periods, `fire_within`
 //! on a broadcast, a jittered back-off that never waits past its next
-//! phase slot, a listener that resubscribes). Three runs, each on a fresh
+//! phase slot, a listener that resubscribes). Five runs, each on a fresh
 //! server:
 //!
 //! * **restart**: the server is killed (SIGKILL) for two periods and
@@ -17,7 +17,11 @@
 //!   is delivered, a new version and one broadcast;
 //! * **cold_start**: the fleet starts while the server is down, each
 //!   client with the local copy a previous run saved (version 1): every
-//!   client serves it at once; the server comes back with version 2.
+//!   client serves it at once; the server comes back with version 2;
+//! * **rolling_restart**: the clients restart in four waves, a quarter at
+//!   a time in the order of their numbers, then a new version; its second
+//!   line gives the load's peak/mean through the waves and how evenly the
+//!   fetches fall over ten bins of the period afterwards.
 //!
 //! The parent samples Redis's own counters (`INFO commandstats`) every
 //! 100 ms and prints one `key=value` line per fault: the load's peak/mean
@@ -27,7 +31,7 @@
 //! against the goal of one period plus the window, and, from each client's
 //! own report as it exits, the most fetches it ever had in flight (1 by
 //! G1) and how much its RSS grew through the run. It writes an SVG of the
-//! three runs' load.
+//! runs' load.
 //!
 //! ```text
 //! cargo run --release --example fleet_faults [-- --clients 200 --svg target/fleet_faults.svg]
@@ -60,6 +64,8 @@ const TUNING: Tuning = Tuning {
 const WARM_UP: Duration = Duration::from_secs(6);
 /// How long the store is away (restart, pause).
 const AWAY: Duration = Duration::from_secs(6);
+/// Waves of a rolling restart, spread over [`AWAY`].
+const WAVES: u32 = 4;
 /// Watched after the store returns: four periods.
 const WATCH: Duration = Duration::from_secs(12);
 const BUCKET: Duration = Duration::from_millis(100);
@@ -75,10 +81,17 @@ enum Fault {
     Pause,
     Flood,
     ColdStart,
+    RollingRestart,
 }
 
 impl Fault {
-    const ALL: [Fault; 4] = [Fault::Restart, Fault::Pause, Fault::Flood, Fault::ColdStart];
+    const ALL: [Fault; 5] = [
+        Fault::Restart,
+        Fault::Pause,
+        Fault::Flood,
+        Fault::ColdStart,
+        Fault::RollingRestart,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -86,14 +99,16 @@ impl Fault {
             Fault::Pause => "pause",
             Fault::Flood => "flood",
             Fault::ColdStart => "cold_start",
+            Fault::RollingRestart => "rolling_restart",
         }
     }
 
     /// How long the store is away (the flood: while it is sent; a cold
-    /// start: from the start, through the warm-up).
+    /// start: from the start, through the warm-up; a rolling restart: the
+    /// waves).
     fn away(self) -> Duration {
         match self {
-            Fault::Restart | Fault::Pause | Fault::ColdStart => AWAY,
+            Fault::Restart | Fault::Pause | Fault::ColdStart | Fault::RollingRestart => AWAY,
             Fault::Flood => Duration::ZERO,
         }
     }
@@ -144,9 +159,14 @@ fn run_client(url: &str, id: u64, flood: u64, copy: Option<&str>) {
 struct Member(Child);
 
 impl Member {
+    /// Closes its stdin: it stops.
+    fn close(&mut self) {
+        drop(self.0.stdin.take());
+    }
+
     /// Closes its stdin and reads its report.
     fn finish(mut self) -> String {
-        drop(self.0.stdin.take());
+        self.close();
         let mut report = String::new();
         if let Some(stdout) = self.0.stdout.take() {
             let _ = BufReader::new(stdout).read_line(&mut report);
@@ -220,6 +240,22 @@ impl Run {
     }
 }
 
+impl Run {
+    /// max/mean of the calls in ten bins of the period (by the time of
+    /// each call modulo the period) over [`WATCH`] from `from`: how evenly
+    /// the fleet's fetches are spread over its phases.
+    fn phase_bins_max_over_mean(&self, from: usize) -> f64 {
+        let per_period = (PERIOD.as_millis() / BUCKET.as_millis()) as usize;
+        let to = (from + (WATCH.as_millis() / BUCKET.as_millis()) as usize).min(self.buckets.len());
+        let mut bins = [0_u64; 10];
+        for (i, calls) in self.buckets[from.min(to)..to].iter().enumerate() {
+            bins[i % per_period * 10 / per_period] += calls;
+        }
+        let mean = bins.iter().sum::<u64>() as f64 / 10.0;
+        bins.iter().copied().max().unwrap_or(0) as f64 / mean.max(f64::MIN_POSITIVE)
+    }
+}
+
 fn run(fault: Fault, clients: usize, flood: u64) -> Run {
     let mut server = RedisServer::start().expect("redis-server");
     let mut con = admin(&server);
@@ -241,25 +277,26 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
         }
         server.kill();
     }
-    let members: Vec<Member> = (0..clients as u64)
-        .map(|id| {
-            let mut command = Command::new(&exe);
+    let url = server.url();
+    let spawn = |id: u64| {
+        let mut command = Command::new(&exe);
+        command
+            .args(["--client", &url, &id.to_string()])
+            .arg(flood.to_string());
+        if fault == Fault::ColdStart {
+            command.arg(copy_of(id));
+        }
+        Member(
             command
-                .args(["--client", &server.url(), &id.to_string()])
-                .arg(flood.to_string());
-            if fault == Fault::ColdStart {
-                command.arg(copy_of(id));
-            }
-            Member(
-                command
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::inherit())
-                    .spawn()
-                    .expect("client process"),
-            )
-        })
-        .collect();
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("client process"),
+        )
+    };
+    let mut members: Vec<Member> = (0..clients as u64).map(spawn).collect();
+    let mut reports = Vec::new();
     // Every client on version 1 (bounded; a cold start has no store).
     let ready_by = Instant::now() + Duration::from_secs(60);
     while fault != Fault::ColdStart && holding(&mut con, 1) < clients && Instant::now() < ready_by {
@@ -307,8 +344,12 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
             Duration::ZERO
         };
     let (mut faulted, mut returned, mut converged_after) = (false, false, None);
-    let mut next = BUCKET;
-    while next <= end {
+    let mut waves = 0;
+    // The loop keeps real time: a fault's own step (the flood's pipeline,
+    // a restart) can block it for seconds, and the buckets it was blocked
+    // through share the calls made then, at their real times.
+    while buckets.len() * BUCKET.as_millis() as usize <= end.as_millis() as usize {
+        let next = BUCKET * (buckets.len() as u32 + 1);
         thread::sleep((start + next).saturating_duration_since(Instant::now()));
         if !faulted && next >= WARM_UP {
             faulted = true;
@@ -321,7 +362,8 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
                         .arg("ALL")
                         .query(&mut con);
                 }
-                Fault::ColdStart => {} // away since the start
+                // Away since the start; the waves are below.
+                Fault::ColdStart | Fault::RollingRestart => {}
                 Fault::Flood => {
                     let mut pipe = redis::pipe();
                     for _ in 0..flood {
@@ -331,6 +373,21 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
                 }
             }
         }
+        // A rolling restart: each wave stops a quarter of the fleet (in
+        // the order of their numbers, as a deploy goes) and starts it again.
+        if fault == Fault::RollingRestart && waves < WAVES && next >= WARM_UP + AWAY / WAVES * waves
+        {
+            let wave = clients * waves as usize / WAVES as usize
+                ..clients * (waves as usize + 1) / WAVES as usize;
+            let mut stopping: Vec<Member> =
+                members.splice(wave.clone(), std::iter::empty()).collect();
+            // All of the wave stop at once; then their reports are read.
+            stopping.iter_mut().for_each(Member::close);
+            reports.extend(stopping.into_iter().map(Member::finish));
+            let started: Vec<Member> = wave.clone().map(|id| spawn(id as u64)).collect();
+            members.splice(wave.start..wave.start, started);
+            waves += 1;
+        }
         // The flood is over when every client has taken it all in.
         let flood_over = fault == Fault::Flood
             && faulted
@@ -338,11 +395,16 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
             && delivered.load(Relaxed)
             && drained_clients(&mut con) >= clients;
         if flood_over {
-            returned_at = next;
+            returned_at = start.elapsed();
             end = returned_at + WATCH + PERIOD;
         }
-        if faulted && !returned && next >= returned_at && (fault != Fault::Flood || flood_over) {
+        if faulted
+            && !returned
+            && start.elapsed() >= returned_at
+            && (fault != Fault::Flood || flood_over)
+        {
             returned = true;
+            returned_at = start.elapsed();
             if matches!(fault, Fault::Restart | Fault::ColdStart) {
                 server.restart().expect("restart");
                 con = admin(&server);
@@ -361,14 +423,19 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
             fleet_chart::hgetall_calls(&mut con).unwrap_or(last)
         };
         // A restarted server counts from zero again.
-        buckets.push(calls.checked_sub(last).unwrap_or(calls));
+        let gained = calls.checked_sub(last).unwrap_or(calls);
         last = calls;
-        if returned && converged_after.is_none() && holding(&mut con, 2) == clients {
-            converged_after = Some(next.saturating_sub(returned_at));
+        let now = start.elapsed();
+        let due = (now.as_millis() / BUCKET.as_millis()) as usize;
+        let spanned = due.saturating_sub(buckets.len()).max(1) as u64;
+        for i in 0..spanned {
+            buckets.push(gained / spanned + u64::from(i < gained % spanned));
         }
-        next += BUCKET;
+        if returned && converged_after.is_none() && holding(&mut con, 2) == clients {
+            converged_after = Some(start.elapsed().saturating_sub(returned_at));
+        }
     }
-    let reports = members.into_iter().map(Member::finish).collect();
+    reports.extend(members.into_iter().map(Member::finish));
     if fault == Fault::ColdStart {
         let _ = std::fs::remove_dir_all(&copies);
     }
@@ -383,7 +450,7 @@ fn run(fault: Fault, clients: usize, flood: u64) -> Run {
 }
 
 fn svg(runs: &[Run], clients: usize) -> String {
-    const COLORS: [&str; 4] = ["#c0392b", "#2471a3", "#1e8449", "#7d3c98"];
+    const COLORS: [&str; 5] = ["#c0392b", "#2471a3", "#1e8449", "#7d3c98", "#b7950b"];
     let buckets = runs.iter().map(|r| r.buckets.len()).max().unwrap_or(1);
     let span = buckets as f64 * BUCKET.as_secs_f64();
     let max = runs
@@ -392,7 +459,7 @@ fn svg(runs: &[Run], clients: usize) -> String {
         .max()
         .unwrap_or(1);
     let title = format!(
-        "Redis HGETALL per second: {clients} client processes through a store restart, a pause, a flood and a cold start"
+        "Redis HGETALL per second: {clients} client processes through a store restart, a pause, a flood, a cold start and a rolling restart"
     );
     let mut chart = fleet_chart::Chart::new(&title, span, max, BUCKET);
     chart.shade(
@@ -445,7 +512,7 @@ fn main() {
             ("--only", Some(name)) => only = Some(name.clone()),
             _ => {
                 eprintln!(
-                    "options: --clients N (200), --flood N (20000), --only restart|pause|flood|cold_start, --svg PATH"
+                    "options: --clients N (200), --flood N (20000), --only restart|pause|flood|cold_start|rolling_restart, --svg PATH"
                 );
                 std::process::exit(2);
             }
@@ -494,6 +561,15 @@ fn main() {
             .count();
         if fault == Fault::ColdStart {
             println!("fault=cold_start clients_serving_their_copy_at_start={from_copy}");
+        }
+        if fault == Fault::RollingRestart {
+            let waves = (WARM_UP.as_millis() / BUCKET.as_millis()) as usize;
+            let (_, _, during) =
+                fleet_chart::peak_over_mean(&run.buckets, waves, run.returned, JUDGED, BUCKET);
+            println!(
+                "fault=rolling_restart during_waves_peak_over_mean={during:.2} phase_bins_max_over_mean={:.2}",
+                run.phase_bins_max_over_mean(judged_from(&run))
+            );
         }
         // Hard failures only: overlap, a report missing, no convergence,
         // a cold start without the copy.

@@ -9,7 +9,10 @@
 //! the mean load. A client whose periodic chain restarts from the
 //! broadcast refreshes in lockstep with the whole fleet ever after; one
 //! that keeps its phase does not. Rejected clients retry with jittered
-//! exponential back-off.
+//! exponential back-off. At 370 s half the fleet restarts within 5 s (a
+//! node's reboot): a client whose phase comes from its name and the wall
+//! clock (`PhaseKeeper::keyed`) finds its old slots again; the others
+//! restart their chains together.
 //!
 //! Prints one line per policy, then a markdown table, and writes an SVG
 //! plot of the offered load per second.
@@ -27,9 +30,13 @@ const QPS_CAP: u64 = 15_000;
 const PERIOD: Duration = Duration::from_secs(60);
 const BROADCAST_AT: Duration = Duration::from_secs(60);
 const SPREAD: Duration = Duration::from_secs(10);
-/// How long after the broadcast window the load is watched.
+/// How long after the broadcast window (and after the restart) the load
+/// is watched.
 const AFTER: Duration = Duration::from_secs(300);
-const END: Duration = Duration::from_secs(60 + 10 + 300);
+/// Half the fleet restarts, each client starting within `START_SPREAD`.
+const RESTART_AT: Duration = Duration::from_secs(60 + 10 + 300);
+const START_SPREAD: Duration = Duration::from_secs(5);
+const END: Duration = Duration::from_secs(60 + 10 + 300 + 5 + 300);
 
 /// The config center: answers at most `QPS_CAP` queries per (virtual)
 /// second and rejects the rest.
@@ -83,6 +90,8 @@ struct Run {
     /// Highest one-second load over the mean, in the 300 s after the
     /// broadcast window.
     peak_over_mean: f64,
+    /// The same, in the 300 s after half the fleet restarted.
+    restart_peak_over_mean: f64,
     wall: Duration,
 }
 
@@ -97,51 +106,55 @@ fn simulate(policy: Policy) -> Run {
     }));
     let updated = Arc::new(AtomicUsize::new(0));
     let all_updated_at = Arc::new(AtomicU64::new(u64::MAX));
-    let triggers: Vec<Trigger> = (0..CLIENTS as u64)
-        .map(|client| {
-            let (center, updated, all_at, clock) = (
-                center.clone(),
-                updated.clone(),
-                all_updated_at.clone(),
-                clock.clone(),
-            );
-            let mut backoff = RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(30))
-                .jitter(0.5)
-                .seed(client);
-            let mut have = 0;
-            // Each client's own phase (seeded above: deterministic).
-            let phase = PhaseKeeper::new(PERIOD).random_offset();
-            let keep_phase = policy == Policy::FireWithinPhase;
-            let trigger = Trigger::bind(&sim, move || {
-                let now = clock.now();
-                let answer = center.lock().unwrap().query(now);
-                match answer {
-                    Some(version) => {
-                        if version > have {
-                            have = version;
-                            if updated.fetch_add(1, Relaxed) + 1 == CLIENTS {
-                                all_at.store(now.as_micros() as u64, Relaxed);
-                            }
-                        }
-                        backoff.succeeded(PERIOD);
-                        if keep_phase {
-                            Some(phase.next_delay())
-                        } else {
-                            Some(jittered(PERIOD, 0.1))
+    // A client's process starting, within `spread`: at time zero (over a
+    // period), or again on a restart (a node's reboot).
+    let start = |client: u64, spread: Duration| {
+        let (center, updated, all_at, clock) = (
+            center.clone(),
+            updated.clone(),
+            all_updated_at.clone(),
+            clock.clone(),
+        );
+        let mut backoff = RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(30))
+            .jitter(0.5)
+            .seed(client);
+        let mut have = 0;
+        // Each client's own phase, from its name and the wall clock: a
+        // restarted client finds the same slots again.
+        let phase = PhaseKeeper::keyed(PERIOD, &format!("client-{client}"), &sim);
+        let keep_phase = policy == Policy::FireWithinPhase;
+        let trigger = Trigger::bind(&sim, move || {
+            let now = clock.now();
+            let answer = center.lock().unwrap().query(now);
+            match answer {
+                Some(version) => {
+                    if version > have {
+                        have = version;
+                        if updated.fetch_add(1, Relaxed) + 1 == CLIENTS {
+                            all_at.store(now.as_micros() as u64, Relaxed);
                         }
                     }
-                    None => backoff.failed(),
+                    backoff.succeeded(PERIOD);
+                    if keep_phase {
+                        Some(phase.next_delay())
+                    } else {
+                        Some(jittered(PERIOD, 0.1))
+                    }
                 }
-            });
-            // Spread the start: at random, or on the client's own slot.
-            if keep_phase {
-                trigger.fire_after(phase.first_delay_from(Duration::ZERO))
-            } else {
-                trigger.fire_within(PERIOD)
+                None => backoff.failed(),
             }
-            .expect("running");
-            trigger
-        })
+        });
+        // The first fetch: within the spread, or on the client's own slot.
+        if keep_phase {
+            trigger.fire_after(phase.first_delay_from(sim.now()))
+        } else {
+            trigger.fire_within(spread)
+        }
+        .expect("running");
+        trigger
+    };
+    let mut triggers: Vec<Trigger> = (0..CLIENTS as u64)
+        .map(|client| start(client, PERIOD))
         .collect();
 
     sim.advance_to(BROADCAST_AT);
@@ -153,6 +166,12 @@ fn simulate(policy: Policy) -> Run {
         }
         .expect("running");
     }
+    // Half the fleet restarts (its clients already updated: the counts
+    // of the broadcast stay as they are).
+    sim.advance_to(RESTART_AT);
+    for (client, trigger) in triggers.iter_mut().take(CLIENTS / 2).enumerate() {
+        *trigger = start(client as u64, START_SPREAD);
+    }
     sim.advance_to(END);
 
     let center = center.lock().unwrap();
@@ -163,9 +182,14 @@ fn simulate(policy: Policy) -> Run {
     let after = &offered[window_end..window_end + AFTER.as_secs() as usize];
     let mean = after.iter().sum::<u64>() as f64 / after.len() as f64;
     let peak_after = after.iter().copied().max().unwrap_or(0);
+    let restarted = RESTART_AT.as_secs() as usize + START_SPREAD.as_secs() as usize;
+    let after_restart = &offered[restarted..restarted + AFTER.as_secs() as usize];
+    let restart_mean = after_restart.iter().sum::<u64>() as f64 / after_restart.len() as f64;
     Run {
         name: policy.name(),
         peak_over_mean: peak_after as f64 / mean,
+        restart_peak_over_mean: after_restart.iter().copied().max().unwrap_or(0) as f64
+            / restart_mean,
         peak: offered.iter().copied().max().unwrap_or(0),
         rejected_after_broadcast: center.seconds[broadcast_second..]
             .iter()
@@ -270,13 +294,14 @@ fn main() {
     ];
     for run in &runs {
         println!(
-            "policy={} peak_qps={} rejected={} all_updated_s={} after_broadcast_peak_over_mean={:.2}",
+            "policy={} peak_qps={} rejected={} all_updated_s={} after_broadcast_peak_over_mean={:.2} after_restart_peak_over_mean={:.2}",
             run.name,
             run.peak,
             run.rejected_after_broadcast,
             run.all_updated_after
                 .map_or("never".to_owned(), |d| format!("{:.1}", d.as_secs_f64())),
-            run.peak_over_mean
+            run.peak_over_mean,
+            run.restart_peak_over_mean
         );
     }
     println!(
@@ -284,17 +309,18 @@ fn main() {
          broadcast at 60 s, watched until {} s\n",
         END.as_secs()
     );
-    println!("| broadcast policy | peak QPS offered | rejected by the cap | every client updated after | after the broadcast: peak / mean load | simulation wall time |");
-    println!("|---|---|---|---|---|---|");
+    println!("| broadcast policy | peak QPS offered | rejected by the cap | every client updated after | after the broadcast: peak / mean load | after half the fleet restarts: peak / mean | simulation wall time |");
+    println!("|---|---|---|---|---|---|---|");
     for run in &runs {
         println!(
-            "| `{}` | {} | {} | {} | {:.2} | {:.1} s |",
+            "| `{}` | {} | {} | {} | {:.2} | {:.2} | {:.1} s |",
             run.name,
             run.peak,
             run.rejected_after_broadcast,
             run.all_updated_after
                 .map_or("never".to_owned(), |d| format!("{:.1} s", d.as_secs_f64())),
             run.peak_over_mean,
+            run.restart_peak_over_mean,
             run.wall.as_secs_f64()
         );
     }
@@ -319,5 +345,14 @@ fn main() {
         phased.peak_over_mean <= 1.5,
         "with phase-keeping the load should return to flat: {:.2}",
         phased.peak_over_mean
+    );
+    assert!(
+        spread.restart_peak_over_mean > 2.0,
+        "clients restarted together without a kept phase should refresh together"
+    );
+    assert!(
+        phased.restart_peak_over_mean <= 1.5,
+        "a phase kept from the key and the wall clock should survive a restart: {:.2}",
+        phased.restart_peak_over_mean
     );
 }

@@ -233,6 +233,14 @@ impl RetryBackoff {
         Some(spread(delay, self.jitter, self.rng.f64()).min(self.max))
     }
 
+    /// The delay of the last failure before its jitter (zero before any).
+    pub(crate) fn last_nominal(&self) -> Duration {
+        match self.failures {
+            0 => Duration::ZERO,
+            failures => doubled(self.initial, failures - 1).min(self.max),
+        }
+    }
+
     /// Forgets the failures so far (the next failure waits the initial
     /// delay again), without producing a delay.
     pub fn reset(&mut self) {

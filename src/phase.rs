@@ -85,8 +85,10 @@ impl PhaseKeeper {
     /// fall at the wall-clock times `t` where `t mod period` (since the
     /// Unix epoch) is the `key`'s hash modulo the period — the same for a
     /// key (an instance id, a host name) in every run of every build, and
-    /// spread evenly over a fleet's keys. Clients restarted together (a
-    /// rolling deploy, a node's reboot) keep their spread.
+    /// spread over a fleet's keys as independent random draws would be.
+    /// Clients restarted together (a rolling deploy, a node's reboot) keep
+    /// their spread. A fleet that numbers its members spreads more evenly
+    /// with [`ordinal`](Self::ordinal).
     ///
     /// The hash is 64-bit FNV-1a of the key's UTF-8 bytes (offset basis
     /// `0xcbf29ce484222325`, prime `0x100000001b3`), mixed by MurmurHash3's
@@ -125,9 +127,69 @@ impl PhaseKeeper {
         key: &str,
         scheduler: &S,
     ) -> Self {
+        Self::at_wall_phase(period, |period_ns| key_hash(key) % period_ns, scheduler)
+    }
+
+    /// Slots every `period` at a phase that survives restarts, for the
+    /// member numbered `ordinal` of a fleet that numbers its members (a
+    /// StatefulSet's pod ordinal, a worker index).
+    ///
+    /// Keys place a fleet's members like independent random draws, so a
+    /// short stretch of the period may hold noticeably more of them than
+    /// another. Ordinals place member `n` at the fraction `n / φ` of the
+    /// period (φ the golden ratio, as 64-bit fixed point
+    /// `0x9e37_79b9_7f4a_7c15`): members `0..N` then split the period into
+    /// gaps of at most three lengths, the longest under three times the
+    /// shortest, whatever `N` is. Added or removed members keep the others'
+    /// slots. The wall clock is read as [`keyed`](Self::keyed) reads it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{PhaseKeeper, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// let period = Duration::from_secs(60);
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let mut firsts: Vec<Duration> = (0..8)
+    ///     .map(|n| PhaseKeeper::ordinal(period, n, &sim).first_delay_from(Duration::ZERO))
+    ///     .collect();
+    /// firsts.sort();
+    /// // Eight members: every gap between neighbours within 4–12 s.
+    /// for pair in firsts.windows(2) {
+    ///     let gap = pair[1] - pair[0];
+    ///     assert!(gap >= Duration::from_secs(4) && gap <= Duration::from_secs(12), "{gap:?}");
+    /// }
+    /// ```
+    pub fn ordinal<S: AsRef<crate::Scheduler> + ?Sized>(
+        period: Duration,
+        ordinal: u64,
+        scheduler: &S,
+    ) -> Self {
+        // `frac(n / φ)` as a 64-bit fraction, scaled to the period.
+        let fraction = ordinal.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        Self::at_wall_phase(
+            period,
+            |period_ns| {
+                let scaled = (u128::from(fraction) * u128::from(period_ns)) >> 64;
+                // `scaled` < `period_ns`, a u64.
+                u64::try_from(scaled).unwrap_or(0)
+            },
+            scheduler,
+        )
+    }
+
+    /// Slots at the wall-clock times `t` where `t mod period` is
+    /// `phase(period_ns)`, from the wall clock read when `scheduler` was
+    /// built.
+    fn at_wall_phase<S: AsRef<crate::Scheduler> + ?Sized>(
+        period: Duration,
+        phase: impl FnOnce(u64) -> u64,
+        scheduler: &S,
+    ) -> Self {
         let keeper = Self::new(period);
         let period_ns = u64::try_from(keeper.period.as_nanos()).unwrap_or(u64::MAX);
-        let phase_ns = key_hash(key) % period_ns;
+        let phase_ns = phase(period_ns) % period_ns;
         let epoch = scheduler.as_ref().shared.wall_epoch();
         let epoch_ns = epoch
             .duration_since(std::time::UNIX_EPOCH)
@@ -136,8 +198,10 @@ impl PhaseKeeper {
             });
         // Scheduler time `s` is wall time `epoch + s`: a slot where
         // `(epoch + s) mod period == phase`, so `s ≡ phase − epoch`.
-        let offset_ns = (phase_ns + period_ns - epoch_ns % period_ns) % period_ns;
-        keeper.offset(Duration::from_nanos(offset_ns))
+        let offset_ns = (u128::from(phase_ns) + u128::from(period_ns)
+            - u128::from(epoch_ns % period_ns))
+            % u128::from(period_ns);
+        keeper.offset(Duration::from_nanos(u64::try_from(offset_ns).unwrap_or(0)))
     }
 
     /// A uniformly random offset in `[0, period)`, from a thread-local

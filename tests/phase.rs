@@ -71,3 +71,60 @@ fn slots_run_on_the_monotonic_clock_whatever_the_wall_clock_does() {
         "{last:?}"
     );
 }
+
+/// Where `ordinal`'s keeper puts member `n`'s slot in the wall clock's
+/// period, on a scheduler whose time zero is `epoch`.
+fn ordinal_phase(n: u64, epoch: SystemTime, period: Duration) -> Duration {
+    let sim = Scheduler::builder().build_virtual();
+    sim.set_wall_epoch(epoch);
+    let keeper = PhaseKeeper::ordinal(period, n, &sim);
+    let slot = epoch + keeper.first_delay_from(Duration::ZERO);
+    let since = slot.duration_since(UNIX_EPOCH).unwrap();
+    Duration::from_nanos((since.as_nanos() % period.as_nanos()) as u64)
+}
+
+#[test]
+fn a_numbered_fleet_spreads_evenly_for_every_size_and_keeps_its_phase() {
+    let period = SECOND * 3;
+    let base = UNIX_EPOCH + SECOND * 1_700_000_000;
+    for members in [7_u64, 20, 200, 1_000] {
+        let mut phases: Vec<u128> = (0..members)
+            .map(|n| ordinal_phase(n, base, period).as_nanos())
+            .collect();
+        phases.sort_unstable();
+        let gaps: Vec<u128> = phases
+            .windows(2)
+            .map(|pair| pair[1] - pair[0])
+            .chain([phases[0] + period.as_nanos() - phases[phases.len() - 1]])
+            .collect();
+        let (shortest, longest) = (gaps.iter().min().unwrap(), gaps.iter().max().unwrap());
+        // The three-gap theorem with the golden ratio: longest ≤ φ² × shortest.
+        assert!(
+            longest * 1_000 <= shortest * 2_619,
+            "{members}: {shortest} .. {longest}"
+        );
+        // Ten bins of the period each hold a tenth, within a member or two.
+        let mut bins = [0_u64; 10];
+        for phase in &phases {
+            bins[(phase * 10 / period.as_nanos()) as usize] += 1;
+        }
+        let tenth = members / 10;
+        assert!(
+            bins.iter().all(|&bin| bin + 2 >= tenth && bin <= tenth + 2),
+            "{members}: {bins:?}"
+        );
+    }
+    // A restart later (the wall clock moved on) keeps every member's phase;
+    // a member's phase does not depend on the fleet's size.
+    for n in [0, 1, 17, 199] {
+        let later = base + SECOND * 86_407 + Duration::from_nanos(987_654_321);
+        assert_eq!(
+            ordinal_phase(n, later, period),
+            ordinal_phase(n, base, period)
+        );
+    }
+    assert_ne!(
+        ordinal_phase(1, base, period),
+        ordinal_phase(2, base, period)
+    );
+}

@@ -143,3 +143,51 @@ fn a_back_offs_jitter_never_moves_a_phased_refresher_off_its_slots() {
         .collect();
     assert_eq!(times, [7, 67, 127, 187, 247]);
 }
+
+#[test]
+fn once_its_back_off_reaches_the_period_a_phased_refresher_retries_on_its_slots_only() {
+    let sim = Scheduler::builder().seed(3).build_virtual();
+    let slots = PhaseKeeper::new(SECOND * 10).offset(SECOND * 5);
+    let log: Log = Arc::default();
+    let (l, clock) = (Arc::clone(&log), sim.clock());
+    let config = Refresh::builder(&sim)
+        .phase(slots)
+        .retry(RetryBackoff::new(SECOND * 2, SECOND * 10).jitter(0.5))
+        .bind(move || {
+            let now = clock.now();
+            l.lock().unwrap().push((0, now));
+            // Down from 15 s until 200 s.
+            if now >= SECOND * 15 && now < SECOND * 200 {
+                Err("down")
+            } else {
+                Ok(())
+            }
+        });
+    config.trigger().fire_after(SECOND * 5).unwrap();
+    sim.advance_to(SECOND * 260);
+    let times: Vec<Duration> = log.lock().unwrap().iter().map(|&(_, t)| t).collect();
+    // The back-off climbs 2, 4, 8 s (jittered) from the failure at 15 s,
+    // so the retries before 45 s may fall between slots; from the 10 s
+    // step on, every fetch is on a slot, the store's return included.
+    let late: Vec<Duration> = times
+        .iter()
+        .copied()
+        .filter(|&t| t >= SECOND * 45)
+        .collect();
+    assert!(
+        late.iter()
+            .all(|t| t.as_secs() % 10 == 5 && t.subsec_nanos() == 0),
+        "{times:?}"
+    );
+    assert_eq!(
+        late.len(),
+        22,
+        "one fetch per slot from 45 s to 255 s: {times:?}"
+    );
+    assert!(
+        times
+            .iter()
+            .any(|&t| t > SECOND * 15 && t < SECOND * 45 && t.as_secs() % 10 != 5),
+        "the early retries come sooner than the slots: {times:?}"
+    );
+}

@@ -91,7 +91,9 @@ impl<'a> RefreshBuilder<'a> {
     /// phase's): a "refresh now" does not move the schedule, and with
     /// [`PhaseKeeper::keyed`](crate::PhaseKeeper::keyed) a fleet keeps its
     /// spread across restarts. A retry after a failure never waits past
-    /// the next slot.
+    /// the next slot. Once the back-off has climbed to the period, the
+    /// retries fall on the slots only, so a fleet's load on a store that
+    /// is down, and as it returns, is its load on the slots.
     ///
     /// # Examples
     ///

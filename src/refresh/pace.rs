@@ -59,8 +59,14 @@ impl Pace {
         if next.is_none() {
             backoff.reset();
         }
-        // A retry never waits past the next slot of the phase.
+        // A retry never waits past the next slot of the phase. Once the
+        // back-off has climbed to the period, it retries on the slots
+        // only: a retry between them adds a fetch per period while the
+        // store is down, and a second fetch in the period it returns.
         match (next, self.phase) {
+            (Some(_), Some(phase)) if backoff.last_nominal() >= phase.period() => {
+                Some(phase.next_slot_delay())
+            }
             (Some(next), Some(phase)) => Some(next.min(phase.next_slot_delay())),
             _ => next,
         }

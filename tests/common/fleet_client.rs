@@ -1,7 +1,7 @@
 //! One member of a config-refresh fleet against a real Redis, as the
 //! crate recommends building it: a `Refresh` fetches `HGETALL config` on
-//! the slots of a phase kept from its instance key
-//! (`PhaseKeeper::keyed`), answers "unchanged" when the version is the one
+//! the slots of a phase kept from its number in the fleet
+//! (`PhaseKeeper::ordinal`), answers "unchanged" when the version is the one
 //! it holds, takes "refresh now" on the broadcast channel as
 //! `fire_within(window)`, and after a failed fetch retries with a jittered
 //! back-off that never waits past its next slot — so a store that comes
@@ -94,7 +94,11 @@ impl Client {
         seed_jitter(id);
         let scheduler = Scheduler::builder().workers(1).build().expect("scheduler");
         let stats = Arc::new(ClientStats::default());
-        let phase = PhaseKeeper::keyed(tuning.period, &format!("client-{id}"), &scheduler);
+        // A slot is skipped only when a broadcast's fetch came within its
+        // window: with the default half-period gap, every client that
+        // heard a broadcast would skip the same stretch of slots, and the
+        // fleet's load would drop there and come back together.
+        let phase = PhaseKeeper::ordinal(tuning.period, id, &scheduler).min_gap(tuning.window);
         let fetch = fetch_task(url.to_owned(), id, tuning, stats.clone());
         let config = Refresh::builder(&scheduler)
             .phase(phase)
