@@ -27,11 +27,6 @@ use crate::request::{Kind, Stamp};
 use crate::sync::{Arc, Mutex, Weak};
 use std::any::Any;
 
-/// Estimated work one helper is woken for (µs): below it, waking another
-/// thread costs more than running the work on the thread at hand. The pool
-/// wakes one idle worker per share of a due batch.
-pub(crate) const SHARE_US: u64 = 200;
-
 /// The runtime a trigger's core runs on (see the module docs).
 pub(crate) trait Runtime: Send + Sync + Sized + 'static {
     /// Whether shutdown has begun. A fire that passes this check may still

@@ -18,11 +18,15 @@
 
 use super::{Carry, Limits, Pool, State, Wakes, AWAKE};
 use crate::clock::{Clock, COARSEST_GRID_US};
-use crate::core::runtime::SHARE_US;
 use crate::core::{Core, Runtime};
 use crate::scheduler::timer::{Estimate, Timer, NEVER};
 use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering};
 use std::time::Duration;
+
+/// Estimated work one helper is woken for, in microseconds. Below it,
+/// waking another thread costs more than running the work on the thread
+/// at hand, so the pool wakes one idle worker per share of a due batch.
+const SHARE_US: u64 = 200;
 
 /// What the timer role holder does after a turn.
 pub(crate) enum Step<R: Runtime> {
