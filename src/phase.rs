@@ -53,6 +53,31 @@ use std::time::Duration;
 /// assert_eq!(trigger.stats().last_start, Some(Duration::from_secs(187)));
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
+///
+/// A fleet's client with a back-off on failure and its own grid on
+/// success (a [`Refresh`](crate::Refresh) does the same with
+/// [`RefreshBuilder::phase`](crate::RefreshBuilder::phase)):
+///
+/// ```
+/// use circulation_trigger::{PhaseKeeper, RetryBackoff, Scheduler, Trigger};
+/// use std::time::Duration;
+///
+/// fn refresh() -> Result<(), ()> {
+///     Ok(()) // stands in for the real fetch
+/// }
+///
+/// let scheduler = Scheduler::new();
+/// let phase = PhaseKeeper::new(Duration::from_secs(60)).random_offset();
+/// let mut backoff = RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(30));
+/// let trigger = Trigger::bind(&scheduler, move || match refresh() {
+///     Ok(()) => {
+///         backoff.reset(); // the next failure waits 1 s again
+///         Some(phase.next_delay()) // back on the client's own grid
+///     }
+///     Err(()) => backoff.failed(),
+/// });
+/// trigger.fire_after(phase.first_delay_from(Duration::ZERO)).expect("running");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PhaseKeeper {
     period: Duration,

@@ -216,6 +216,36 @@ impl<'a> RefreshBuilder<'a> {
     /// Nothing runs until the first fire
     /// ([`refresh_now`](Refresh::refresh_now)): start it when the service
     /// is ready for it.
+    ///
+    /// # Examples
+    ///
+    /// The front page's config service with a blocking fetch, which needs
+    /// no feature:
+    ///
+    /// ```
+    /// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+    /// use std::time::Duration;
+    ///
+    /// fn main() -> Result<(), Box<dyn std::error::Error>> {
+    ///     let scheduler = Scheduler::builder().workers(1).build()?;
+    ///     let mut calls = 0u64; // the fetch's own state: no Mutex, fetches never overlap
+    ///     let config = Refresh::builder(&scheduler)
+    ///         .every(Duration::from_secs(30))
+    ///         .retry(RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(60)))
+    ///         .bind(move || {
+    ///             calls += 1; // stands in for an HTTP GET, a Redis read…
+    ///             Ok::<_, String>(calls)
+    ///         });
+    ///     assert_eq!(*config.refresh_and_wait(Duration::from_secs(5))?, 1);
+    ///     for _ in 0..100 {
+    ///         config.refresh_now()?; // a burst: one more fetch, at the cooldown's end
+    ///     }
+    ///     assert_eq!(*config.refresh_and_wait(Duration::from_secs(5))?, 2); // served by it
+    ///     scheduler.shutdown();
+    ///     assert!(scheduler.await_termination(Duration::from_secs(5)));
+    ///     Ok(())
+    /// }
+    /// ```
     #[must_use = "dropping the last handle suspends the refresh: its fetch never runs"]
     pub fn bind<T, E, F>(self, mut fetch: F) -> Refresh<T, E>
     where

@@ -8,6 +8,45 @@
 //! [`Validator`]) and what its readers see ([`Current`], [`Freshness`],
 //! [`Origin`], [`RefreshStats`]); [`Refresh`], [`RefreshBuilder`] and
 //! [`Reader`] are at the crate's root too.
+//!
+//! # A fleet's client
+//!
+//! A refresher gives each client of a fleet what the fleet needs. Its
+//! slots keep a phase across restarts, its back-off is jittered, a
+//! [`Budget`] caps the fetches of all the namespaces of one store, and a
+//! [`LocalCopy`] serves the last good value while the store is down:
+//!
+//! ```no_run
+//! use circulation_trigger::refresh::{Budget, LocalCopy, StartPolicy};
+//! use circulation_trigger::{PhaseKeeper, Refresh, RetryBackoff, Scheduler};
+//! use std::time::Duration;
+//!
+//! let scheduler = Scheduler::new();
+//! let budget = Budget::new(&scheduler, Duration::from_millis(100), 5); // shared by every namespace
+//! let config = Refresh::builder(&scheduler)
+//!     // Slots at a wall-clock phase from the instance's key: kept across restarts.
+//!     .phase(PhaseKeeper::keyed(Duration::from_secs(60), "host-17", &scheduler))
+//!     .retry(RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(60)).jitter(0.5))
+//!     .budget(&budget)
+//!     .bind(|| Ok::<_, String>(String::from("config")))
+//!     // The last good value, saved atomically: served at start if the store is down.
+//!     .local_copy(LocalCopy::new(
+//!         "/var/lib/app/config.copy",
+//!         "config-v1",
+//!         |value: &String| Ok::<_, std::io::Error>(value.as_bytes().to_vec()),
+//!         |bytes| String::from_utf8(bytes.to_vec()),
+//!     ));
+//! config.start(StartPolicy::WaitThenCopy(Duration::from_secs(5)))?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A retry never waits past the next slot. Once the back-off reaches the
+//! period, the client retries on its slots only, so a store that returns
+//! meets the fleet's usual load. A fetch over the shared budget waits for
+//! its turn, and every "refresh now" meanwhile is served by it. A store
+//! that says "retry after" is obeyed ([`Refresh::retry_after`]). Keys
+//! spread a fleet like random draws. A fleet that numbers its members
+//! spreads evenly with [`PhaseKeeper::ordinal`](crate::PhaseKeeper::ordinal).
 
 use crate::error::{FireError, RefreshError};
 use crate::trigger::Trigger;

@@ -84,6 +84,30 @@ use std::time::{Duration, Instant};
 /// Dropping the scheduler shuts it down gracefully and joins its threads
 /// (see [`shutdown`](Self::shutdown)).
 ///
+/// # Shutdown
+///
+/// | | new fires | armed runs | runs in flight | threads | returns |
+/// |---|---|---|---|---|---|
+/// | [`shutdown`](Self::shutdown) | refused: [`FireError::Shutdown`](crate::FireError::Shutdown) | discarded, listed in the report | finish normally | exit once idle | — |
+/// | [`shutdown_now`](Self::shutdown_now) | refused | discarded, listed | told to stop ([`is_cancelled`](crate::is_cancelled) turns `true`), waited for up to the grace period | exit once idle | the [`ShutdownReport`] |
+/// | drop, or [`shutdown_and_join`](Self::shutdown_and_join) | refused | discarded, listed | finish, waited for up to the grace period | joined; a thread whose task outlives the grace period is detached | `shutdown_and_join`: the report, with the detached threads counted |
+///
+/// The report is exact. A fire that races the shutdown is either refused
+/// to its caller or listed, never both and never neither. The state word
+/// knows what is armed and what runs, so the report has none of the false
+/// positives an executor's `shutdownNow` has.
+/// [`shutdown_report`](Self::shutdown_report) gives it after either kind
+/// of shutdown.
+///
+/// Async services await [`shutdown_async`](Self::shutdown_async),
+/// [`shutdown_now_async`](Self::shutdown_now_async),
+/// [`shutdown_and_join_async`](Self::shutdown_and_join_async) and
+/// [`terminated`](Self::terminated). They wait without blocking the thread
+/// that polls them, so an async iteration in flight finishes even on a
+/// single-threaded runtime. Bound them with the runtime's timeout, and
+/// never await them from inside the scheduler's own tasks. Shutting down
+/// or dropping the scheduler from inside a sync task does not deadlock.
+///
 /// # Examples
 ///
 /// ```
@@ -355,6 +379,23 @@ impl Scheduler {
     /// assert_eq!(report.discarded().len(), 1);
     /// assert_eq!(report.detached_threads(), 0);
     /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    ///
+    /// A sync service stops on Ctrl-C or SIGTERM with the `signal-hook`
+    /// crate (or `ctrlc`), then shuts down and prints what was cut short:
+    ///
+    /// ```no_run
+    /// use circulation_trigger::Scheduler;
+    /// use signal_hook::consts::{SIGINT, SIGTERM};
+    ///
+    /// fn main() -> std::io::Result<()> {
+    ///     let scheduler = Scheduler::builder().workers(1).build().expect("threads");
+    ///     // … bind and fire the service's triggers …
+    ///     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    ///     signals.forever().next(); // blocks until Ctrl-C or SIGTERM
+    ///     println!("{}", scheduler.shutdown_and_join()); // armed runs discarded, runs in flight finished
+    ///     Ok(())
+    /// }
     /// ```
     pub fn shutdown_and_join(mut self) -> ShutdownReport {
         self.finish();
