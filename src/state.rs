@@ -249,7 +249,7 @@ impl State {
 
     /// Reads the word with an RMW. AcqRel: Release, so a later `enter`
     /// (which reads this write) synchronizes with it and sees the scheduler
-    /// closed (the shutdown scan, see `scheduler/lifecycle.rs`); Acquire, so
+    /// closed (the shutdown scan, see the `shutdown` module); Acquire, so
     /// a resume that reads an iteration's `exit` here sees the delay it
     /// recorded before (`loom_pause`'s resume during an iteration).
     pub fn touch(&self) -> Snapshot {

@@ -18,7 +18,7 @@
 //! before the shutdown scan reached its trigger (an iteration in flight at
 //! shutdown: the scan moves its version on, `State::touch_for_scan`; one
 //! entering after finds the scheduler closed and is discarded under the
-//! report's lock, `Lifecycle::admit_late`). So a run's `enter`, up to its
+//! report's lock, `Ledger::admit_late`). So a run's `enter`, up to its
 //! decision to run (recorded as its start) or not (a cooldown's deferral,
 //! a run discarded at shutdown), happens under the waiters' lock
 //! ([`Waiters::starting`]); the suspend, the pause, the resume (for the

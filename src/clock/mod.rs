@@ -19,6 +19,17 @@ pub(crate) const HORIZON_US: u64 = u64::MAX / 1_000;
 /// rounded deadline within the horizon, where a clock can reach it.
 pub(crate) const LAST_DEADLINE_US: u64 = HORIZON_US - (1 << 30);
 
+/// The time a runtime keeps: its clock, the tick its deadlines round up
+/// to, and whether delays that tasks return may share wake-ups.
+pub(crate) struct Timing {
+    pub(crate) clock: Clock,
+    /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
+    pub(crate) tick_us: u64,
+    /// Whether delays returned by tasks may share wake-ups (see
+    /// `Builder::coalesce_periodic`).
+    pub(crate) coalesce: bool,
+}
+
 /// Where a scheduler's time comes from.
 #[derive(Debug, Clone)]
 pub(crate) enum Clock {

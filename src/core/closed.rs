@@ -95,7 +95,7 @@ impl<R: Runtime> Core<R> {
             Kind::Due
         };
         if self.request.take_mark(Mark::Claim, |_| true) {
-            self.runtime.list_discarded(self, kind);
+            self.runtime.ledger().list(self, kind);
         }
     }
 
@@ -117,7 +117,7 @@ impl<R: Runtime> Core<R> {
     /// `Request::take_mark`).
     pub(super) fn list_owed(&self, kind: Kind) {
         if self.request.take_mark(Mark::Claim, |_| true) {
-            self.runtime.list_discarded(self, kind);
+            self.runtime.ledger().list(self, kind);
         }
     }
 }

@@ -14,7 +14,7 @@
 //! then hands the trigger on. It never touches the task
 //! cell. Its install decides a race with shutdown: one before the scan's
 //! close of the word is accepted (the scan lists it, or its claim's run is
-//! run or listed), one after it is refused (see `scheduler/lifecycle.rs`).
+//! run or listed), one after it is refused (see the `shutdown` module).
 //!
 //! Two flags make every queue hold a trigger at most once (G9, G13):
 //! `queued` (run queue) and IN_INBOX (timer inbox, a bit of the request
@@ -26,7 +26,7 @@
 
 use super::give_way::give_way_in_a_storm;
 use super::iteration::DispatchJob;
-use super::{Core, Runtime};
+use super::{Core, Runtime, Turn};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
@@ -82,7 +82,7 @@ impl InboxPush {
     /// before the shutdown scan closed the word, so the scan lists it
     /// (see `Request::close`).
     pub(crate) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>) {
-        let _ = core.runtime.to_timer(core, self.stamp_for(core));
+        let _ = core.runtime.to_timer(core, self.stamp_for(core), false);
     }
 
     /// The pool was closed before the push: nothing to deliver (the scan
@@ -116,7 +116,7 @@ impl<R: Runtime> Core<R> {
         self: &Arc<Self>,
         debounce: &crate::policy::Debounce,
     ) -> Result<u32, FireError> {
-        let now_ns = self.runtime.clock().now_ns();
+        let now_ns = self.runtime.timing().clock.now_ns();
         let (delay_us, start, opened) = debounce.delay_us(now_ns / 1_000);
         let version = match self.fire_after_version(now_ns, Duration::from_micros(delay_us)) {
             Ok(version) => version,
@@ -137,7 +137,7 @@ impl<R: Runtime> Core<R> {
             return Ok(version);
         }
         self.rare().counters.not_a_fire(); // one call, one fire
-        let now_ns = self.runtime.clock().now_ns();
+        let now_ns = self.runtime.timing().clock.now_ns();
         let (delay_us, _, _) = debounce.delay_us(now_ns / 1_000);
         self.fire_after_version(now_ns, Duration::from_micros(delay_us))
     }
@@ -261,7 +261,7 @@ impl<R: Runtime> Core<R> {
     /// Requests a run `delay` from now (latest request wins).
     #[inline]
     pub(crate) fn fire_after(self: &Arc<Self>, delay: Duration) -> Result<(), FireError> {
-        self.fire_after_from(self.runtime.clock().deadline_base_ns(), delay)
+        self.fire_after_from(self.runtime.timing().clock.deadline_base_ns(), delay)
     }
 
     /// Requests a run `delay` after `now_ns`.
@@ -288,7 +288,7 @@ impl<R: Runtime> Core<R> {
         // The deadline is computed, checked, before the version moves: an
         // overflowing delay must not cancel the live chain (docs/DESIGN.md,
         // "Pitfalls").
-        let deadline = deadline_us(now_ns, delay, self.runtime.tick_us())
+        let deadline = deadline_us(now_ns, delay, self.runtime.timing().tick_us)
             .ok_or(FireError::DelayTooLong(delay))?;
         if self.runtime.is_closed() {
             return Err(self.refused_shutdown());
@@ -304,7 +304,7 @@ impl<R: Runtime> Core<R> {
     /// Requests a run when the scheduler's clock shows `at_ns` (now, if it
     /// already has).
     pub(crate) fn fire_at_ns(self: &Arc<Self>, at_ns: u64) -> Result<(), FireError> {
-        let now_ns = self.runtime.clock().now_ns();
+        let now_ns = self.runtime.timing().clock.now_ns();
         match at_ns.checked_sub(now_ns) {
             Some(delay) if delay > 0 => self.fire_after_from(now_ns, Duration::from_nanos(delay)),
             _ => self.fire_now().map(|_| ()),
@@ -313,7 +313,7 @@ impl<R: Runtime> Core<R> {
 
     /// Requests a run at `at` on the real clock (see `Trigger::fire_at`).
     pub(crate) fn fire_at(self: &Arc<Self>, at: std::time::Instant) -> Result<(), FireError> {
-        match self.runtime.clock().instant_ns(at) {
+        match self.runtime.timing().clock.instant_ns(at) {
             Some(at_ns) => self.fire_at_ns(at_ns),
             // Virtual time: the instant counts from the real now.
             None => self.fire_after(at.saturating_duration_since(std::time::Instant::now())),
@@ -328,8 +328,8 @@ impl<R: Runtime> Core<R> {
         if nanos == 0 {
             return self.fire_now().map(|_| ());
         }
-        let now_ns = self.runtime.clock().deadline_base_ns();
-        if deadline_us(now_ns, window, self.runtime.tick_us()).is_none() {
+        let now_ns = self.runtime.timing().clock.deadline_base_ns();
+        if deadline_us(now_ns, window, self.runtime.timing().tick_us).is_none() {
             return Err(FireError::DelayTooLong(window));
         }
         let delay = Duration::from_nanos(self.runtime.random_below(nanos));
@@ -511,7 +511,7 @@ impl<R: Runtime> Core<R> {
                 from: self.address(),
             }),
             Ok(_) => {
-                self.runtime.poke_timer(deadline);
+                self.runtime.poke_timer(Turn::By(deadline));
                 None
             }
             // The scan closed the word: the scheduler's own request lists

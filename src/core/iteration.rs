@@ -42,7 +42,7 @@
 //! [`await_termination`](crate::Scheduler::await_termination), so graceful
 //! shutdown and drop wait for it up to the grace period.
 
-use super::{Core, Runtime};
+use super::{Alive, Core, Runtime};
 use crate::async_task::TaskFuture;
 use crate::context::{self, Outcome};
 use crate::sync::Arc;
@@ -76,7 +76,7 @@ impl<R: Runtime> Iteration<R> {
     /// The iteration of `version`, about to be spawned (counted alive
     /// until it ends).
     pub(crate) fn new(core: Arc<Core<R>>, started: Started) -> Self {
-        core.runtime.alive_started();
+        core.runtime.async_alive(Alive::Started);
         Self::counted(core, started)
     }
 
@@ -138,7 +138,7 @@ impl<R: Runtime> Iteration<R> {
             }
             return true;
         }
-        self.core.runtime.alive_ended();
+        self.core.runtime.async_alive(Alive::Ended);
         false
     }
 
@@ -147,10 +147,9 @@ impl<R: Runtime> Iteration<R> {
         let Some(future) = self.future.as_mut() else {
             return Step::Ended;
         };
-        let cancelled = self
-            .core
-            .cancel_slot()
-            .is_some_and(|slot| slot.register(cx.waker(), || self.core.runtime.is_cancelled()));
+        let cancelled = self.core.cancel_slot().is_some_and(|slot| {
+            slot.register(cx.waker(), || self.core.runtime.ledger().is_cancelled())
+        });
         if cancelled {
             // Dropped at this `.await`, as `shutdown_now` promises.
             self.end(Ok(None), Outcome::Cancelled, true);
@@ -158,7 +157,7 @@ impl<R: Runtime> Iteration<R> {
         }
         // While polling, `is_cancelled()`, `scheduler_time()` and the "own
         // task" check of `fire_and_wait` answer for this trigger.
-        let previous = self.core.runtime.enter_context();
+        let previous = enter_context(&*self.core.runtime);
         let running = crate::context::running(self.core.address());
         context::reset_observed();
         let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
@@ -283,11 +282,11 @@ impl<R: Runtime> Future for DispatchJob<R> {
             // Counted alive from here, not from the future's spawn: the
             // task may take a while to build its future, and shutdown
             // waits for that as for any iteration in flight.
-            core.runtime.alive_started();
+            core.runtime.async_alive(Alive::Started);
             let mut adopted = None;
             // Entered, as a worker is: the task, called here for its
             // future, may ask `scheduler_time()` or `is_cancelled()`.
-            let previous = core.runtime.enter_context();
+            let previous = enter_context(&*core.runtime);
             let push = core.dispatch_here(&mut adopted);
             context::leave_thread(previous);
             if let Some(push) = push {
@@ -298,7 +297,7 @@ impl<R: Runtime> Future for DispatchJob<R> {
                     self.iteration = Some(Iteration::counted(core, started));
                 }
                 None => {
-                    core.runtime.alive_ended();
+                    core.runtime.async_alive(Alive::Ended);
                     return Poll::Ready(());
                 }
             }
@@ -319,4 +318,11 @@ impl<R: Runtime> Drop for DispatchJob<R> {
             core.push_to_pool(true);
         }
     }
+}
+
+/// Makes the task context (`cancelled`, `scheduler_time`) answer for
+/// `runtime` on this thread; returns what it replaced, for
+/// `context::leave_thread`.
+fn enter_context<R: Runtime>(runtime: &R) -> Option<context::Context> {
+    context::enter_thread(&runtime.ledger().cancel, &runtime.timing().clock)
 }

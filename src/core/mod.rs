@@ -82,7 +82,7 @@ use crate::wait::Waiters;
 
 pub(crate) use fire::{InboxPush, OnClosed};
 pub(crate) use pause::ResumeTo;
-pub(crate) use runtime::Runtime;
+pub(crate) use runtime::{Alive, Runtime, Turn};
 pub(crate) use task_cell::TaskCell;
 
 mod closed;
@@ -209,6 +209,7 @@ impl<R: Runtime> Drop for Core<R> {
         crate::metrics::triggers(-1.0);
         // Relaxed: see `new`.
         self.runtime
+            .ledger()
             .unregister(self.slot.load(std::sync::atomic::Ordering::Relaxed));
     }
 }
@@ -256,7 +257,7 @@ impl<R: Runtime> Core<R> {
         // finds registered, never misses it; registered after the scan
         // took its list, it is closed here as the scan closes the others'
         // (see `Request::close`): nobody else holds it yet.
-        let (slot, scanned) = core.runtime.register(Arc::downgrade(&core));
+        let (slot, scanned) = core.runtime.ledger().register(Arc::downgrade(&core));
         // Relaxed: written before the trigger is shared; read by its drop.
         core.slot.store(slot, std::sync::atomic::Ordering::Relaxed);
         if scanned {
@@ -322,7 +323,7 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn stats(&self) -> TriggerStats {
         let state = self.state.snapshot();
         let request = self.request.peek();
-        let now = self.runtime.clock().now_us();
+        let now = self.runtime.timing().clock.now_us();
         let stuck = self.policies().is_some_and(|p| p.is_stuck());
         let closed = self.runtime.is_closed();
         self.stats.snapshot(
@@ -427,11 +428,11 @@ impl<R: Runtime> Core<R> {
         }
         match self.request.enter_inbox() {
             Some(word) => {
-                let now_us = self.runtime.clock().now_us();
+                let now_us = self.runtime.timing().clock.now_us();
                 let stamp = crate::request::Stamp::new(word.version(), word.kind(), now_us);
-                let _ = self.runtime.to_timer_now(self, stamp);
+                let _ = self.runtime.to_timer(self, stamp, true);
             }
-            None => self.runtime.poke_timer_now(),
+            None => self.runtime.poke_timer(Turn::Now),
         }
     }
 

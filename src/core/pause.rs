@@ -155,7 +155,7 @@ impl<R: Runtime> Core<R> {
         if matches!(kind, Kind::Due | Kind::At { .. })
             && self.request.take_mark(Mark::Resuming, |_| true)
         {
-            self.runtime.list_discarded(self, kind);
+            self.runtime.ledger().list(self, kind);
         }
     }
 
@@ -193,7 +193,7 @@ impl<R: Runtime> Core<R> {
         if self.runtime.is_closed() {
             return Err(FireError::Shutdown);
         }
-        let now_ns = self.runtime.clock().now_ns();
+        let now_ns = self.runtime.timing().clock.now_ns();
         // Checked before anything changes: a delay too long leaves the
         // trigger paused.
         let given = match to {
@@ -277,7 +277,7 @@ impl<R: Runtime> Core<R> {
             Kind::Resuming if !self.state.touch().is_running() => {
                 self.settle_resuming(
                     self.last_delay.get(),
-                    self.runtime.clock().now_ns(),
+                    self.runtime.timing().clock.now_ns(),
                     OnClosed::Refuse,
                 );
             }
@@ -298,7 +298,7 @@ impl<R: Runtime> Core<R> {
             None => (Kind::Idle, 0),
             Some(delay) if delay.is_zero() => (Kind::Due, 0),
             Some(delay) => {
-                let deadline = deadline_us(now_ns, delay, self.runtime.tick_us())
+                let deadline = deadline_us(now_ns, delay, self.runtime.timing().tick_us)
                     .ok_or(FireError::DelayTooLong(delay))?;
                 (Kind::at(deadline, now_ns / 1_000), deadline)
             }

@@ -102,7 +102,7 @@ impl<R: Runtime> Core<R> {
                     let _ = self.state.exit(version);
                     self.request.take_mark(Mark::Claim, |_| true)
                 };
-                if self.runtime.is_closed() && !self.runtime.admit_late(self, discard) {
+                if self.runtime.is_closed() && !self.runtime.ledger().admit_late(self, discard) {
                     return Start::Not;
                 }
                 match self.cooldown_end() {
@@ -125,13 +125,13 @@ impl<R: Runtime> Core<R> {
         // The real clock's start was rounded down to the microsecond: the
         // run began somewhere in [start, start + 1), so the interval surely
         // has passed only from start + 1 + min on. Virtual time is exact.
-        let rounding = u64::from(!self.runtime.clock().is_manual());
+        let rounding = u64::from(!self.runtime.timing().clock.is_manual());
         let end_us = self
             .stats
             .last_start_us()?
             .saturating_add(min_us)
             .saturating_add(rounding);
-        let now_us = self.runtime.clock().now_us();
+        let now_us = self.runtime.timing().clock.now_us();
         (end_us > now_us).then_some((end_us, now_us))
     }
 
@@ -152,7 +152,7 @@ impl<R: Runtime> Core<R> {
         // reads it idle and lists nothing in flight — or a later
         // iteration's, which `seen` tells from this one.
         if self.runtime.is_closed() {
-            self.runtime.unlist_in_flight(self, seen);
+            self.runtime.ledger().unlist(self, seen);
         }
         let live = match exit {
             Exit::Rerun { version } => version,
@@ -164,7 +164,7 @@ impl<R: Runtime> Core<R> {
                 self.list_marked_claim(version, || Some(Kind::at(end_us, now_us)));
                 // A newer request rules — unless a resume waits for this
                 // (deferred) run's schedule: the last iteration's.
-                let now_ns = self.runtime.clock().now_ns();
+                let now_ns = self.runtime.timing().clock.now_ns();
                 self.settle_resuming(self.last_delay.get(), now_ns, OnClosed::List);
                 return None;
             }
@@ -191,7 +191,7 @@ impl<R: Runtime> Core<R> {
         // An upper bound of now (see `Clock::deadline_base_ns`): a cooldown
         // measured from it ends no earlier, a lateness reads at most about
         // 2 µs high.
-        let start_us = self.runtime.clock().deadline_base_ns() / 1_000;
+        let start_us = self.runtime.timing().clock.deadline_base_ns() / 1_000;
         let late = self.stats.started(version, start_us);
         if let Some(late) = late {
             #[cfg(feature = "tracing")]
@@ -287,7 +287,7 @@ impl<R: Runtime> Core<R> {
         // One clock read serves the statistics and the re-arm deadline: an
         // upper bound of now, as a deadline needs (see
         // `Clock::deadline_base_ns`).
-        let end_ns = self.runtime.clock().deadline_base_ns();
+        let end_ns = self.runtime.timing().clock.deadline_base_ns();
         let ran_us = self.stats.ended(end_ns / 1_000);
         if panicked {
             self.rare().counters.panicked();
@@ -324,10 +324,11 @@ impl<R: Runtime> Core<R> {
         // look sees `closed` and the scan's report. A scan after the `exit`
         // may have listed a later iteration instead: the version the `exit`
         // read tells (`loom_shutdown` checks every side).
-        let recorded = self.runtime.is_closed() && self.runtime.finish_listed(self, outcome, None);
+        let recorded =
+            self.runtime.is_closed() && self.runtime.ledger().finish(self, outcome, None);
         let (exit, seen) = self.state.exit_seen(version);
         if !recorded && self.runtime.is_closed() {
-            self.runtime.finish_listed(self, outcome, Some(seen));
+            self.runtime.ledger().finish(self, outcome, Some(seen));
         }
         // After `exit`, so a newer run may already have started (or even
         // ended) on another thread: the waiters' record only moves forward,
@@ -440,8 +441,8 @@ impl<R: Runtime> Core<R> {
     /// deadline the run would have had.
     #[inline]
     pub(super) fn rearm_deadline(&self, delay: Duration, now_ns: u64) -> Option<u64> {
-        let deadline = deadline_us(now_ns, delay, self.runtime.tick_us())?;
-        Some(if self.runtime.coalesces() {
+        let deadline = deadline_us(now_ns, delay, self.runtime.timing().tick_us)?;
+        Some(if self.runtime.timing().coalesce {
             coalesce(deadline, delay)
         } else {
             deadline

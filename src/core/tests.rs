@@ -3,10 +3,11 @@
 //! and moves a manual clock, so a test plays the worker and the timer by
 //! hand and sees every hand-off the core makes.
 
-use super::{Core, Runtime, TaskCell};
-use crate::clock::{Clock, ManualTime};
-use crate::context::{Context, Outcome};
+use super::{Alive, Core, Runtime, TaskCell, Turn};
+use crate::clock::{Clock, ManualTime, Timing};
 use crate::policy::PanicPolicy;
+use crate::request::Stamp;
+use crate::shutdown::Ledger;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
 use std::any::Any;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use std::time::Duration;
 /// A runtime that only records what the core hands it.
 pub(crate) struct TestRuntime {
     time: Arc<ManualTime>,
-    clock: Clock,
+    timing: Timing,
     closed: AtomicBool,
     /// Runs handed to a worker, in order.
     pub(crate) queued: Mutex<Vec<Arc<Core<TestRuntime>>>>,
@@ -24,7 +25,7 @@ pub(crate) struct TestRuntime {
     pub(crate) to_timer: Mutex<Vec<Weak<Core<TestRuntime>>>>,
     /// Panics reported.
     pub(crate) panics: Mutex<Vec<String>>,
-    registered: Mutex<u32>,
+    ledger: Ledger<TestRuntime>,
     pausing: Mutex<()>,
     /// Run (once) by the next caller of `pause_lock`, before it locks: a
     /// test forces what happens between a call's look and its lock.
@@ -35,14 +36,18 @@ impl TestRuntime {
     pub(crate) fn new() -> Arc<Self> {
         let time = Arc::new(ManualTime::default());
         Arc::new(Self {
-            clock: Clock::Manual(Arc::clone(&time)),
+            timing: Timing {
+                clock: Clock::Manual(Arc::clone(&time)),
+                tick_us: 1,
+                coalesce: false,
+            },
             time,
             closed: AtomicBool::new(false),
             queued: Mutex::default(),
             wakes: Mutex::default(),
             to_timer: Mutex::default(),
             panics: Mutex::default(),
-            registered: Mutex::new(0),
+            ledger: Ledger::default(),
             pausing: Mutex::new(()),
             before_pause_lock: Mutex::new(None),
         })
@@ -81,47 +86,23 @@ impl Runtime for TestRuntime {
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
-    fn clock(&self) -> &Clock {
-        &self.clock
-    }
-    fn tick_us(&self) -> u64 {
-        1
-    }
-    fn coalesces(&self) -> bool {
-        false
+    fn timing(&self) -> &Timing {
+        &self.timing
     }
     fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool {
         self.queued.lock().unwrap().push(core);
         self.wakes.lock().unwrap().push(wake);
         !self.is_closed()
     }
-    fn to_timer(&self, core: &Arc<Core<Self>>, _stamp: crate::request::Stamp) -> bool {
+    fn to_timer(&self, core: &Arc<Core<Self>>, _stamp: Stamp, _at_once: bool) -> bool {
         self.to_timer.lock().unwrap().push(Arc::downgrade(core));
         !self.is_closed()
     }
-    fn to_timer_now(&self, core: &Arc<Core<Self>>, stamp: crate::request::Stamp) -> bool {
-        self.to_timer(core, stamp)
+    fn poke_timer(&self, _turn: Turn) {}
+    fn ledger(&self) -> &Ledger<Self> {
+        &self.ledger
     }
-    fn poke_timer(&self, _deadline: u64) {}
-    fn poke_timer_now(&self) {}
-    fn register(&self, _core: Weak<Core<Self>>) -> (u32, bool) {
-        let mut next = self.registered.lock().unwrap();
-        *next += 1;
-        (*next, false)
-    }
-    fn unregister(&self, _slot: u32) {}
     fn watch(&self, _core: &Arc<Core<Self>>) {}
-    fn list_discarded(&self, _core: &Core<Self>, _kind: crate::request::Kind) {}
-    fn admit_late(&self, _core: &Core<Self>, _discard: impl FnOnce() -> bool) -> bool {
-        true
-    }
-    fn finish_listed(&self, _core: &Core<Self>, _outcome: Outcome, _seen: Option<u32>) -> bool {
-        true
-    }
-    fn unlist_in_flight(&self, _core: &Core<Self>, _seen: u32) {}
-    fn is_cancelled(&self) -> bool {
-        false
-    }
     fn random_below(&self, bound: u64) -> u64 {
         bound / 2
     }
@@ -131,11 +112,7 @@ impl Runtime for TestRuntime {
             .unwrap()
             .push(trigger.unwrap_or("<unnamed>").to_owned());
     }
-    fn alive_started(&self) {}
-    fn alive_ended(&self) {}
-    fn enter_context(&self) -> Option<Context> {
-        None
-    }
+    fn async_alive(&self, _alive: Alive) {}
     fn pause_lock(&self) -> &Mutex<()> {
         let hook = self.before_pause_lock.lock().unwrap().take();
         if let Some(hook) = hook {

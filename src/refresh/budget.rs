@@ -90,7 +90,7 @@ impl Budget {
         let interval_ns = u64::try_from(per.as_nanos()).unwrap_or(u64::MAX).max(1);
         let tolerance_ns = interval_ns.saturating_mul(u64::from(burst.max(1) - 1));
         Self(Arc::new(Inner {
-            clock: scheduler.as_ref().shared.clock.clone(),
+            clock: scheduler.as_ref().shared.timing.clock.clone(),
             interval_ns,
             tolerance_ns,
             next_ns: Mutex::new(0),

@@ -361,7 +361,7 @@ impl<'a> RefreshBuilder<'a> {
     {
         let scheduler = self.trigger.scheduler();
         let meta = Meta::new(
-            scheduler.shared.clock.clone(),
+            scheduler.shared.timing.clock.clone(),
             scheduler.shared.wall_epoch(),
             self.stale_after,
             self.expire_after,

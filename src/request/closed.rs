@@ -1,7 +1,7 @@
 //! The request word at shutdown: the scan closes it, so that every later
 //! install is refused, and leaves a [`Mark`] where it found a claim rather
 //! than a request; whoever then owes that claim's run takes the mark and
-//! lists it (see `scheduler/lifecycle.rs`).
+//! lists it (see the `shutdown` module).
 
 use super::{Kind, Mark, Request, Step, Word};
 use crate::sync::Ordering;

@@ -263,7 +263,7 @@ impl Builder {
         let tick_us = self.tick_us();
         let mut shared = Shared::new(clock, tick_us, self.panic_hook, pool, limits);
         shared.grace = self.grace;
-        shared.coalesce = self.coalesce;
+        shared.timing.coalesce = self.coalesce;
         shared.prefix = self.prefix;
         shared.stuck_hook = self.stuck_hook;
         shared

@@ -10,7 +10,8 @@
 //!
 //! This is the runtime layer: it implements the trigger core's
 //! [`Runtime`](crate::core::Runtime) trait (`door.rs`) and drives cores
-//! through their `dispatch` and `expire`; no lower layer imports it.
+//! through their `dispatch` and `expire`; no lower layer imports it. Its
+//! shutdown ledger is the `shutdown` module's `Ledger`, one room below.
 //!
 //! Files, by job:
 //!
@@ -18,13 +19,12 @@
 //! |------|-----|
 //! | `mod.rs` | [`Scheduler`], the public handle: shutdown, termination, stats |
 //! | `builder.rs` | [`Builder`]: settings, start |
-//! | `report.rs` | the public reports: [`ShutdownReport`], [`TaskPanic`] |
+//! | `report.rs` | [`TaskPanic`], what the panic hook is given |
 //! | `shared.rs` | `Shared`, the state every thread and trigger shares (ground rules there) |
 //! | `door.rs` | `impl Runtime for Shared`: everything the core asks of the runtime |
 //! | `pool/` | the one lock: run queue, inbox, timer role, idle beds, worker counts (`mod.rs`); the timer role (`role.rs`); the inbox wake-up protocol (`inbox.rs`); the monitor's looks (`monitor.rs`) |
 //! | `timer.rs` | the wheel's use: inbox items in, due runs out |
 //! | `worker.rs` | worker and monitor loops, thread starts |
-//! | `lifecycle.rs` | registry, shutdown scan, the report being drafted |
 //! | `manual.rs` | the thread-less driver of virtual time and the loom models |
 //! | `local.rs` | the hand-polled executor of virtual time's and the models' async iterations |
 //! | `model.rs` | the loom harness on that driver (`--cfg loom` only) |
@@ -49,7 +49,6 @@
 
 mod builder;
 pub(crate) mod door;
-mod lifecycle;
 pub(crate) mod local;
 mod manual;
 #[cfg(loom)]
@@ -61,12 +60,12 @@ mod terminated;
 mod timer;
 mod worker;
 
+use crate::shutdown::ShutdownReport;
 pub use builder::Builder;
 pub(crate) use door::TriggerCore;
 pub(crate) use local::{parked_on_virtual_time, LocalJobs};
 pub(crate) use manual::Driver;
 pub use report::TaskPanic;
-pub use report::{DiscardedRun, InFlightRun, ShutdownReport};
 
 use crate::core::Runtime;
 use crate::error::BuildError;
@@ -270,8 +269,8 @@ impl Scheduler {
         // and an async iteration reads it under its cancel slot's lock,
         // which `wake_async` takes after this store (see `core/iteration.rs`);
         // no data is handed over through it.
-        self.shared.lifecycle.cancel.store(true, Ordering::Relaxed);
-        self.shared.lifecycle.wake_async();
+        self.shared.ledger.cancel.store(true, Ordering::Relaxed);
+        self.shared.ledger.wake_async();
     }
 
     /// The shutdown report so far: `None` before shutdown; after it, the
@@ -282,7 +281,7 @@ impl Scheduler {
             // A shutdown begun on another thread: wait for its scan.
             drop(lock(&self.shared.shutting));
         }
-        self.shared.lifecycle.report()
+        self.shared.ledger.report()
     }
 
     /// Whether [`shutdown`](Self::shutdown) has been called.
@@ -339,7 +338,7 @@ impl Scheduler {
     pub fn stats(&self) -> crate::stats::SchedulerStats {
         let triggers = self
             .shared
-            .lifecycle
+            .ledger
             .live()
             .iter()
             .map(|core| core.stats())
@@ -414,7 +413,7 @@ impl Scheduler {
             let mut threads = lock(&self.shared.threads);
             let before = threads.len();
             threads.retain(|(id, handle)| *id == me || handle.is_finished());
-            self.shared.lifecycle.detached(before - threads.len());
+            self.shared.ledger.detached(before - threads.len());
         }
         self.join_all();
     }

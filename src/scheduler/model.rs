@@ -203,7 +203,7 @@ impl Harness {
 
     /// The deadline (µs) of `trigger`'s live request, if it is a delayed one.
     pub fn live_deadline(&self, trigger: &Trigger) -> Option<u64> {
-        let now = self.shared().clock.now_us();
+        let now = self.shared().timing.clock.now_us();
         trigger.core().request().load().kind().deadline(now)
     }
 

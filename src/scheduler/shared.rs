@@ -19,14 +19,15 @@
 //! * **`threads` holds every handle** until joined or detached; retired
 //!   extra workers' handles are pruned when the next thread starts.
 //! * **`closed` goes false → true once** (`begin_shutdown`); after it, no
-//!   new run starts and the lifecycle's scan lists what was armed.
+//!   new run starts and the ledger's scan lists what was armed.
 //!   `shutting` serializes shutdowns: a concurrent second caller, and a
 //!   reader of the report, wait until that scan is done.
 
-use super::lifecycle::Lifecycle;
 use super::pool::{Limits, Pool};
 use super::report::{PanicHook, StuckHook};
 use crate::clock::Clock;
+use crate::clock::Timing;
+use crate::shutdown::Ledger;
 #[cfg(feature = "tokio")]
 use crate::sync::Weak;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
@@ -36,12 +37,8 @@ use std::time::Duration;
 
 /// State shared by the scheduler's threads and every trigger bound to it.
 pub(crate) struct Shared {
-    pub(crate) clock: Clock,
-    /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
-    pub(super) tick_us: u64,
-    /// Whether delays returned by tasks may share wake-ups (see
-    /// [`Builder::coalesce_periodic`]).
-    pub(super) coalesce: bool,
+    /// The clock and how deadlines round on it.
+    pub(crate) timing: Timing,
     pub(super) pool: CachePadded<Pool<Shared>>,
     pub(super) limits: Limits,
     pub(super) closed: AtomicBool,
@@ -51,7 +48,7 @@ pub(crate) struct Shared {
     pub(super) shutting: Mutex<()>,
     /// Taken by `pause` and `resume` (see `Runtime::pause_lock`).
     pub(super) pausing: Mutex<()>,
-    pub(super) lifecycle: Lifecycle<Shared>,
+    pub(super) ledger: Ledger<Shared>,
     /// How long `shutdown_now` and drop wait for iterations in flight.
     pub(super) grace: Duration,
     pub(super) panics: AtomicU64,
@@ -104,6 +101,13 @@ fn unix_ns(at: std::time::SystemTime) -> u64 {
 }
 
 impl Shared {
+    /// Makes the task context (`cancelled`, `scheduler_time`) answer for
+    /// this scheduler on this thread; returns what it replaced, for
+    /// `context::leave_thread`.
+    pub(super) fn enter_context(&self) -> Option<crate::context::Context> {
+        crate::context::enter_thread(&self.ledger.cancel, &self.timing.clock)
+    }
+
     /// The wall-clock time at which the scheduler's clock read zero.
     pub(crate) fn wall_epoch(&self) -> std::time::SystemTime {
         // Relaxed: a plain setting, read where it is used.
@@ -132,15 +136,17 @@ impl Shared {
                 .unwrap_or(std::time::UNIX_EPOCH),
         );
         Self {
-            clock,
-            tick_us,
-            coalesce: true,
+            timing: Timing {
+                clock,
+                tick_us,
+                coalesce: true,
+            },
             pool: CachePadded::new(pool),
             limits,
             closed: AtomicBool::new(false),
             shutting: Mutex::new(()),
             pausing: Mutex::new(()),
-            lifecycle: Lifecycle::default(),
+            ledger: Ledger::default(),
             grace: DEFAULT_GRACE,
             panics: AtomicU64::new(0),
             refused_paused: AtomicU64::new(0),
@@ -209,7 +215,7 @@ impl Shared {
         // the scheduler shut down also sees what the caller of `shutdown`
         // wrote before (`loom_shutdown` checks it). The internal protocol
         // does not rely on it: its edges run through the scan's RMWs on the
-        // request and state words (see `lifecycle.rs`). The losing caller
+        // request and state words (see the `shutdown` module). The losing caller
         // of the swap reads nothing, so no Acquire half.
         if self.closed.swap(true, Ordering::Release) {
             return;
@@ -217,7 +223,7 @@ impl Shared {
         _queued = self.pool.close();
         // A thread-less driver's wheel too (see `manual_timer`).
         _wheel = self.manual_timer.get().map(|timer| lock(timer).drain());
-        _scanned = self.lifecycle.scan(self.clock.now_us());
+        _scanned = self.ledger.scan(self.timing.clock.now_us());
         // No thread alive (a virtual scheduler, or every worker gone
         // already): terminated now. Else the last thread's exit tells
         // (`thread_exited`), which reads `closed` under this same lock.
@@ -227,7 +233,7 @@ impl Shared {
             self.take_termination_hooks(*alive)
         };
         #[cfg(feature = "tracing")]
-        if let Some(report) = self.lifecycle.report() {
+        if let Some(report) = self.ledger.report() {
             tracing::info!(
                 discarded = report.discarded().len(),
                 in_flight = report.in_flight().len(),

@@ -8,9 +8,9 @@
 //! (both under the `alive` lock), and every decrement to zero takes the
 //! wakers under that lock — so a waiter either sees zero or is woken.
 
-use super::report::ShutdownReport;
 use super::shared::Shared;
 use super::Scheduler;
+use crate::shutdown::ShutdownReport;
 use crate::sync::{lock, Arc};
 use std::future::Future;
 use std::pin::Pin;

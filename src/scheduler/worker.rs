@@ -31,7 +31,6 @@
 
 use super::pool::{Bed, Carry, Look, Step, Watch, Work};
 use super::Shared;
-use crate::core::Runtime;
 use crate::sync::{Arc, Condvar, Ordering};
 use std::time::Duration;
 
@@ -46,7 +45,7 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
     // A re-arm's inbox push and the timer turns' buffers (see `Carry`).
     let mut carry = Carry::default();
     loop {
-        let (limits, clock) = (&shared.limits, &shared.clock);
+        let (limits, clock) = (&shared.limits, &shared.timing.clock);
         let hint = now_hint.take();
         match shared
             .pool
@@ -104,7 +103,7 @@ fn hold_timer(
     loop {
         // Drained by the last `after_turn`.
         super::pool::trim(&mut carry.due);
-        let now_us = shared.clock.now_us();
+        let now_us = shared.timing.clock.now_us();
         let mut estimate = timer.turn(now_us, &mut carry.inbox, &mut carry.due);
         // Outside every lock, before the holder sleeps, maybe for hours.
         timer.settle_let_go(&mut carry.due, &mut estimate);
@@ -112,7 +111,7 @@ fn hold_timer(
         super::pool::trim(&mut carry.inbox);
         match shared
             .pool
-            .after_turn(timer, carry, estimate, now_us, &shared.clock, retire)
+            .after_turn(timer, carry, estimate, now_us, &shared.timing.clock, retire)
         {
             Step::Turn(held) => timer = held,
             Step::Released => {
@@ -160,17 +159,17 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
     let tick = (shared.limits.stall / 2).max(Duration::from_micros(100));
     let mut watch = Watch::default();
     loop {
-        let now_us = shared.clock.now_us();
+        let now_us = shared.timing.clock.now_us();
         if monitor_look(shared, &mut watch, now_us) {
             start_extra_worker(shared);
         }
-        shared.lifecycle.check_stuck(now_us, |core, running_for| {
+        shared.ledger.check_stuck(now_us, |core, running_for| {
             shared.report_stuck(core, running_for)
         });
-        let watches_nothing = || shared.lifecycle.watches_nothing();
+        let watches_nothing = || shared.ledger.watches_nothing();
         if !shared
             .pool
-            .monitor_sleep(&mut watch, tick, &shared.clock, watches_nothing)
+            .monitor_sleep(&mut watch, tick, &shared.timing.clock, watches_nothing)
         {
             return;
         }

@@ -3,8 +3,8 @@
 
 use crate::clock::{ManualTime, HORIZON_US};
 use crate::scheduler::LocalJobs;
-use crate::scheduler::ShutdownReport;
 use crate::scheduler::{Builder, Driver, Scheduler};
+use crate::shutdown::ShutdownReport;
 use crate::stats::SchedulerStats;
 use crate::sync::Arc;
 use std::fmt;

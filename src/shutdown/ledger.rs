@@ -1,47 +1,8 @@
-//! Shutdown bookkeeping: the registry of live triggers, the exact shutdown
-//! report, and the cancellation signal tasks can poll.
-//!
-//! # Exactness: how a fire racing shutdown is never lost
-//!
-//! Shutdown sets `closed`, closes the queues, then scans every registered
-//! trigger under the report lock: it *closes* the request word (one RMW,
-//! `Request::close`) and reads the state word with an RMW to list the
-//! iteration in flight. A closed word refuses every install from then on.
-//!
-//! * **An install before the close** (in the word's modification order) is
-//!   accepted. The close finds its request (or a newer one that stands for
-//!   it) and lists it — or finds it claimed: by a worker (TAKEN), whose run
-//!   is then in flight, or enters after the scan and is listed by it
-//!   ([`Lifecycle::admit_late`]); or by a reservation, whose re-run the
-//!   ending iteration lists when the closed word refuses it.
-//! * **An install after the close** is refused: the fire returns
-//!   `FireError::Shutdown`. No request can go in after the scan and be
-//!   claimed by someone else before its firer could take it back, so
-//!   nothing is both refused and run, nor listed beside an earlier run.
-//! * **A claim rather than a request**: a worker's TAKEN that has not
-//!   entered, a reservation, a RESUMING word. A worker's claim the scan
-//!   finds idle and never started it lists itself, and makes the claim's
-//!   `enter` fail (`Core::claim_unstarted`) — a fire refused by the closed
-//!   word may have made it fail already, with its advance, and lists
-//!   nothing: a refused fire may get there only after `shutdown` returned.
-//!   A RESUMING word with no iteration running it settles itself, from the
-//!   delay the last iteration returned (`Core::settle_at_close`).
-//!   Otherwise the close leaves a mark in the word, and whoever then owes
-//!   the run takes the mark first (`Request::take_mark`), so it is listed
-//!   once, on one of the scheduler's own threads: the worker that enters
-//!   late, the ending iteration whose re-run, re-arm or settle is refused,
-//!   or whose newer claim a refused fire's advance cancelled (and a
-//!   deferred run's, for the claim it came from).
-//! * **Iterations**: a worker that *entered* after the scan read its
-//!   state word synchronized with that read, so it sees `closed`; under
-//!   the report lock it then finds the trigger not listed in flight, and
-//!   discards the run, listing it under the mark. One that entered before
-//!   the scan is listed in flight and runs to completion; its outcome is
-//!   recorded.
-//! * A trigger registered after the scan took its list starts closed.
-//!
-//! The report lock serializes the scan of each trigger with these
-//! decisions, so a run is listed once: as discarded or as in flight.
+//! The ledger a runtime keeps for shutdown: the registry of live
+//! triggers, the shutdown scan, the report being drafted and the
+//! cancellation signal tasks poll. The core reaches it through
+//! `Runtime::ledger`; the rules that make the report exact are in this
+//! room's module docs.
 
 use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
 use crate::chunked::Chunked;
@@ -65,8 +26,10 @@ struct Draft {
     in_flight_keys: Vec<Option<(usize, u32)>>,
 }
 
-/// Registry, report and cancellation of one scheduler.
-pub(crate) struct Lifecycle<R: Runtime> {
+/// The shutdown ledger of one runtime: the registry of live triggers,
+/// the report being drafted, the cancellation signal, the monitor's watch
+/// list. The core reaches it through `Runtime::ledger`.
+pub(crate) struct Ledger<R: Runtime> {
     registry: Mutex<Registry<R>>,
     /// Triggers with a `stuck_after`, for the monitor to check.
     watched: Mutex<Vec<Weak<Core<R>>>>,
@@ -104,7 +67,7 @@ fn own_entry<R: Runtime>(draft: &Draft, core: &Core<R>, seen: Option<u32>) -> Op
     })
 }
 
-impl<R: Runtime> Default for Lifecycle<R> {
+impl<R: Runtime> Default for Ledger<R> {
     fn default() -> Self {
         Self {
             registry: Mutex::new(Registry {
@@ -119,7 +82,7 @@ impl<R: Runtime> Default for Lifecycle<R> {
     }
 }
 
-impl<R: Runtime> Lifecycle<R> {
+impl<R: Runtime> Ledger<R> {
     /// Registers a new trigger; returns its slot, and whether the shutdown
     /// scan has taken its list already (then the trigger starts closed).
     pub(crate) fn register(&self, core: Weak<Core<R>>) -> (u32, bool) {
@@ -360,7 +323,7 @@ impl Draft {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::Lifecycle;
+    use super::Ledger;
     use crate::core::tests::TestRuntime;
     use crate::sync::Arc;
 
@@ -370,11 +333,11 @@ mod tests {
         // scan's reference is then the last, and must be dropped by the
         // caller, after its lock — not inside the scan.
         let runtime = TestRuntime::new();
-        let lifecycle = Lifecycle::<TestRuntime>::default();
+        let ledger = Ledger::<TestRuntime>::default();
         let core = runtime.bind(|| None);
-        lifecycle.register(Arc::downgrade(&core));
+        ledger.register(Arc::downgrade(&core));
         let weak = Arc::downgrade(&core);
-        let scanned = lifecycle.scan(0);
+        let scanned = ledger.scan(0);
         drop(core); // the other holder goes
         assert_eq!(scanned.len(), 1);
         assert!(weak.upgrade().is_some(), "the caller still holds it");
