@@ -1,8 +1,9 @@
-//! The async vocabulary: what an async trigger's task returns (a
-//! [`TaskFuture`] per iteration), where its iterations run (a [`Spawn`]
-//! executor), and the [`CancelSlot`] through which `shutdown_now` wakes an
-//! iteration in flight. Plain types; the iterations themselves are driven
-//! by the core (`core/iteration.rs`).
+//! The async vocabulary of the crate.
+//!
+//! A [`TaskFuture`] is what an async trigger's task returns per iteration. A [`Spawn`]
+//! executor is where its iterations run. The [`CancelSlot`] is how `shutdown_now` wakes
+//! an iteration in flight. These are plain types. The core drives the iterations
+//! themselves, in `core/iteration.rs`.
 
 use crate::sync::{lock, Arc, Mutex};
 use std::future::Future;
@@ -18,8 +19,8 @@ pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Starts iterations on some executor.
 pub(crate) trait Spawn: Send + Sync {
-    /// Hands `job` to the executor. If the executor drops it unpolled (it
-    /// shut down), the iteration ends as cancelled.
+    /// Hands `job` to the executor. An executor that shut down may drop it unpolled. The
+    /// iteration then ends as cancelled.
     fn spawn(&self, job: Job);
 }
 
@@ -38,15 +39,15 @@ where
     }
 }
 
-/// What the RUNNING holder of an async trigger touches: the task and its
-/// executor.
+/// What the RUNNING holder of an async trigger touches, which is the task.
 pub(crate) struct AsyncBody<A> {
     pub(crate) task: A,
 }
 
-/// What an async trigger shares beyond the RUNNING holder: its executor
-/// (firers spawn dispatches there), and the waker of its iteration in
-/// flight, for `shutdown_now` (see the module docs).
+/// What an async trigger shares beyond the RUNNING holder.
+///
+/// That is its executor, where firers spawn dispatches, and the waker of its iteration in
+/// flight, for `shutdown_now`. The module docs say more.
 pub(crate) struct CancelSlot {
     waker: Mutex<Option<Waker>>,
     pub(crate) spawner: Arc<dyn Spawn>,
@@ -62,8 +63,9 @@ impl CancelSlot {
 }
 
 impl CancelSlot {
-    /// A poll leaves its waker; returns whether `shutdown_now` was called
-    /// (read under the lock: see the module docs).
+    /// A poll leaves its waker here. Returns whether `shutdown_now` was called.
+    ///
+    /// The flag is read under the lock, as the module docs describe.
     pub(crate) fn register(&self, waker: &Waker, is_cancelled: impl FnOnce() -> bool) -> bool {
         let mut slot = lock(&self.waker);
         match slot.as_ref() {
@@ -73,8 +75,8 @@ impl CancelSlot {
         is_cancelled()
     }
 
-    /// `shutdown_now` (after setting the flag): wake the iteration in
-    /// flight, if any, so it sees the flag.
+    /// Called by `shutdown_now` after it sets the flag. Wakes the iteration in flight, if
+    /// any, so it sees the flag.
     pub(crate) fn wake(&self) {
         let waker = lock(&self.waker).take();
         if let Some(waker) = waker {
@@ -82,17 +84,17 @@ impl CancelSlot {
         }
     }
 
-    /// The iteration ended: forget its waker.
+    /// The iteration ended, so this forgets its waker.
     pub(crate) fn clear(&self) {
         lock(&self.waker).take();
     }
 }
 
-/// Tokio as the executor: iterations are spawned on a runtime's handle.
+/// Tokio as the executor. Iterations are spawned on a runtime's handle.
 #[cfg(feature = "tokio")]
 impl Spawn for tokio::runtime::Handle {
     fn spawn(&self, job: Job) {
-        // The JoinHandle is not needed: the iteration reports its own end.
+        // The JoinHandle is not needed, because the iteration reports its own end.
         drop(tokio::runtime::Handle::spawn(self, job));
     }
 }

@@ -1,10 +1,12 @@
-//! The task context: what code running inside a task may ask of the
-//! scheduler running it — [`is_cancelled`], [`scheduler_time`], whether it is
-//! a given trigger's own task — and how an iteration ended ([`Outcome`]).
+//! The task context.
 //!
-//! Plain thread-local data, set by whoever runs a task (a worker for its
-//! lifetime, the virtual driver for a call, an async iteration for one
-//! poll) and read by the task; it names no scheduler type, so both the
+//! It is what code running inside a task may ask of the scheduler running it. That covers
+//! [`is_cancelled`], [`scheduler_time`], and whether it is a given trigger's own task.
+//! It also says how an iteration ended, as an [`Outcome`].
+//!
+//! The data are plain thread-locals. Whoever runs a task sets them, and the task reads
+//! them. A worker sets them for its lifetime. The virtual driver sets them for a call, and
+//! an async iteration for one poll. The module names no scheduler type, so both the
 //! trigger core and the runtime build on it.
 
 use crate::clock::Clock;
@@ -19,33 +21,31 @@ use std::time::Duration;
 pub enum Outcome {
     /// It returned normally.
     Completed,
-    /// It panicked (the panic was caught and reported).
+    /// It panicked. The panic was caught and reported.
     Panicked,
     /// It saw [`is_cancelled`](crate::is_cancelled) return `true` and returned.
     Cancelled,
-    /// It had not returned when the report was taken (see
-    /// [`Builder::shutdown_grace`](crate::Builder::shutdown_grace)).
+    /// It had not returned when the report was taken. See
+    /// [`Builder::shutdown_grace`](crate::Builder::shutdown_grace).
     StillRunning,
 }
 
 thread_local! {
-    /// The cancellation flag of the scheduler whose task runs on this thread.
-    /// The scheduler whose tasks run on this thread: its cancellation flag
-    /// and its clock.
+    /// The scheduler whose tasks run on this thread, as its cancellation flag and its clock.
     static CONTEXT: RefCell<Option<Context>> = const { RefCell::new(None) };
     /// Whether the running task has seen `is_cancelled()` return `true`.
     static OBSERVED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Whether the scheduler running the current task was shut down with
-/// [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now): a long task
-/// should return soon. Cheap enough to poll in a loop; `false` outside
-/// tasks.
+/// [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now).
 ///
-/// A question answered now, not a future to await (unlike tokio-util's
-/// `CancellationToken::cancelled`): an async task asks it between its
-/// `.await`s, and `shutdown_now` drops its future at the next `.await`
-/// anyway.
+/// If so, a long task should return soon. The call is cheap enough to poll in a loop. It
+/// returns `false` outside tasks.
+///
+/// It is a question answered now, not a future to await. That differs from tokio-util's
+/// `CancellationToken::cancelled`. An async task asks it between its `.await`s. And
+/// `shutdown_now` drops its future at the next `.await` anyway.
 ///
 /// # Examples
 ///
@@ -79,12 +79,12 @@ pub fn is_cancelled() -> bool {
     cancelled
 }
 
-/// The time of the scheduler running the current task: since it was built,
-/// on its clock — real time on a [`Scheduler`](crate::Scheduler), virtual
-/// time on a [`VirtualScheduler`](crate::VirtualScheduler). `None` outside
-/// tasks. Inside an async task's (or async fetch's) future it answers at
-/// every poll. The times in [`TriggerStats`](crate::TriggerStats) are on the
-/// same clock.
+/// The time of the scheduler running the current task, since it was built, on its clock.
+///
+/// That is real time on a [`Scheduler`](crate::Scheduler) and virtual time on a
+/// [`VirtualScheduler`](crate::VirtualScheduler). It is `None` outside tasks. Inside the
+/// future of an async task or an async fetch, it answers at every poll. The times in
+/// [`TriggerStats`](crate::TriggerStats) are on the same clock.
 ///
 /// # Examples
 ///
@@ -116,10 +116,11 @@ pub(crate) struct Context {
     clock: Clock,
 }
 
-/// Makes [`is_cancelled`] and [`scheduler_time`] answer for the scheduler
-/// whose cancel flag and clock these are, on this thread (worker threads
-/// for their lifetime; the virtual driver and an async iteration's poll for
-/// the length of a call); returns what it replaced.
+/// Makes [`is_cancelled`] and [`scheduler_time`] answer, on this thread, for the
+/// scheduler whose cancel flag and clock these are. Returns what it replaced.
+///
+/// Worker threads enter for their lifetime. The virtual driver and an async iteration's
+/// poll enter for the length of a call.
 pub(crate) fn enter_thread(cancel: &Arc<AtomicBool>, clock: &Clock) -> Option<Context> {
     let context = Context {
         cancel: Arc::clone(cancel),
@@ -144,9 +145,10 @@ pub(crate) fn observed() -> bool {
 }
 
 thread_local! {
-    /// The trigger whose task runs on this thread (its core's address), so
-    /// `fire_and_wait` from inside its own task fails instead of waiting
-    /// for itself for ever.
+    /// The trigger whose task runs on this thread, as its core's address.
+    ///
+    /// With it, `fire_and_wait` from inside its own task fails instead of waiting for itself
+    /// for ever.
     static RUNNING: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -160,8 +162,10 @@ pub(crate) fn is_running_here(core: usize) -> bool {
     RUNNING.with(Cell::get) == core
 }
 
-/// Restores the previous mark (a task may run another scheduler's virtual
-/// time, whose tasks then run nested on this thread).
+/// Restores the previous mark on drop.
+///
+/// A task may run another scheduler's virtual time, whose tasks then run nested on this
+/// thread.
 pub(crate) struct RunningGuard(usize);
 
 impl Drop for RunningGuard {
@@ -170,10 +174,11 @@ impl Drop for RunningGuard {
     }
 }
 
-/// The span of one iteration, at DEBUG (so an INFO filter drops it and a
-/// DEBUG one shows it): the trigger's name and the version the iteration
-/// serves; `lateness_us` (a timed run's start minus its deadline) and
-/// `outcome` are recorded once known.
+/// The span of one iteration, at DEBUG.
+///
+/// An INFO filter drops it and a DEBUG one shows it. It carries the trigger's name and the
+/// version the iteration serves. `lateness_us` is a timed run's start minus its deadline.
+/// It and `outcome` are recorded once known.
 #[cfg(feature = "tracing")]
 pub(crate) fn iteration_span(trigger: Option<&str>, version: u32) -> tracing::Span {
     tracing::debug_span!(

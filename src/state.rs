@@ -1,6 +1,8 @@
-//! The trigger's state word: one `AtomicU32` holding a reservation bit, a
-//! running bit and a 30-bit wrapping version, with the three procedures of
-//! the design (advance, enter, exit) as named transitions.
+//! The trigger's state word.
+//!
+//! It is one `AtomicU32` holding a reservation bit, a running bit and a 30-bit wrapping
+//! version. The three procedures of the design, advance, enter and exit, are named
+//! transitions.
 //!
 //! ```text
 //!  bits 2..=31                       bit 1      bit 0
@@ -9,12 +11,11 @@
 //! └─────────────────────────────────┴──────────┴─────────┘
 //! ```
 //!
-//! The version sits in the high bits so that the two transitions a fire
-//! storm hammers need no compare-exchange: `fire`'s advance is one
-//! `fetch_add` of a version step (it keeps both bits, and the version
-//! wraps off the top of the word), and `exit` is one `fetch_and` clearing
-//! both bits. Neither can fail and retry, so two threads firing flat out
-//! never make the worker's `exit` — or each other — loop.
+//! The version sits in the high bits so that the two transitions a fire storm hammers
+//! need no compare-exchange. `fire`'s advance is one `fetch_add` of a version step. It
+//! keeps both bits, and the version wraps off the top of the word. `exit` is one
+//! `fetch_and` clearing both bits. Neither can fail and retry. So two threads firing flat
+//! out never make the worker's `exit` loop, nor each other.
 //!
 //! | RESERVED | RUNNING | meaning                                                        |
 //! |----------|---------|----------------------------------------------------------------|
@@ -24,72 +25,66 @@
 //! |          |         | exactly one follow-up runs when it ends                        |
 //! | 1        | 0       | never stored: `exit` clears both bits together                 |
 //!
-//! The conditional transitions (`advance`, `enter`, `reserve`) are a
-//! compare-exchange through one loop, `State::update`, each a small closure
-//! naming its arms and their orderings (as tokio's
-//! `runtime/task/state.rs`); `enter` and `reserve` stop at the first
-//! version change (the run is then stale), so under a storm they do not
-//! loop either. All transitions of one trigger sit in one modification
-//! order.
+//! The conditional transitions, `advance`, `enter` and `reserve`, are a compare-exchange
+//! through one loop, `State::update`. Each is a small closure naming its arms and their
+//! orderings, as in tokio's `runtime/task/state.rs`. `enter` and `reserve` stop at the
+//! first version change, since the run is then stale. So under a storm they do not loop
+//! either. All transitions of one trigger sit in one modification order.
 //!
 //! # Orderings
 //!
-//! The happens-before edges this word carries (docs/DESIGN.md, "Orderings"):
+//! This word carries the happens-before edges below. The "Orderings" section of
+//! docs/DESIGN.md gives the whole argument.
 //!
-//! * **iteration N → iteration N+1**: `exit` clears RUNNING with *Release*;
-//!   `enter` sets RUNNING with *Acquire* and reads that store (or a later one
-//!   in its release sequence: every write to the word is an RMW).
-//! * **firer → the run serving it** (G2, G4): a fire's `advance_fire` is
-//!   *Release* (both arms). Every write to this word is an RMW, so every
-//!   later value is in the release sequence of each firer's advance; the run serving version v does
-//!   `enter(v)` with *Acquire*, reads such a value and so synchronizes with
-//!   that firer *and with every earlier, coalesced one* (whose publish was
-//!   refused). This covers the re-run a reservation causes too: its `enter`
-//!   reads the value the runner's `exit` wrote, still in that sequence.
-//!   (A Relaxed advance loses a coalesced firer's data: `loom_trigger`'s G4
-//!   model catches it.) `fire_after` and `suspend` use the plain `advance`:
-//!   a delayed request's data travels through the request word.
-//! * **pause → a later firer** (G17): `pause` installs PAUSED in the
-//!   request word, then advances here; a firer advances here, then
-//!   publishes. A firer whose advance reads the pause's must see PAUSED
-//!   when it publishes. The request word gives that, not this one: a
-//!   publish is a Release RMW and the PAUSED install an Acquire RMW, so a
-//!   publish before the install in that word's order synchronizes with it,
-//!   and the firer's advance then happens before the pause's and cannot
-//!   read it. So the plain `advance` is Relaxed and `advance_fire` only
-//!   Release (docs/DESIGN.md, "Pause"; `loom_pause`'s G6 models fail if
-//!   the install's Acquire is weakened).
-//! * A fire while a re-run is already reserved (`advance_fire`) only
-//!   bumps the version, keeping RUNNING and RESERVED, with *Release*: the
-//!   re-run's Acquire `enter` reads a later value of its release sequence
-//!   (`loom_trigger`'s `g2_a_fire_coalescing_into_a_reserved_re_run…`
-//!   fails with Relaxed).
-//! * Setting RESERVED (`enter`'s reservation arm, `reserve`) is therefore
-//!   *Relaxed*: the reserver hands nothing on that the firer's own Release
-//!   does not. The ordering audit (docs/DESIGN.md) weakened each of these
-//!   with no model failing, and the argument above says why.
-//! * **shutdown scan → an ending iteration**: `exit` (both arms) is
-//!   *AcqRel*: if the scan's AcqRel `touch` read RUNNING before the `exit`,
-//!   the ending iteration synchronizes with it and sees the scheduler
-//!   closed, so it records its outcome in the report instead of leaving
-//!   "still running" there (`loom_shutdown`'s
-//!   `an_iteration_ending_as_shutdown_begins…` fails with either arm
-//!   Release).
+//! * **iteration N → iteration N+1**. `exit` clears RUNNING with *Release*. `enter` sets
+//!   RUNNING with *Acquire* and reads that store. It may read a later one in its release
+//!   sequence instead, since every write to the word is an RMW.
+//! * **firer → the run serving it**, for G2 and G4. A fire's `advance_fire` is *Release*
+//!   in both arms. Every write to this word is an RMW. So every later value is in the
+//!   release sequence of each firer's advance. The run serving version v does `enter(v)`
+//!   with *Acquire* and reads such a value. So it synchronizes with that firer *and with
+//!   every earlier, coalesced one*, whose publish was refused. This covers the re-run
+//!   that a reservation causes too. Its `enter` reads the value that the runner's `exit`
+//!   wrote, still in that sequence. A Relaxed advance loses a coalesced firer's data, and
+//!   `loom_trigger`'s G4 model catches it. `fire_after` and `suspend` use the plain
+//!   `advance`, since a delayed request's data travels through the request word.
+//! * **pause → a later firer**, for G17. `pause` installs PAUSED in the request word,
+//!   then advances here. A firer advances here, then publishes. A firer whose advance
+//!   reads the pause's must see PAUSED when it publishes. The request word gives that,
+//!   not this one. A publish is a Release RMW and the PAUSED install an Acquire RMW. So a
+//!   publish before the install in that word's order synchronizes with it. The firer's
+//!   advance then happens before the pause's and cannot read it. So the plain `advance`
+//!   is Relaxed and `advance_fire` only Release. See "Pause" in docs/DESIGN.md.
+//!   `loom_pause`'s G6 models fail if the install's Acquire is weakened.
+//! * A fire while a re-run is already reserved, in `advance_fire`, only bumps the
+//!   version. It keeps RUNNING and RESERVED, with *Release*. The re-run's Acquire `enter`
+//!   reads a later value of its release sequence.
+//!   `loom_trigger`'s `g2_a_fire_coalescing_into_a_reserved_re_run…` fails with Relaxed.
+//! * Setting RESERVED is therefore *Relaxed*, in `enter`'s reservation arm and in
+//!   `reserve`. The reserver hands nothing on that the firer's own Release does not. The
+//!   ordering audit in docs/DESIGN.md weakened each of these with no model failing. The
+//!   argument above says why.
+//! * **shutdown scan → an ending iteration**. `exit` is *AcqRel* in both arms. Suppose
+//!   the scan's AcqRel `touch` read RUNNING before the `exit`. Then the ending iteration
+//!   synchronizes with it and sees the scheduler closed. So it records its outcome in the
+//!   report instead of leaving "still running" there. `loom_shutdown`'s
+//!   `an_iteration_ending_as_shutdown_begins…` fails with either arm Release.
 
 use crate::sync::{AtomicU32, Ordering};
 use crate::word;
 use std::fmt;
 
-/// Set while an iteration is in flight (guards the task: mutual exclusion).
+/// Set while an iteration is in flight. It guards the task, for mutual exclusion.
 pub(crate) const RUNNING: u32 = 1;
-/// Set while a due run found the trigger running: run once more at exit.
+/// Set while a due run found the trigger running. The trigger runs once more at exit.
 pub(crate) const RESERVED: u32 = 1 << 1;
 /// Where the version starts in the word.
 const VERSION_SHIFT: u32 = 2;
-/// One version step in the word: adding it wraps the version off the top.
+/// One version step in the word. Adding it wraps the version off the top.
 const VERSION_ONE: u32 = 1 << VERSION_SHIFT;
-/// A version's 30 bits (as a number, not in the word). Being a power of
-/// two minus one matters: `(v + 1) & VERSION_MASK` is the whole
+/// A version's 30 bits, as a number, not in the word.
+///
+/// Being a power of two minus one matters, since `(v + 1) & VERSION_MASK` is the whole
 /// wrap-around rule.
 pub(crate) const VERSION_MASK: u32 = u32::MAX >> VERSION_SHIFT;
 
@@ -99,7 +94,7 @@ const fn version_of(word: u32) -> u32 {
     word >> VERSION_SHIFT
 }
 
-/// A word holding `version` (masked to 30 bits) and no bit.
+/// A word holding `version`, masked to 30 bits, and no bit.
 #[inline]
 const fn word_of(version: u32) -> u32 {
     (version & VERSION_MASK) << VERSION_SHIFT
@@ -112,13 +107,15 @@ pub(crate) const fn next_version(version: u32) -> u32 {
 }
 
 /// A decoded copy of a trigger's state word at one instant, from
-/// [`Trigger::snapshot`](crate::Trigger::snapshot): whether an iteration is
-/// in flight, whether a follow-up is reserved, and the version (bumped by
-/// every `fire`, `fire_after` and `suspend`, 30 bits, wrapping).
+/// [`Trigger::snapshot`](crate::Trigger::snapshot).
 ///
-/// A diagnostic and a test aid, as cheap as one atomic load; it may be out
-/// of date as soon as it is taken. [`Trigger::stats`](crate::Trigger::stats)
-/// says more (counters, the armed deadline, paused or not).
+/// It tells whether an iteration is in flight, whether a follow-up is reserved, and the
+/// version. Every `fire`, `fire_after` and `suspend` bumps the version, which has 30 bits
+/// and wraps.
+///
+/// It is a diagnostic and a test aid, as cheap as one atomic load. It may be out of date
+/// as soon as it is taken. [`Trigger::stats`](crate::Trigger::stats) says more, with
+/// counters, the armed deadline, and whether the trigger is paused.
 ///
 /// # Examples
 ///
@@ -139,7 +136,7 @@ pub(crate) const fn next_version(version: u32) -> u32 {
 pub struct Snapshot(u32);
 
 impl Snapshot {
-    /// Builds a snapshot from a raw word (for unit tests).
+    /// Builds a snapshot from a raw word, for unit tests.
     #[cfg(test)]
     pub(crate) const fn from_raw(raw: u32) -> Self {
         Self(raw)
@@ -155,7 +152,7 @@ impl Snapshot {
         self.0 & RUNNING != 0
     }
 
-    /// The live version: bumped by every `fire`, `fire_after` and `suspend`.
+    /// The live version, bumped by every `fire`, `fire_after` and `suspend`.
     pub const fn version(self) -> u32 {
         version_of(self.0)
     }
@@ -175,11 +172,11 @@ impl fmt::Debug for Snapshot {
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enter {
-    /// RUNNING is now set by this caller: run the task, then call `exit`.
+    /// RUNNING is now set by this caller. Run the task, then call `exit`.
     Entered,
-    /// The trigger was running: RESERVED is set, the runner re-runs at exit.
+    /// The trigger was running. RESERVED is set, and the runner re-runs at exit.
     Reserved,
-    /// A newer `fire`/`fire_after`/`suspend` superseded this run: drop it.
+    /// A newer `fire`, `fire_after` or `suspend` superseded this run, so drop it.
     Stale,
 }
 
@@ -187,11 +184,11 @@ pub enum Enter {
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Steal {
-    /// The version moved on: the claim's `enter` fails.
+    /// The version moved on, so the claim's `enter` fails.
     Stolen,
-    /// A fire had moved it on already: the claim's `enter` fails.
+    /// A fire had moved it on already, so the claim's `enter` fails.
     Stale,
-    /// The claim's worker entered: it lists the run itself.
+    /// The claim's worker entered, and it lists the run itself.
     Entered,
 }
 
@@ -199,11 +196,11 @@ pub enum Steal {
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reserve {
-    /// RESERVED is set: the runner re-runs at exit.
+    /// RESERVED is set, and the runner re-runs at exit.
     Reserved,
-    /// No iteration is in flight: the run must go to a worker.
+    /// No iteration is in flight, so the run must go to a worker.
     NotRunning,
-    /// A newer request superseded this one: drop it.
+    /// A newer request superseded this one, so drop it.
     Stale,
 }
 
@@ -211,15 +208,14 @@ pub enum Reserve {
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
-    /// A reservation was pending: both bits are cleared and the live
-    /// `version` must be re-dispatched at once (through the pool, so a storm
-    /// cannot pin a worker).
+    /// A reservation was pending. Both bits are cleared, and the live `version` must be
+    /// re-dispatched at once. It goes through the pool, so a storm cannot pin a worker.
     Rerun {
         /// The live version the follow-up serves.
         version: u32,
     },
-    /// RUNNING is cleared. `live` tells whether the runner's version is
-    /// still the live one (then its returned delay, if any, is honoured).
+    /// RUNNING is cleared. `live` tells whether the runner's version is still the live one.
+    /// If it is, its returned delay, if any, is honoured.
     Done {
         /// Whether no request superseded the finished iteration.
         live: bool,
@@ -233,48 +229,49 @@ pub struct State {
 }
 
 impl State {
-    /// A fresh word: idle, at `version` (masked to 30 bits).
+    /// A fresh word, idle, at `version` masked to 30 bits.
     pub fn new(version: u32) -> Self {
         Self {
             word: AtomicU32::new(word_of(version)),
         }
     }
 
-    /// Reads the word. Acquire: a reader that then inspects what an
-    /// iteration wrote (tests, stats) sees the writes the Release in `exit`
-    /// published; the transitions themselves never rely on this load.
+    /// Reads the word.
+    ///
+    /// Acquire: a reader that then inspects what an iteration wrote sees the writes that the
+    /// Release in `exit` published. Tests and statistics are such readers. The transitions
+    /// themselves never rely on this load.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot(self.word.load(Ordering::Acquire))
     }
 
-    /// Reads the word with an RMW. AcqRel: Release, so a later `enter`
-    /// (which reads this write) synchronizes with it and sees the scheduler
-    /// closed (the shutdown scan, see the `shutdown` module); Acquire, so
-    /// a resume that reads an iteration's `exit` here sees the delay it
-    /// recorded before (`loom_pause`'s resume during an iteration).
+    /// Reads the word with an RMW.
+    ///
+    /// AcqRel: Release, so a later `enter` that reads this write synchronizes with it. That
+    /// `enter` then sees the scheduler closed by the shutdown scan. See the `shutdown` module.
+    /// Acquire, so a resume that reads an iteration's `exit` here sees the delay that the
+    /// iteration recorded before. `loom_pause`'s resume during an iteration checks it.
     pub fn touch(&self) -> Snapshot {
         Snapshot(self.word.fetch_or(0, Ordering::AcqRel))
     }
 
-    /// The shutdown scan's [`touch`](Self::touch): if an iteration is in
-    /// flight, the version also moves on (both bits kept, as a fire
-    /// coalescing into a reserved re-run moves it). Two things follow:
-    /// - no claim can enter after the scan: one not entered yet (a newer
-    ///   run a worker took during the iteration) is stale, and every
-    ///   install after the scan is refused by the closed request word —
-    ///   so the iteration the scan lists in flight is the last to run,
-    ///   and a claim entering after its `exit` is never taken for it; the
-    ///   claim is listed instead, by the ending iteration, which finds a
-    ///   newer version live (`Core::list_marked_claim`), or by its
-    ///   refused re-run if the claim was a reservation's;
-    /// - the iteration can tell, by the version its `exit` read
-    ///   ([`exit_seen`](Self::exit_seen)), whether the scan came before
-    ///   it — that is, listed it — or after (the version the scan wrote is
-    ///   newer than any an earlier `exit` read).
+    /// The shutdown scan's [`touch`](Self::touch).
     ///
-    /// Returns the word as it was. AcqRel, as `touch` (idle, the word is
-    /// written back unchanged: still an RMW); the advance hands nothing
-    /// over beyond that.
+    /// If an iteration is in flight, the version also moves on. Both bits are kept, as when a
+    /// fire coalesces into a reserved re-run. Two things follow.
+    /// - No claim can enter after the scan. One not entered yet is stale. Such a claim is a
+    ///   newer run that a worker took during the iteration. And the closed request word
+    ///   refuses every install after the scan. So the iteration that the scan lists in flight
+    ///   is the last to run. A claim entering after its `exit` is never taken for it. The
+    ///   claim is listed instead. The ending iteration lists it when it finds a newer version
+    ///   live, in `Core::list_marked_claim`. Or its refused re-run lists it, if the claim was
+    ///   a reservation's.
+    /// - The iteration can tell whether the scan came before it, and so listed it, or after.
+    ///   It tells by the version its `exit` read, in [`exit_seen`](Self::exit_seen). The
+    ///   version the scan wrote is newer than any that an earlier `exit` read.
+    ///
+    /// Returns the word as it was. AcqRel, as in `touch`. When idle, the word is written back
+    /// unchanged, which is still an RMW. The advance hands nothing over beyond that.
     pub fn touch_for_scan(&self) -> Snapshot {
         self.update(|current| {
             let new = if current & RUNNING != 0 {
@@ -286,15 +283,17 @@ impl State {
         })
     }
 
-    /// The shutdown scan found a worker's claim of `claimed`, not entered
-    /// when its `touch` read this word: advances the version, so the
-    /// claim's `enter` fails and the scan lists the run instead — unless
-    /// the claim is stale already (a fire advanced since), or the worker
-    /// entered meanwhile. Every value the loop reads is at or after the
-    /// scan's `touch` (coherence), so both refusals are current: versions
-    /// only move on, and RUNNING set means the claim's worker entered.
-    /// Relaxed: the claim's `enter` only has to fail; nothing is handed
-    /// over, and the run is listed under the report's lock.
+    /// The shutdown scan found a worker's claim of `claimed`, not entered when its `touch`
+    /// read this word. This advances the version, so the claim's `enter` fails and the scan
+    /// lists the run instead.
+    ///
+    /// It does not if the claim is stale already, because a fire advanced since. Nor does it
+    /// if the worker entered meanwhile. Every value the loop reads is at or after the scan's
+    /// `touch`, by coherence. So both refusals are current. Versions only move on, and
+    /// RUNNING set means that the claim's worker entered.
+    ///
+    /// Relaxed: the claim's `enter` only has to fail. Nothing is handed over, and the run is
+    /// listed under the report's lock.
     pub fn steal(&self, claimed: u32) -> Steal {
         self.update(|current| {
             if version_of(current) != claimed {
@@ -308,30 +307,31 @@ impl State {
         })
     }
 
-    /// Every transition goes through the one compare-exchange loop of
-    /// `word.rs`: `step` maps the word it read to a [`Step`] — write a new
-    /// word (with the ordering that transition's arm needs, see
-    /// `# Orderings`) or leave it — and the outcome to return.
+    /// Every transition goes through the one compare-exchange loop of `word.rs`.
+    ///
+    /// `step` maps the word it read to a [`Step`] and the outcome to return. The step writes
+    /// a new word with the ordering that the transition's arm needs, or leaves the word. See
+    /// `# Orderings`.
     #[inline]
     fn update<T>(&self, step: impl FnMut(u32) -> Step<T>) -> T {
         word::update(&self.word, step)
     }
 
-    /// **advance**: clears RESERVED, bumps the version, keeps RUNNING;
-    /// returns the new version. Used by `fire_after` and `suspend` (`fire`
-    /// uses [`advance_fire`](Self::advance_fire)).
+    /// **advance**. It clears RESERVED, bumps the version and keeps RUNNING. Returns the new
+    /// version.
     ///
-    /// Clearing RESERVED is what makes fire/fire/suspend stop and
-    /// fire/fire/fire yield one chain (docs/DESIGN.md, "Pitfalls").
+    /// `fire_after` and `suspend` use it. `fire` uses [`advance_fire`](Self::advance_fire).
+    /// Clearing RESERVED is what makes fire/fire/suspend stop and fire/fire/fire yield one
+    /// chain. See "Pitfalls" in docs/DESIGN.md.
     #[inline]
     pub fn advance(&self) -> u32 {
         self.update(|current| {
             let version = next_version(version_of(current));
-            // Relaxed: this advance hands nothing on. A `fire_after`'s
-            // data reaches its run through the request word, and the edge
-            // pause → a later firer (G17) runs through the request word
-            // too (see the module docs): only the order of advances on
-            // this word matters, which any RMW keeps.
+            // Relaxed: this advance hands nothing on. A `fire_after`'s data
+            // reaches its run through the request word. The edge from a pause
+            // to a later firer, for G17, runs through the request word too.
+            // See the module docs. Only the order of advances on this word
+            // matters, and any RMW keeps it.
             Step::Store(
                 (current & RUNNING) | word_of(version),
                 Ordering::Relaxed,
@@ -340,45 +340,48 @@ impl State {
         })
     }
 
-    /// **advance** for `fire`: as [`advance`](Self::advance), except
-    /// when a re-run is already reserved (RUNNING and RESERVED both set):
-    /// then it keeps both bits, so that re-run — which adopts the live
-    /// version at `exit` — serves this fire too, and the fire needs no
-    /// other step. Returns the new version and whether it coalesced so.
+    /// **advance** for `fire`. It acts as [`advance`](Self::advance), except when a re-run is
+    /// already reserved. Returns the new version and whether it coalesced so.
     ///
-    /// One `fetch_add`, which cannot fail: RESERVED is only ever set with
-    /// RUNNING (`exit` clears both at once), so keeping both bits is
-    /// exactly the rule above, and a fire never retries.
+    /// A re-run is reserved when RUNNING and RESERVED are both set. The call then keeps both
+    /// bits. That re-run adopts the live version at `exit`, so it serves this fire too. The
+    /// fire then needs no other step.
+    ///
+    /// It is one `fetch_add`, which cannot fail. RESERVED is only ever set with RUNNING,
+    /// since `exit` clears both at once. So keeping both bits is exactly the rule above, and
+    /// a fire never retries.
     pub fn advance_fire(&self) -> (u32, bool) {
-        // Release: the serving run's Acquire `enter` reads a later value of
-        // this release sequence (G2). No Acquire: the pause edge runs
-        // through the request word (see the module docs).
+        // Release: the serving run's Acquire `enter` reads a later value of this
+        // release sequence, for G2. No Acquire, since the pause edge runs through
+        // the request word. See the module docs.
         let previous = self.word.fetch_add(VERSION_ONE, Ordering::Release);
         let version = next_version(version_of(previous));
         let reserved = previous & (RUNNING | RESERVED) == RUNNING | RESERVED;
         (version, reserved)
     }
 
-    /// **enter**: a due run of `version` asks to execute.
+    /// **enter**. A due run of `version` asks to execute.
     pub fn enter(&self, version: u32) -> Enter {
         self.update(|current| {
             if version_of(current) != version {
                 Step::Keep(Enter::Stale)
             } else if current & RUNNING == 0 {
-                // Acquire: pairs with the Release in `exit`, so iteration N+1
-                // sees everything iteration N wrote (G1, G2).
+                // Acquire: pairs with the Release in `exit`. So iteration N+1 sees
+                // everything iteration N wrote, as G1 and G2 require.
                 Step::Store(current | RUNNING, Ordering::Acquire, Enter::Entered)
             } else {
-                // Relaxed: the re-run synchronizes with the firer through
-                // the release sequence of its `advance` (see `# Orderings`).
+                // Relaxed: the re-run synchronizes with the firer through the
+                // release sequence of its `advance`. See `# Orderings`.
                 Step::Store(current | RESERVED, Ordering::Relaxed, Enter::Reserved)
             }
         })
     }
 
-    /// The reservation half of **enter**, for a firer that claimed a due
-    /// run while the trigger runs: sets RESERVED if `version` is live and
-    /// an iteration is in flight, and never sets RUNNING.
+    /// The reservation half of **enter**, for a firer that claimed a due run while the
+    /// trigger runs.
+    ///
+    /// It sets RESERVED if `version` is live and an iteration is in flight. It never sets
+    /// RUNNING.
     pub fn reserve(&self, version: u32) -> Reserve {
         self.update(|current| {
             if version_of(current) != version {
@@ -386,28 +389,29 @@ impl State {
             } else if current & RUNNING == 0 {
                 Step::Keep(Reserve::NotRunning)
             } else {
-                // Relaxed: as `enter`'s reservation arm (see `# Orderings`).
+                // Relaxed: as in `enter`'s reservation arm. See `# Orderings`.
                 Step::Store(current | RESERVED, Ordering::Relaxed, Reserve::Reserved)
             }
         })
     }
 
-    /// **exit**: the iteration that entered with `version` has returned.
-    /// One `fetch_and` clearing both bits, which cannot fail.
+    /// **exit**. The iteration that entered with `version` has returned.
+    ///
+    /// It is one `fetch_and` clearing both bits, which cannot fail.
     #[inline]
     pub fn exit(&self, version: u32) -> Exit {
         self.exit_seen(version).0
     }
 
-    /// [`exit`](Self::exit), and the live version it read (see
-    /// [`touch_for_scan`](Self::touch_for_scan)).
+    /// [`exit`](Self::exit), and the live version it read. See
+    /// [`touch_for_scan`](Self::touch_for_scan).
     pub fn exit_seen(&self, version: u32) -> (Exit, u32) {
-        // Release: publishes this iteration's writes to the next one's
-        // Acquire `enter` — the re-run's, if one is reserved (the firer's
-        // data reaches it through the release sequence of its advance).
+        // Release: publishes this iteration's writes to the next one's Acquire
+        // `enter`. If a re-run is reserved, that is the re-run's `enter`. The
+        // firer's data reaches it through the release sequence of its advance.
         // Acquire: reading the shutdown scan's AcqRel `touch`, the ending
-        // iteration then sees the scheduler closed and records its outcome
-        // in the report (see `Core::end`).
+        // iteration then sees the scheduler closed and records its outcome in the
+        // report. See `Core::end`.
         let previous = self.word.fetch_and(!(RUNNING | RESERVED), Ordering::AcqRel);
         debug_assert!(previous & RUNNING != 0, "exit without running bit");
         let live = version_of(previous);

@@ -1,4 +1,4 @@
-//! The task a trigger runs: anything `FnMut() -> Option<Duration>`.
+//! The task a trigger runs, which is anything `FnMut() -> Option<Duration>`.
 
 use std::time::Duration;
 
@@ -9,12 +9,11 @@ use std::time::Duration;
 /// runs never overlap, so `run` takes `&mut self` and the task's state needs
 /// no lock.
 ///
-/// Every return value is accepted: `Some(Duration::ZERO)` runs again at
-/// once (through the run queue, so other triggers still get their turn),
-/// and a delay whose deadline lies past the clock's range (e.g.
-/// `Duration::MAX`) stops circulating, as `None` does. A panic is caught
-/// and reported, and stops circulating — unless the trigger's
-/// [`PanicPolicy`](crate::PanicPolicy) says to retry.
+/// Every return value is accepted. `Some(Duration::ZERO)` runs again at once. It goes
+/// through the run queue, so other triggers still get their turn. A delay whose deadline
+/// lies past the clock's range, such as `Duration::MAX`, stops circulating, as `None`
+/// does. A panic is caught and reported, and stops circulating. The exception is a
+/// trigger whose [`PanicPolicy`](crate::PanicPolicy) says to retry.
 ///
 /// Implemented for every `FnMut() -> Option<Duration> + Send + 'static`.
 ///
@@ -39,7 +38,7 @@ use std::time::Duration;
 /// assert_eq!(poll.run(), Some(Duration::from_millis(10)));
 /// ```
 pub trait Task: Send + 'static {
-    /// Runs one iteration; returns the delay to the next one, or `None`.
+    /// Runs one iteration and returns the delay to the next one, or `None`.
     fn run(&mut self) -> Option<Duration>;
 }
 

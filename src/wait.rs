@@ -1,36 +1,37 @@
-//! `fire_and_wait`: "refresh now and tell me when it is done". A waiter
-//! fires, then waits for the first iteration that serves its fire — one
-//! that entered with the fire's version or a newer one (30-bit wrapping
-//! order; a run already in flight at the call has an older version and does
-//! not count) — and returns that iteration's outcome. Concurrent waiters
-//! share one run: the newest version serves them all.
+//! `fire_and_wait`, which means "refresh now and tell me when it is done".
 //!
-//! The waiters' state is allocated on a trigger's first `fire_and_wait`;
-//! until then the run path pays one null check. It is a lock outside the
-//! lock-free protocol — loom's under `--cfg loom`, so that the models see
-//! a waiter's look, and a run's start, as steps.
+//! A waiter fires, then waits for the first iteration that serves its fire. That is one
+//! that entered with the fire's version or a newer one, in 30-bit wrapping order. A run
+//! already in flight at the call has an older version and does not count. The waiter
+//! returns that iteration's outcome. Concurrent waiters share one run, since the newest
+//! version serves them all.
+//!
+//! The waiters' state is allocated on a trigger's first `fire_and_wait`. Until then the
+//! run path pays one null check. It is a lock outside the lock-free protocol. Under
+//! `--cfg loom` it is loom's lock, so that the models see a waiter's look, and a run's
+//! start, as steps.
 //!
 //! # Verdicts that hold
 //!
-//! "Suspended" and "shut down" are verdicts on a fire that no run has
-//! served. A run that entered (`State::enter`) before a suspend's or a
-//! pause's advance still runs (G6, G17), and so does one that entered
-//! before the shutdown scan reached its trigger (an iteration in flight at
-//! shutdown: the scan moves its version on, `State::touch_for_scan`; one
-//! entering after finds the scheduler closed and is discarded under the
-//! report's lock, `Ledger::admit_late`). So a run's `enter`, up to its
-//! decision to run (recorded as its start) or not (a cooldown's deferral,
-//! a run discarded at shutdown), happens under the waiters' lock
-//! ([`Waiters::starting`]); the suspend, the pause, the resume (for the
-//! fires the pause and it cancelled: no run starts while paused) and the
-//! scan record themselves under that lock after their advance (the scan
-//! after it has looked at the trigger). If the advance came after the `enter`, the
-//! lock was held from before the `enter`, so the record comes after the
-//! run's start. A waiter, which looks under the lock, is thus never told
-//! "suspended" or "shut down" while a run that entered before that
-//! suspend, pause or scan, and serves its fire, goes on to run. (A run
-//! of a newer fire, made after the verdict, serves the fire too, as any
-//! newer run does; the waiter has its answer by then.)
+//! "Suspended" and "shut down" are verdicts on a fire that no run has served. A run that
+//! entered through `State::enter` before a suspend's or a pause's advance still runs, as
+//! G6 and G17 require. So does one that entered before the shutdown scan reached its
+//! trigger. That is an iteration in flight at shutdown, and the scan moves its version on
+//! in `State::touch_for_scan`. One entering after finds the scheduler closed. It is
+//! discarded under the report's lock, in `Ledger::admit_late`.
+//!
+//! So a run's `enter` happens under the waiters' lock, in [`Waiters::starting`]. That
+//! holds up to its decision to run or not. A decision to run is recorded as its start. A
+//! decision not to run is a cooldown's deferral, or a run discarded at shutdown. The
+//! suspend, the pause, the resume and the scan record themselves under that lock after
+//! their advance. The resume records for the fires that the pause and it cancelled,
+//! since no run starts while paused. The scan records after it has looked at the trigger.
+//! If the advance came after the `enter`, the lock was held from before the `enter`. So
+//! the record comes after the run's start. A waiter looks under the lock. So it is never
+//! told "suspended" or "shut down" while a run that serves its fire, and entered before
+//! that suspend, pause or scan, goes on to run. A run of a newer fire, made after the
+//! verdict, serves the fire too, as any newer run does. The waiter has its answer by
+//! then.
 
 use crate::context::Outcome;
 use crate::error::WaitError;
@@ -40,12 +41,14 @@ use crate::sync::{lock, Condvar, Mutex};
 use std::task::Waker;
 use std::time::Instant;
 
-/// A quarter of the 30-bit version ring: how far behind a record may fall
-/// before `Waiters::age` forgets it.
+/// A quarter of the 30-bit version ring.
+///
+/// It is how far behind a record may fall before `Waiters::age` forgets it.
 const AGE_LIMIT: u32 = 1 << 28;
 
-/// Records `version` in `slot` unless it holds a newer one (concurrent
-/// calls may report out of order).
+/// Records `version` in `slot` unless it holds a newer one.
+///
+/// Concurrent calls may report out of order.
 fn advance(slot: &mut Option<u32>, version: u32) {
     if slot.map_or(true, |newest| at_least(version, newest)) {
         *slot = Some(version);
@@ -58,39 +61,41 @@ struct WaitState {
     started: Option<u32>,
     /// The version and outcome of the last iteration that finished.
     finished: Option<(u32, Outcome)>,
-    /// The version the last `suspend` installed — or a pause, or a resume
-    /// (for the fires the pause and it cancelled).
+    /// The version the last `suspend` installed.
+    ///
+    /// A pause or a resume also records one here, for the fires that the pause and the resume
+    /// cancelled.
     suspended: Option<u32>,
-    /// The shutdown scan has looked at this trigger: nothing starts that
-    /// has not started yet.
+    /// The shutdown scan has looked at this trigger. Nothing starts that has not started yet.
     scanned: bool,
     /// The version the last `Waiters::age` was told of.
     aged_at: Option<u32>,
-    /// Async waiters to wake on the next change.
-    /// Each pending async waiter's waker, under the waiter's id: a waiter
-    /// dropped unfinished (timed out, a `select!` branch not taken)
-    /// removes its own, so abandoned waiters leave nothing behind.
+    /// Each pending async waiter's waker, under the waiter's id. They are woken on the next
+    /// change.
+    ///
+    /// A waiter dropped unfinished removes its own. It may have timed out, or been a
+    /// `select!` branch not taken. So abandoned waiters leave nothing behind.
     wakers: Vec<(u64, Waker)>,
     /// The last async waiter's id.
     #[cfg(feature = "tokio")]
     next_id: u64,
 }
 
-/// Whether `recorded` is between a quarter and half the ring behind
-/// `version` (see `Waiters::age`).
+/// Whether `recorded` is between a quarter and half the ring behind `version`. See
+/// `Waiters::age`.
 fn stale(version: u32, recorded: u32) -> bool {
     let behind = version.wrapping_sub(recorded) & VERSION_MASK;
     (AGE_LIMIT..=AGE_LIMIT * 2).contains(&behind)
 }
 
 impl WaitState {
-    /// Whether `version` is too old to record (see `Waiters::age`).
+    /// Whether `version` is too old to record. See `Waiters::age`.
     fn is_stale(&self, version: u32) -> bool {
         self.aged_at.is_some_and(|aged_at| stale(aged_at, version))
     }
 
-    /// What a waiter for the fire of version `fired` gets now, if it is
-    /// done waiting (see the module docs).
+    /// What a waiter for the fire of version `fired` gets now, if it is done waiting. See the
+    /// module docs.
     fn check(&self, fired: u32) -> Option<Result<Outcome, WaitError>> {
         if let Some((version, outcome)) = self.finished {
             if at_least(version, fired) {
@@ -99,8 +104,8 @@ impl WaitState {
         }
         let serving = self.started.is_some_and(|v| at_least(v, fired));
         if !serving {
-            // Superseded before any run served it: a suspend, or shutdown
-            // (nothing new starts). See "Verdicts that hold" above.
+            // Superseded before any run served it, by a suspend or by shutdown,
+            // after which nothing new starts. See "Verdicts that hold" above.
             if self.suspended.is_some_and(|v| is_newer(v, fired)) {
                 return Some(Err(WaitError::Suspended));
             }
@@ -132,18 +137,19 @@ impl Waiters {
         }
     }
 
-    /// The shutdown scan has looked at this trigger (after its advance):
-    /// a waiter whose fire no run has started for gives up.
+    /// The shutdown scan has looked at this trigger, after its advance.
+    ///
+    /// A waiter whose fire no run has started for gives up.
     pub(crate) fn scanned(&self) {
         self.update(|s| s.scanned = true);
     }
 
-    /// A run that took the request of `version` enters: `decide` enters
-    /// it and decides whether it runs, under the waiters' lock (see
-    /// "Verdicts that hold"); if `runs` says it does, its start is
-    /// recorded before the lock is let go. Nobody is woken: a start only
-    /// keeps a verdict from being given, so a waiter still waiting has
-    /// nothing new to find.
+    /// A run that took the request of `version` enters.
+    ///
+    /// `decide` enters it and decides whether it runs, under the waiters' lock. See "Verdicts
+    /// that hold". If `runs` says it does, its start is recorded before the lock is let go.
+    /// Nobody is woken. A start only keeps a verdict from being given, so a waiter still
+    /// waiting has nothing new to find.
     pub(crate) fn starting<T>(
         &self,
         version: u32,
@@ -158,14 +164,14 @@ impl Waiters {
         decided
     }
 
-    /// The iteration of `version` ended with `outcome`. Told after the
-    /// trigger's `exit`, so a newer run may have been told first: the
-    /// record keeps the newest (which serves every waiter the older one
-    /// would have).
+    /// The iteration of `version` ended with `outcome`.
+    ///
+    /// It is told after the trigger's `exit`, so a newer run may have been told first. The
+    /// record keeps the newest, which serves every waiter that the older one would have.
     pub(crate) fn finished(&self, version: u32, outcome: Outcome) {
         self.update(|s| {
-            // A run that began a quarter of the ring ago or more (fired
-            // into for that long) serves no waiter still waiting.
+            // A run that began a quarter of the ring ago or more serves no waiter
+            // still waiting. It was fired into for that long.
             if !s.is_stale(version)
                 && s.finished
                     .map_or(true, |(newest, _)| at_least(version, newest))
@@ -180,17 +186,16 @@ impl Waiters {
         self.update(|s| advance(&mut s.suspended, version));
     }
 
-    /// The trigger's version reached `version` (called once per 2^16
-    /// versions): forgets every record between a quarter and half the
-    /// ring behind it. Records only age, 2^16 versions between two calls,
-    /// so none gets half the ring old — where the wrapping comparison
-    /// would take it for newer than a fresh fire, and a waiter would
-    /// return an outcome from long before its fire (a debounced trigger
-    /// re-armed for hours without running, then `fire_and_wait`). The
-    /// price, at that scale: a waiter whose serving run spans 2^28 fires
-    /// gets the outcome of the re-run those fires reserved, which serves
-    /// it too.
-    /// A run's start or end reported after that is not recorded either.
+    /// The trigger's version reached `version`. It is called once per 2^16 versions.
+    ///
+    /// It forgets every record between a quarter and half the ring behind `version`. Records
+    /// only age, by 2^16 versions between two calls. So none gets half the ring old. There the
+    /// wrapping comparison would take it for newer than a fresh fire. A waiter would then
+    /// return an outcome from long before its fire. That could happen with a debounced
+    /// trigger re-armed for hours without running, then `fire_and_wait`. The price shows at
+    /// that scale. A waiter whose serving run spans 2^28 fires gets the outcome of the re-run
+    /// those fires reserved, which serves it too. A run's start or end reported after that
+    /// is not recorded either.
     pub(crate) fn age(&self, version: u32) {
         let mut state = lock(&self.state);
         state.aged_at = Some(version);
@@ -200,8 +205,10 @@ impl Waiters {
         s.suspended = s.suspended.filter(|&v| !stale(version, v));
     }
 
-    /// Waits for the iteration serving the fire of version `fired` (see
-    /// the module docs) until `deadline` (`None`: no limit).
+    /// Waits for the iteration serving the fire of version `fired`, until `deadline`. See the
+    /// module docs.
+    ///
+    /// A `deadline` of `None` means no limit.
     pub(crate) fn wait(&self, fired: u32, deadline: Option<Instant>) -> Result<Outcome, WaitError> {
         let mut state = lock(&self.state);
         loop {
@@ -224,9 +231,10 @@ impl Waiters {
 
 #[cfg(feature = "tokio")]
 impl Waiters {
-    /// The async side of [`wait`](Self::wait): an async waiter for the fire
-    /// of version `fired` gets its result, or leaves `waker` (under `id`,
-    /// given on its first registration) to be woken on the next change.
+    /// The async side of [`wait`](Self::wait).
+    ///
+    /// An async waiter for the fire of version `fired` gets its result. Or it leaves `waker`
+    /// to be woken on the next change, under `id`, which its first registration gives.
     pub(crate) fn poll_wait(
         &self,
         fired: u32,
@@ -234,18 +242,18 @@ impl Waiters {
         waker: &Waker,
     ) -> std::task::Poll<Result<Outcome, WaitError>> {
         let mut state = lock(&self.state);
-        // Checked and registered under one lock: a change either is seen
-        // here or finds this waker.
+        // Checked and registered under one lock. So a change either is seen here
+        // or finds this waker.
         if let Some(done) = state.check(fired) {
-            // Its waker, if still listed, goes with it (see `forget`).
+            // Its waker, if still listed, goes with it. See `forget`.
             return std::task::Poll::Ready(done);
         }
         let id = *id.get_or_insert_with(|| {
             state.next_id += 1;
             state.next_id
         });
-        // Registered once per waiter: a change takes every waker, and a
-        // waiter polled again with a new waker replaces its own.
+        // Registered once per waiter. A change takes every waker, and a waiter
+        // polled again with a new waker replaces its own.
         match state.wakers.iter_mut().find(|(waiter, _)| *waiter == id) {
             Some((_, listed)) if listed.will_wake(waker) => {}
             Some((_, listed)) => listed.clone_from(waker),
@@ -254,7 +262,7 @@ impl Waiters {
         std::task::Poll::Pending
     }
 
-    /// An async waiter dropped unfinished: its waker goes.
+    /// An async waiter dropped unfinished, so its waker goes.
     pub(crate) fn forget(&self, id: u64) {
         let mut state = lock(&self.state);
         state.wakers.retain(|(waiter, _)| *waiter != id);
@@ -273,9 +281,9 @@ mod tests {
         let waiters = Waiters::default();
         waiters.starting(5, || (), |_| true);
         waiters.finished(5, Outcome::Completed);
-        // More than half the ring of versions later (a debounced trigger
-        // re-armed for hours without running), aged every 2^16 versions on
-        // the way, as the trigger's advances do.
+        // More than half the ring of versions later, aged every 2^16 versions on
+        // the way, as the trigger's advances do. That is a debounced trigger
+        // re-armed for hours without running.
         let fired = (5 + (1 << 29) + 10) & VERSION_MASK;
         let mut version = 5;
         while version != fired {
@@ -290,10 +298,10 @@ mod tests {
             Err(WaitError::Timeout),
             "the old run does not serve the new fire"
         );
-        // Nor does such a run that ends only now (fired into all along).
+        // Nor does such a run that ends only now, fired into all along.
         waiters.finished(5, Outcome::Panicked);
         assert_eq!(waiters.wait(fired, soon), Err(WaitError::Timeout));
-        // A record a few versions behind stays (a waiter may still need it).
+        // A record a few versions behind stays, since a waiter may still need it.
         waiters.finished(fired, Outcome::Completed);
         waiters.age((fired + 3) & VERSION_MASK);
         assert_eq!(waiters.wait(fired, soon), Ok(Outcome::Completed));
@@ -302,13 +310,13 @@ mod tests {
     /// What happens to the trigger while a waiter waits.
     #[derive(Debug, Clone, Copy)]
     enum Event {
-        /// Another fire (a newer version).
+        /// Another fire, which makes a newer version.
         Fire,
-        /// A run of the live version starts (if none is running).
+        /// A run of the live version starts, if none is running.
         Start,
         /// The running run ends with this outcome.
         Finish(Outcome),
-        /// `suspend` (a newer version).
+        /// `suspend`, which makes a newer version.
         Suspend,
         /// The scheduler shuts down.
         Close,
@@ -335,7 +343,7 @@ mod tests {
     }
 
     impl Trigger<'_> {
-        /// Applies `event`; returns whether a run started.
+        /// Applies `event`. Returns whether a run started.
         fn apply(&mut self, event: Event) -> bool {
             match event {
                 Event::Fire => {
@@ -369,12 +377,13 @@ mod tests {
     }
 
     proptest! {
-        /// A waiter woken at every change resolves exactly as the
-        /// sequential model says, from the history alone: with the outcome
-        /// of the first run of its version or a newer one to finish; else
-        /// `Suspended` once a newer `suspend` came before any such run
-        /// started, or `Shutdown` once closed before any started. Versions
-        /// start anywhere, across the 30-bit wrap included.
+        /// A waiter woken at every change resolves exactly as the sequential model says, from the
+        /// history alone.
+        ///
+        /// It gets the outcome of the first run of its version, or of a newer one, to finish.
+        /// Otherwise it gets `Suspended` once a newer `suspend` came before any such run started.
+        /// Or it gets `Shutdown` once closed before any started. Versions start anywhere, across
+        /// the 30-bit wrap included.
         #[test]
         fn waiters_follow_the_sequential_model(
             start in prop_oneof![Just(VERSION_MASK - 3), 0..VERSION_MASK],
@@ -395,7 +404,7 @@ mod tests {
             if trigger.closed {
                 return Ok(()); // a waiter's fire is refused after shutdown
             }
-            // The waiter's fire: every run from now on serves it.
+            // The waiter's fire. Every run from now on serves it.
             trigger.apply(Event::Fire);
             let fired = trigger.live;
             let check = || waiters.state.lock().unwrap().check(fired);

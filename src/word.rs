@@ -1,13 +1,14 @@
-//! The one compare-exchange loop behind every conditional transition of
-//! the trigger's two words — the state word (`state.rs`, an `AtomicU32`)
-//! and the request word (`request.rs`, an `AtomicU64`) — as tokio's task
-//! state has its single `fetch_update_action`.
+//! The one compare-exchange loop behind every conditional transition of the trigger's
+//! two words.
 //!
-//! A transition is a function from the word it read to a [`Step`]: leave
-//! the word (returning an outcome), or store a new word with the success
-//! ordering that transition needs. [`update`] runs it until its
-//! compare-exchange succeeds, so every mutation of either word is one RMW
-//! in that word's single modification order.
+//! The state word is an `AtomicU32` in `state.rs`. The request word is an `AtomicU64` in
+//! `request/mod.rs`. Tokio's task state likewise has its single `fetch_update_action`.
+//!
+//! A transition is a function from the word it read to a [`Step`]. The step either
+//! leaves the word and returns an outcome, or stores a new word with the success ordering
+//! that transition needs. [`update`] runs the transition until its compare-exchange
+//! succeeds. So every mutation of either word is one RMW in that word's single
+//! modification order.
 
 use crate::sync::{AtomicU32, AtomicU64, Backoff, Ordering};
 
@@ -24,11 +25,12 @@ pub(crate) trait AtomicWord {
     /// The plain value it holds.
     type Raw: Copy;
 
-    /// A Relaxed load: only the first guess of the loop.
+    /// A Relaxed load, only the first guess of the loop.
     fn load_relaxed(&self) -> Self::Raw;
 
-    /// One weak compare-exchange, Relaxed on failure (a failure only feeds
-    /// the next attempt).
+    /// One weak compare-exchange, Relaxed on failure.
+    ///
+    /// A failure only feeds the next attempt.
     fn cas_weak(
         &self,
         current: Self::Raw,
@@ -60,9 +62,10 @@ macro_rules! atomic_word {
 atomic_word!(AtomicU32, u32);
 atomic_word!(AtomicU64, u64);
 
-/// The single compare-exchange loop: `step` maps the word it read to a
-/// [`Step`], and a failed attempt (another thread changed the word) backs
-/// off and runs `step` again on the value it found.
+/// The single compare-exchange loop.
+///
+/// `step` maps the word it read to a [`Step`]. When another thread changed the word, the
+/// attempt fails. The loop then backs off and runs `step` again on the value it found.
 #[inline]
 pub(crate) fn update<A: AtomicWord, T>(
     word: &A,

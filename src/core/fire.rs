@@ -1,28 +1,32 @@
-//! The firer side of a trigger — `fire`, `fire_after` and their kin,
-//! `fire_and_wait`, `suspend`, called from any thread, any number at once
-//! — and the core's hand-offs to the runtime: a due run into the run queue
-//! (`schedule_run`), a deadline into the timer's inbox (`publish_at`,
-//! [`InboxPush`]), and the timer's expiry back (`expire`); what meets the
-//! request word the shutdown scan closed is in `closed.rs`. The runner
-//! side (`run.rs`) hands its re-runs and re-arms on through the same
-//! doors.
+//! The firer side of a trigger, and the core's hand-offs to the runtime.
+//!
+//! The firer side is `fire`, `fire_after` and their kin, `fire_and_wait` and `suspend`.
+//! Any thread may call them, any number at once. The hand-offs go through three doors.
+//! A due run goes into the run queue, through `schedule_run`. A deadline goes into the
+//! timer's inbox, through `publish_at` and [`InboxPush`]. The timer's expiry comes back
+//! through `expire`. The runner side in `run.rs` hands its re-runs and re-arms on through
+//! the same doors. What meets the request word that the shutdown scan closed is in
+//! `closed.rs`.
 //!
 //! # Ground rules
 //!
-//! A firer only ever does read-modify-writes on the state word (`advance`,
-//! `advance_fire`, `reserve`) and the request word (`install`, `take_due`),
-//! then hands the trigger on. It never touches the task
-//! cell. Its install decides a race with shutdown: one before the scan's
-//! close of the word is accepted (the scan lists it, or its claim's run is
-//! run or listed), one after it is refused (see the `shutdown` module).
+//! A firer only ever does read-modify-writes on the state word and the request word,
+//! then hands the trigger on. On the state word these are `advance`, `advance_fire` and
+//! `reserve`. On the request word they are `install` and `take_due`. A firer never
+//! touches the task cell.
 //!
-//! Two flags make every queue hold a trigger at most once (G9, G13):
-//! `queued` (run queue) and IN_INBOX (timer inbox, a bit of the request
-//! word, set by the same compare-exchange that installs an AT request). A
-//! caller that sets a flag must push the trigger; one that finds it set
-//! pushes nothing, and knows the pending dispatch (or inbox entry) will
-//! read the request word after clearing the flag, so it serves the newest
-//! request. The orderings of `queued` are in the module docs of `core`.
+//! Its install decides a race with shutdown. An install before the scan's close of the
+//! word is accepted. Then the scan lists it, or its claim's run is run or listed. An
+//! install after the close is refused. See the `shutdown` module.
+//!
+//! Two flags make every queue hold a trigger at most once, as G9 and G13 require. The
+//! `queued` flag covers the run queue. IN_INBOX covers the timer inbox. It is a bit of
+//! the request word, set by the same compare-exchange that installs an AT request.
+//!
+//! A caller that sets a flag must push the trigger. One that finds it set pushes nothing.
+//! It knows that the pending dispatch or inbox entry will read the request word after
+//! clearing the flag. So that dispatch serves the newest request. The orderings of
+//! `queued` are in the module docs of `core`.
 
 use super::give_way::give_way_in_a_storm;
 use super::iteration::DispatchJob;
@@ -35,27 +39,30 @@ use crate::state::Reserve;
 use crate::sync::{Arc, Ordering};
 use std::time::Duration;
 
-/// Whose request an install is, which decides what its refusal by the
-/// word the shutdown scan closed means (see `Request::close`).
+/// Whose request an install is.
+///
+/// It decides what a refusal by the word that the shutdown scan closed means. See
+/// `Request::close`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnClosed {
-    /// A firer's (or a resume's): refused to its caller.
+    /// A firer's or a resume's request. Its refusal goes to its caller.
     Refuse,
-    /// The scheduler's own (a re-run, a re-arm, a cooldown's, a resume's
-    /// schedule): the run it stood for is listed as discarded.
+    /// The scheduler's own request, such as a re-run, a re-arm, a cooldown's or a resume's
+    /// schedule. The run it stood for is listed as discarded.
     List,
 }
 
-/// The push a trigger still owes the timer's inbox: its request now sits
-/// behind IN_INBOX and must be put in the inbox — by
-/// [`deliver`](Self::deliver), or by a worker under the pool lock it takes
-/// next. No user code runs before that, so the wake-up protocol
-/// (`scheduler/inbox.rs`) is unchanged: the push only happens a little
-/// later, and judges the request it then reads.
+/// The push a trigger still owes the timer's inbox.
 ///
-/// It names no trigger: whoever holds it holds the trigger it came from
-/// (the firer, or the worker with the run's own reference), and hands
-/// that in. A worker's periodic run then costs no reference of its own.
+/// Its request now sits behind IN_INBOX and must be put in the inbox. Either
+/// [`deliver`](Self::deliver) does it, or a worker does it under the pool lock it takes
+/// next. No user code runs before that, so the wake-up protocol of
+/// `scheduler/pool/inbox.rs` is unchanged. The push only happens a little later, and
+/// judges the request it then reads.
+///
+/// It names no trigger. Whoever holds it holds the trigger it came from, and hands that
+/// in. That holder is the firer, or the worker with the run's own reference. A worker's
+/// periodic run then costs no reference of its own.
 #[must_use]
 pub(crate) struct InboxPush {
     /// The request pushed and the clock its deadline is relative to.
@@ -67,8 +74,8 @@ pub(crate) struct InboxPush {
 }
 
 impl InboxPush {
-    /// The stamp to push `core` with, `core` being the trigger this push
-    /// came from (checked in debug builds).
+    /// The stamp to push `core` with. `core` is the trigger this push came from, which debug
+    /// builds check.
     #[inline]
     pub(crate) fn stamp_for<R: Runtime>(self, core: &Core<R>) -> Stamp {
         #[cfg(debug_assertions)]
@@ -77,16 +84,16 @@ impl InboxPush {
         self.stamp
     }
 
-    /// Pushes `core` (the trigger this push came from) now. A closed pool
-    /// takes nothing, and nothing more is needed: the request went in
-    /// before the shutdown scan closed the word, so the scan lists it
-    /// (see `Request::close`).
+    /// Pushes `core`, the trigger this push came from, now.
+    ///
+    /// A closed pool takes nothing, and nothing more is needed. The request went in before
+    /// the shutdown scan closed the word, so the scan lists it. See `Request::close`.
     pub(crate) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>) {
         let _ = core.runtime.to_timer(core, self.stamp_for(core), false);
     }
 
-    /// The pool was closed before the push: nothing to deliver (the scan
-    /// lists the request, as in [`deliver`](Self::deliver)).
+    /// The pool was closed before the push, so there is nothing to deliver. The scan lists
+    /// the request, as in [`deliver`](Self::deliver).
     pub(crate) fn closed<R: Runtime>(self, core: &Core<R>) {
         let _ = self.stamp_for(core);
     }
@@ -98,8 +105,8 @@ impl<R: Runtime> Core<R> {
         self.fire_version().map(|_| ())
     }
 
-    /// [`fire`](Self::fire), returning the version it installed: a run
-    /// now, or for a debounced trigger the burst's run.
+    /// [`fire`](Self::fire), returning the version it installed. That is a run now, or for
+    /// a debounced trigger the burst's run.
     pub(super) fn fire_version(self: &Arc<Self>) -> Result<u32, FireError> {
         match self.debounce() {
             Some(debounce) => self.fire_debounced(debounce),
@@ -107,11 +114,12 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// A debounced fire: a run `window` from now, capped at the burst's
-    /// `max_wait` (see `policy::Debounce`). If the cap was computed from a
-    /// burst that a starting run closed meanwhile, it could be early for
-    /// the new burst this fire belongs to: fire again, `window` from now
-    /// (latest wins).
+    /// A debounced fire. It asks for a run `window` from now, capped at the burst's
+    /// `max_wait`. See `policy::Debounce`.
+    ///
+    /// The cap may come from a burst that a starting run closed meanwhile. It could then be
+    /// early for the new burst this fire belongs to. So the call fires again, `window` from
+    /// now, and the latest wins.
     fn fire_debounced(
         self: &Arc<Self>,
         debounce: &crate::policy::Debounce,
@@ -122,13 +130,13 @@ impl<R: Runtime> Core<R> {
             Ok(version) => version,
             Err(error) => {
                 if opened {
-                    debounce.unopen(start); // refused: no burst began
+                    debounce.unopen(start); // refused, so no burst began
                 }
                 return Err(error);
             }
         };
-        // Capped by a burst that a claimed run closed meanwhile — and that
-        // run was not this fire's own: this fire begins the next burst.
+        // The cap came from a burst that a claimed run closed meanwhile. That run was
+        // not this fire's own. So this fire begins the next burst.
         let served = |closed_by: u32| closed_by == version || is_newer(closed_by, version);
         if delay_us == debounce.window_us()
             || debounce.is_open(start)
@@ -142,7 +150,7 @@ impl<R: Runtime> Core<R> {
         self.fire_after_version(now_ns, Duration::from_micros(delay_us))
     }
 
-    /// A run as soon as a worker is free (not debounced).
+    /// A run as soon as a worker is free, not debounced.
     fn fire_now(self: &Arc<Self>) -> Result<u32, FireError> {
         if self.runtime.is_closed() {
             return Err(self.refused_shutdown());
@@ -151,12 +159,11 @@ impl<R: Runtime> Core<R> {
         let (version, coalesced) = self.state.advance_fire();
         self.advanced(version, coalesced);
         if coalesced {
-            // A re-run was already reserved and now serves this fire: one
-            // RMW in all. The request word keeps the reservation's claim;
-            // `exit` re-runs the live version, this one or newer (its
-            // version kept within reach by `advanced`). Shutdown began
-            // meanwhile: refuse; the reserved re-run stands for the
-            // earlier, accepted fire, and `exit` lists it.
+            // A re-run was already reserved and now serves this fire, in one RMW in all.
+            // The request word keeps the reservation's claim. `exit` re-runs the live
+            // version, this one or newer, and `advanced` keeps that version within reach.
+            // If shutdown began meanwhile, the fire is refused. The reserved re-run stands
+            // for the earlier, accepted fire, and `exit` lists it.
             if self.runtime.is_closed() {
                 return Err(FireError::Shutdown);
             }
@@ -164,30 +171,29 @@ impl<R: Runtime> Core<R> {
             return Ok(version);
         }
         let installed = self.request.install(version, Kind::Due, Installer::Publish);
-        // Installed, the fire is accepted: the install came before the
-        // shutdown scan's close of the word, so the scan lists the request,
-        // or whoever claims it first runs it (or lists it, see
-        // `Request::close`).
+        // Installed, the fire is accepted. The install came before the shutdown scan's
+        // close of the word. So the scan lists the request, or whoever claims it first
+        // runs it or lists it. See `Request::close`.
         let replaced = self.accepted(installed)?;
         let queued_here = replaced.is_some() && !self.reserve_inline() && self.schedule_run(true);
         if !queued_here && replaced.is_some_and(|old| old.kind() == Kind::Due) {
-            // The run was already pending (queued, not yet taken) and now
-            // serves this fire too: this fire handed nothing on.
+            // The run was already pending, queued and not yet taken. It now serves this
+            // fire too, so this fire handed nothing on.
             give_way_in_a_storm();
         }
         Ok(version)
     }
 
-    /// Fires, then waits for the iteration that serves this fire (see
-    /// `wait.rs`) for at most `timeout`.
+    /// Fires, then waits at most `timeout` for the iteration that serves this fire. See
+    /// `wait.rs`.
     pub(crate) fn fire_and_wait(self: &Arc<Self>, timeout: Duration) -> Result<Outcome, WaitError> {
         let fired = self.fire_for_wait()?;
         let deadline = std::time::Instant::now().checked_add(timeout);
         self.waiters().wait(fired, deadline)
     }
 
-    /// A waiter's fire: refused from inside this trigger's own task;
-    /// returns the version whose run the waiter waits for.
+    /// A waiter's fire, refused from inside this trigger's own task. Returns the version
+    /// whose run the waiter waits for.
     pub(crate) fn fire_for_wait(self: &Arc<Self>) -> Result<u32, WaitError> {
         if context::is_running_here(self.address()) {
             return Err(WaitError::OwnTask);
@@ -201,10 +207,12 @@ impl<R: Runtime> Core<R> {
         })
     }
 
-    /// A fire's first look: refused at once while the trigger is paused
-    /// (G17). Only the answer depends on this Relaxed look: a fire that
-    /// passes it as `pause` begins is refused by the paused word, or its
-    /// run is made stale by the pause's advance (see [`pause`](Self::pause)).
+    /// A fire's first look, which refuses it at once while the trigger is paused, as G17
+    /// requires.
+    ///
+    /// Only the answer depends on this Relaxed look. A fire may pass it as `pause` begins.
+    /// Then the paused word refuses it, or the pause's advance makes its run stale. See
+    /// [`pause`](Self::pause).
     #[inline]
     fn check_paused(&self) -> Result<(), FireError> {
         if self.request.peek().kind() == Kind::Paused {
@@ -213,8 +221,9 @@ impl<R: Runtime> Core<R> {
         Ok(())
     }
 
-    /// A fire refused because the trigger is paused: counted out of line,
-    /// so the fire path it branches off stays as small as before.
+    /// A fire refused because the trigger is paused.
+    ///
+    /// It is counted out of line, so the fire path it branches off stays as small as before.
     #[cold]
     #[inline(never)]
     fn refused_paused(&self) -> FireError {
@@ -230,27 +239,27 @@ impl<R: Runtime> Core<R> {
         FireError::Shutdown
     }
 
-    /// Fired while an iteration runs: do the dispatcher's job right here —
-    /// claim the due request and set RESERVED — instead of waking a worker
-    /// only to find the trigger busy. Under a fire storm this keeps the
-    /// second worker asleep and the queue empty (G13). Returns `false` if a
-    /// worker must still be given the run.
+    /// Fired while an iteration runs, this does the dispatcher's job right here.
+    ///
+    /// It claims the due request and sets RESERVED, instead of waking a worker only to find
+    /// the trigger busy. Under a fire storm this keeps the second worker asleep and the queue
+    /// empty, as G13 requires. Returns `false` if a worker must still be given the run.
     pub(super) fn reserve_inline(&self) -> bool {
         if !self.state.snapshot().is_running() {
             return false;
         }
-        // None: a worker already took it, or a newer non-due request
-        // replaced it; either way someone else is in charge.
+        // `None` means a worker already took it, or a newer non-due request replaced it.
+        // Either way someone else is in charge.
         let Some(version) = self.request.take_due() else {
             return true;
         };
         match self.state.reserve(version) {
             Reserve::Reserved | Reserve::Stale => true,
-            // The iteration ended meanwhile: hand the request back. Refused
-            // by the closed word: nothing to hand on. The scan lists this claim if it
-            // found it idle, or the iteration that ran as it closed the
-            // word does, ending (`list_marked_claim`): the scheduler's own
-            // threads list, never a firer's.
+            // The iteration ended meanwhile, so hand the request back. If the closed word
+            // refuses it, there is nothing to hand on. The scan lists this claim if it found
+            // it idle. Otherwise the iteration that ran as the scan closed the word lists it
+            // on ending, in `list_marked_claim`. The scheduler's own threads list, never a
+            // firer's.
             Reserve::NotRunning => self
                 .request
                 .install(version, Kind::Due, Installer::Publish)
@@ -258,7 +267,7 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Requests a run `delay` from now (latest request wins).
+    /// Requests a run `delay` from now. The latest request wins.
     #[inline]
     pub(crate) fn fire_after(self: &Arc<Self>, delay: Duration) -> Result<(), FireError> {
         self.fire_after_from(self.runtime.timing().clock.deadline_base_ns(), delay)
@@ -285,9 +294,8 @@ impl<R: Runtime> Core<R> {
         if delay.is_zero() {
             return self.fire_now();
         }
-        // The deadline is computed, checked, before the version moves: an
-        // overflowing delay must not cancel the live chain (docs/DESIGN.md,
-        // "Pitfalls").
+        // The deadline is computed and checked before the version moves. An overflowing
+        // delay must not cancel the live chain. See "Pitfalls" in docs/DESIGN.md.
         let deadline = deadline_us(now_ns, delay, self.runtime.timing().tick_us)
             .ok_or(FireError::DelayTooLong(delay))?;
         if self.runtime.is_closed() {
@@ -296,13 +304,12 @@ impl<R: Runtime> Core<R> {
         self.check_paused()?;
         let version = self.advance();
         let (_, installed) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
-        // Installed: accepted (as in `fire_now`).
+        // Installed means accepted, as in `fire_now`.
         self.accepted(installed)?;
         Ok(version)
     }
 
-    /// Requests a run when the scheduler's clock shows `at_ns` (now, if it
-    /// already has).
+    /// Requests a run when the scheduler's clock shows `at_ns`, or now if it already has.
     pub(crate) fn fire_at_ns(self: &Arc<Self>, at_ns: u64) -> Result<(), FireError> {
         let now_ns = self.runtime.timing().clock.now_ns();
         match at_ns.checked_sub(now_ns) {
@@ -311,11 +318,11 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Requests a run at `at` on the real clock (see `Trigger::fire_at`).
+    /// Requests a run at `at` on the real clock. See `Trigger::fire_at`.
     pub(crate) fn fire_at(self: &Arc<Self>, at: std::time::Instant) -> Result<(), FireError> {
         match self.runtime.timing().clock.instant_ns(at) {
             Some(at_ns) => self.fire_at_ns(at_ns),
-            // Virtual time: the instant counts from the real now.
+            // On virtual time, the instant counts from the real now.
             None => self.fire_after(at.saturating_duration_since(std::time::Instant::now())),
         }
     }
@@ -336,17 +343,17 @@ impl<R: Runtime> Core<R> {
         self.fire_after_from(now_ns, delay)
     }
 
-    /// A debounced burst whose run is cancelled is over: the next fire
-    /// opens a new one.
+    /// A debounced burst whose run is cancelled is over. The next fire opens a new one.
     pub(super) fn close_burst(&self) {
         if let Some(debounce) = self.debounce() {
             debounce.close();
         }
     }
 
-    /// A firer's install: `Ok(Some(replaced))`, `Ok(None)` if a newer
-    /// request won, or the error of a paused or shut-down trigger — that
-    /// fire advanced the version, but is refused: not counted as a fire.
+    /// A firer's install. Returns `Ok(Some(replaced))`, or `Ok(None)` if a newer request won.
+    ///
+    /// A paused or shut-down trigger returns its error. That fire advanced the version but is
+    /// refused, so it is not counted as a fire.
     fn accepted(&self, installed: Result<Word, Refused>) -> Result<Option<Word>, FireError> {
         match installed {
             Ok(replaced) => Ok(Some(replaced)),
@@ -363,29 +370,25 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Puts the trigger in the run queue unless it is there already;
-    /// returns whether this call put it there (or spawned its dispatch).
-    /// `wake`: a firer's run wakes a worker; the scheduler's own (a worker
-    /// re-queueing the trigger it just ran) wakes nobody, however long the
-    /// iteration ran: that worker goes back to the queue itself and
-    /// normally runs it, behind the runs queued before it (G10).
+    /// Puts the trigger in the run queue unless it is there already. Returns whether this
+    /// call put it there or spawned its dispatch.
     ///
-    /// Waking an idle worker as a standby for a long iteration's re-run was
-    /// measured against re-running in place, with a task spinning 1 ms and
-    /// two threads firing flat out on a 2-vCPU Linux 6.18 guest (scenario
-    /// 4, the least iterations/s of 6 rounds, three processes each, builds
-    /// alternated): standby 740–782/s, in place 785–822/s. The standby's
-    /// wake-up puts a thread that must first win a CPU from the firers
-    /// between two iterations; in place, the next iteration starts on the
-    /// CPU the last one had. What the standby also covered: if that worker
-    /// next takes an earlier queued run that blocks, with no other worker
-    /// awake, the re-run waits for the monitor, within the stall threshold
-    /// (G14), as any queued run behind a blocked worker does.
+    /// With `wake`, a firer's run wakes a worker. The scheduler's own run wakes nobody,
+    /// however long the iteration ran. That is a worker re-queueing the trigger it just ran.
+    /// The worker goes back to the queue itself and normally runs it, behind the runs queued
+    /// before it, as G10 requires.
     ///
-    /// An async trigger's dispatch goes to its executor instead (while the
-    /// scheduler is open): it only spawns the iteration's future, which
-    /// the same executor task then polls — no worker wake-up. A dispatch
-    /// its executor drops unpolled falls back to the pool.
+    /// Re-running in place beat waking an idle worker as a standby for a long iteration's
+    /// re-run. docs/DESIGN.md gives the measurement. The standby's wake-up puts a thread
+    /// between two iterations that must first win a CPU from the firers. In place, the next
+    /// iteration starts on the CPU the last one had. The standby also covered one case. That
+    /// worker may next take an earlier queued run that blocks, with no other worker awake.
+    /// The re-run then waits for the monitor, within the stall threshold of G14. Any queued
+    /// run behind a blocked worker waits the same way.
+    ///
+    /// An async trigger's dispatch goes to its executor instead, while the scheduler is open.
+    /// It only spawns the iteration's future, which the same executor task then polls. No
+    /// worker wakes up. A dispatch that its executor drops unpolled falls back to the pool.
     pub(super) fn schedule_run(self: &Arc<Self>, wake: bool) -> bool {
         if !self.claim_queue_slot() {
             return false;
@@ -401,20 +404,22 @@ impl<R: Runtime> Core<R> {
         true
     }
 
-    /// Puts this trigger, its queue slot claimed, in the run queue, waking
-    /// a worker if `wake`. A closed pool takes nothing, and nothing more is
-    /// needed: the request went in before the shutdown scan closed the
-    /// word, so the scan lists it, or its claim's run (see
-    /// `Request::close`).
+    /// Puts this trigger, its queue slot claimed, in the run queue, waking a worker if
+    /// `wake`.
+    ///
+    /// A closed pool takes nothing, and nothing more is needed. The request went in before
+    /// the shutdown scan closed the word. So the scan lists it, or it lists its claim's run.
+    /// See `Request::close`.
     pub(crate) fn push_to_pool(self: &Arc<Self>, wake: bool) {
         let _ = self.runtime.queue_run(Arc::clone(self), wake);
     }
 
-    /// Sets `queued`; returns whether this caller must push the trigger. A
-    /// trigger already queued is not pushed again (after shutdown the flag
-    /// may stay set: nothing is queued any more).
+    /// Sets `queued`. Returns whether this caller must push the trigger.
+    ///
+    /// A trigger already queued is not pushed again. After shutdown the flag may stay set,
+    /// since nothing is queued any more.
     pub(super) fn claim_queue_slot(&self) -> bool {
-        // Release: see `# Orderings` (queued).
+        // Release: see the `queued` item of `# Orderings` in the module docs of `core`.
         if !self.queued.swap(true, Ordering::Release) {
             return true;
         }
@@ -426,10 +431,10 @@ impl<R: Runtime> Core<R> {
         false
     }
 
-    /// Installs "run at `deadline`" for `version` and tells the timer: the
-    /// publish that sets IN_INBOX pushes the trigger to the inbox; one that
-    /// finds it set only wakes the timer if the deadline is earlier than its
-    /// sleep target.
+    /// Installs "run at `deadline`" for `version` and tells the timer.
+    ///
+    /// The publish that sets IN_INBOX pushes the trigger to the inbox. One that finds it set
+    /// only wakes the timer if the deadline is earlier than its sleep target.
     #[inline]
     pub(super) fn publish_at(
         self: &Arc<Self>,
@@ -445,8 +450,8 @@ impl<R: Runtime> Core<R> {
         (kind, installed)
     }
 
-    /// [`hand_to_timer`](Self::hand_to_timer), delivering the inbox push
-    /// (if one is needed) at once.
+    /// [`hand_to_timer`](Self::hand_to_timer), delivering the inbox push at once, if one is
+    /// needed.
     #[inline]
     pub(super) fn to_timer_now(
         self: &Arc<Self>,
@@ -460,10 +465,10 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// [`publish_at`](Self::publish_at), leaving the inbox push (if one is
-    /// needed) to the caller: a worker hands it to the pool under the lock
-    /// it takes next anyway. `on_closed`: whose request it is (see
-    /// [`OnClosed`]).
+    /// [`publish_at`](Self::publish_at), leaving the inbox push to the caller.
+    ///
+    /// A worker hands the push, if one is needed, to the pool under the lock it takes next
+    /// anyway. `on_closed` says whose request it is. See [`OnClosed`].
     pub(super) fn publish_at_later(
         self: &Arc<Self>,
         version: u32,
@@ -474,7 +479,7 @@ impl<R: Runtime> Core<R> {
         self.install_at(version, deadline, now_us, on_closed).2
     }
 
-    /// What both publishes share: install the AT request, then
+    /// What both publishes share. It installs the AT request, then calls
     /// [`hand_to_timer`](Self::hand_to_timer).
     #[inline]
     fn install_at(
@@ -492,10 +497,11 @@ impl<R: Runtime> Core<R> {
         (kind, installed, push)
     }
 
-    /// After an AT request for `deadline` was installed (or refused): the
-    /// install that set IN_INBOX must push the trigger to the inbox — it
-    /// returns the push —; one that found it set only wakes the timer if
-    /// the deadline is earlier than its sleep target.
+    /// Runs after an AT request for `deadline` was installed or refused.
+    ///
+    /// The install that set IN_INBOX must push the trigger to the inbox, so this returns the
+    /// push. One that found the flag set only wakes the timer if the deadline is earlier than
+    /// its sleep target.
     #[inline]
     pub(super) fn hand_to_timer(
         self: &Arc<Self>,
@@ -514,33 +520,32 @@ impl<R: Runtime> Core<R> {
                 self.runtime.poke_timer(Turn::By(deadline));
                 None
             }
-            // The scan closed the word: the scheduler's own request lists
-            // the run it stood for; a firer's is refused (`accepted`).
+            // The scan closed the word. The scheduler's own request lists the run it stood
+            // for. A firer's request is refused, in `accepted`.
             Err(Refused::Closed) => {
                 if on_closed == OnClosed::List {
                     self.list_owed(stamp.kind());
                 }
                 None
             }
-            // A newer request won (its caller tells the timer), or the
-            // trigger is paused.
+            // A newer request won, and its caller tells the timer. Or the trigger is paused.
             Err(_) => None,
         }
     }
 
-    /// Timer side: this trigger's wheel entry is due at `due_at_us`. Marks
-    /// the AT request it was filed for DUE, unless a newer request replaced
-    /// it; returns whether the trigger must be pushed to the run queue (the
-    /// timer pushes a whole batch at once).
+    /// Timer side. This trigger's wheel entry is due at `due_at_us`.
     ///
-    /// The entry keeps no copy of the word it was filed for: that word is
-    /// the one live now if the word is an AT request with IN_INBOX clear.
-    /// Every AT install sets IN_INBOX (see `Request::install`) and only the
-    /// timer's `leave_inbox` clears it, after which the same `take_in`
-    /// files the word it read, moving this trigger's one entry. An AT word in the
-    /// inbox is newer: the timer reads and files it when it takes the
-    /// trigger in. (The read may be stale; the exact-word RMW in
-    /// `Request::expire` then fails, as for a word replaced in between.)
+    /// Marks the AT request it was filed for DUE, unless a newer request replaced it. Returns
+    /// whether the trigger must be pushed to the run queue. The timer pushes a whole batch at
+    /// once.
+    ///
+    /// The entry keeps no copy of the word it was filed for. That word is the one live now if
+    /// the word is an AT request with IN_INBOX clear. Every AT install sets IN_INBOX, as
+    /// `Request::install` shows. Only the timer's `leave_inbox` clears it. After that, the
+    /// same `take_in` files the word it read, moving this trigger's one entry. An AT word in
+    /// the inbox is newer. The timer reads and files it when it takes the trigger in. The read
+    /// may be stale. The exact-word RMW in `Request::expire` then fails, as for a word
+    /// replaced in between.
     pub(crate) fn expire(&self, due_at_us: u64) -> bool {
         let seen = self.request.peek();
         if seen.in_inbox() || !matches!(seen.kind(), Kind::At { .. }) {

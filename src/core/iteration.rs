@@ -1,46 +1,45 @@
-//! Async iterations: a task that returns a future, polled by an executor
-//! (tokio's, behind the `tokio` feature; the loom models' own), while the
-//! scheduler keeps deciding *when* it runs.
+//! Async iterations.
+//!
+//! A task returns a future, and an executor polls it. That is tokio's executor, behind the
+//! `tokio` feature, or the loom models' own. The scheduler keeps deciding *when* it runs.
 //!
 //! # The hand-over
 //!
-//! A worker that enters an iteration of an async trigger (it now holds
-//! RUNNING, see `state.rs`) calls the task, which returns a future, and
-//! spawns an [`Iteration`] owning that future on the trigger's executor.
-//! RUNNING stays set: the iteration *is* the future. Whichever thread polls
-//! the future to completion ends the iteration exactly as a worker ends a
-//! sync one (`Core::end`: statistics, waiters, the shutdown report, `exit`
-//! on the state word, the re-run or the re-arm). So G1–G13 hold unchanged:
+//! A worker enters an iteration of an async trigger, so it now holds RUNNING. See
+//! `state.rs`. It calls the task, which returns a future. It spawns an [`Iteration`]
+//! owning that future on the trigger's executor. RUNNING stays set, because the iteration
+//! *is* the future. Whichever thread polls the future to completion ends the iteration.
+//! It ends it exactly as a worker ends a sync one, in `Core::end`. That covers the
+//! statistics, the waiters, the shutdown report, `exit` on the state word, and the re-run
+//! or the re-arm. So G1 to G13 hold unchanged, for three reasons.
 //!
-//! * the task closure is called only by a worker holding RUNNING, and the
-//!   future's completion `exit`s with Release after everything the future
-//!   did; the next holder's Acquire `enter` sees it all (G1, G2);
-//! * fires during an `.await` reserve the follow-up on the state word, just
-//!   as during a sync run (G4, G5);
-//! * a panic while polling is caught and reported (G8).
+//! * Only a worker holding RUNNING calls the task closure. The future's completion
+//!   `exit`s with Release after everything the future did. The next holder's Acquire
+//!   `enter` sees it all. That gives G1 and G2.
+//! * Fires during an `.await` reserve the follow-up on the state word, just as during a
+//!   sync run. That gives G4 and G5.
+//! * A panic while polling is caught and reported. That gives G8.
 //!
-//! A re-run due at once when a future completes (a fire came during its
-//! `.await`, or the task asked for no delay) does not go back through the
-//! worker pool: the completing poll serves it on the spot — `enter`, call
-//! the task — and the same executor task polls the new future next, up to
-//! a budget of iterations per poll before it yields. No worker wake-up and
-//! no new spawn per re-run.
+//! A re-run may be due at once when a future completes. A fire came during its `.await`,
+//! or the task asked for no delay. That re-run does not go back through the worker pool.
+//! The completing poll serves it on the spot. It calls `enter` and then the task. The
+//! same executor task polls the new future next. It does so up to a budget of iterations
+//! per poll, then yields. There is no worker wake-up and no new spawn per re-run.
 //!
 //! # Cancellation
 //!
-//! [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now) sets the
-//! scheduler's cancel flag and then wakes every in-flight iteration through
-//! the waker it left in its trigger's [`CancelSlot`]. A poll stores its
-//! waker and reads the flag under the slot's lock, so either the poll sees
-//! the flag, or `shutdown_now` finds the waker (the lock orders the two):
-//! the future is dropped at its next `.await` and listed `Cancelled`. An
-//! iteration dropped by its executor before it completed (a runtime shut
-//! down, a task aborted) also ends as `Cancelled`: [`Iteration`]'s `Drop`
-//! ends it, so RUNNING is never leaked.
+//! [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now) sets the scheduler's
+//! cancel flag. It then wakes every in-flight iteration through the waker the iteration
+//! left in its trigger's [`CancelSlot`]. A poll stores its waker and reads the flag under
+//! the slot's lock. The lock orders the two. So either the poll sees the flag, or
+//! `shutdown_now` finds the waker. The future is then dropped at its next `.await` and
+//! listed `Cancelled`. An executor may drop an iteration before it completed, when a
+//! runtime shuts down or a task is aborted. That iteration also ends as `Cancelled`.
+//! [`Iteration`]'s `Drop` ends it, so RUNNING is never leaked.
 //!
 //! In flight, an iteration counts as alive for
-//! [`await_termination`](crate::Scheduler::await_termination), so graceful
-//! shutdown and drop wait for it up to the grace period.
+//! [`await_termination`](crate::Scheduler::await_termination). So graceful shutdown and
+//! drop wait for it, up to the grace period.
 
 use super::{Alive, Core, Runtime};
 use crate::async_task::TaskFuture;
@@ -52,8 +51,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// One async iteration in flight: owns the task's future and, through
-/// `core`, the RUNNING bit of `version`.
+/// One async iteration in flight.
+///
+/// It owns the task's future and, through `core`, the RUNNING bit of `version`.
 pub(crate) struct Iteration<R: Runtime> {
     core: Arc<Core<R>>,
     version: u32,
@@ -61,20 +61,19 @@ pub(crate) struct Iteration<R: Runtime> {
     future: Option<TaskFuture>,
     /// Whether the future saw [`is_cancelled`](crate::is_cancelled) return `true`.
     observed: bool,
-    /// The span of the iteration of `version` (see
-    /// `context::iteration_span`), entered at every poll, so the future's
-    /// own events nest in it across its `.await`s.
+    /// The span of the iteration of `version`, entered at every poll. See
+    /// `context::iteration_span`. So the future's own events nest in it across its
+    /// `.await`s.
     #[cfg(feature = "tracing")]
     span: Option<(u32, tracing::Span)>,
-    /// The lateness of the run of `version` (a timed one's, µs), until its
-    /// span records it.
+    /// The lateness of the run of `version`, until its span records it. It is a timed run's
+    /// lateness, in µs.
     #[cfg(feature = "tracing")]
     late: Option<u32>,
 }
 
 impl<R: Runtime> Iteration<R> {
-    /// The iteration of `version`, about to be spawned (counted alive
-    /// until it ends).
+    /// The iteration of `version`, about to be spawned. It counts as alive until it ends.
     pub(crate) fn new(core: Arc<Core<R>>, started: Started) -> Self {
         core.runtime.async_alive(Alive::Started);
         Self::counted(core, started)
@@ -94,20 +93,21 @@ impl<R: Runtime> Iteration<R> {
         }
     }
 
-    /// Ends the iteration: drops the future first (its resources go before
-    /// the next iteration may start), then hands the trigger on. Ending in
-    /// a poll (`in_poll`), a re-run due at once is served on the spot and
-    /// adopted: this task goes on with it (returns `true`), still counted
-    /// alive, instead of spawning another.
+    /// Ends the iteration. It drops the future first, so its resources go before the next
+    /// iteration may start. Then it hands the trigger on.
+    ///
+    /// When it ends in a poll, `in_poll` is set. A re-run due at once is then served on the
+    /// spot and adopted. This task goes on with it, still counted alive, instead of spawning
+    /// another, and the call returns `true`.
     fn end(
         &mut self,
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
         in_poll: bool,
     ) -> bool {
-        // A future may panic as it is dropped (a guard's `Drop`): that is
-        // this iteration's panic, reported like one from a poll — never an
-        // unwind that would skip handing RUNNING on.
+        // A future may panic as it is dropped, in a guard's `Drop`. That is this
+        // iteration's panic, reported like one from a poll. It is never an unwind
+        // that would skip handing RUNNING on.
         let future = self.future.take();
         let (result, outcome) = match catch_unwind(AssertUnwindSafe(|| drop(future))) {
             Ok(()) => (result, outcome),
@@ -172,8 +172,8 @@ impl<R: Runtime> Iteration<R> {
             Ok(Poll::Ready(next)) => (Ok(next), Outcome::Completed),
             Err(payload) => (Err(payload), Outcome::Panicked),
         };
-        // Still entered: a re-run adopted here calls the task for its next
-        // future, which may ask `scheduler_time()` or `is_cancelled()`.
+        // Still entered, since a re-run adopted here calls the task for its next
+        // future. That call may ask `scheduler_time()` or `is_cancelled()`.
         let adopted = self.end(result, outcome, true);
         context::leave_thread(previous);
         if adopted {
@@ -187,13 +187,15 @@ impl<R: Runtime> Iteration<R> {
 /// What one poll of an iteration's future came to.
 enum Step {
     Pending,
-    /// The iteration ended; a re-run due at once is now this task's future.
+    /// The iteration ended. A re-run due at once is now this task's future.
     Adopted,
     Ended,
 }
 
-/// An async iteration as its run started: the version it serves, its
-/// future, and a timed run's lateness (µs), for the span its future makes.
+/// An async iteration as its run started.
+///
+/// It holds the version it serves, its future, and a timed run's lateness in µs, for the
+/// span its future makes.
 pub(crate) struct Started {
     pub(crate) version: u32,
     pub(crate) future: TaskFuture,
@@ -201,14 +203,14 @@ pub(crate) struct Started {
     pub(crate) late: Option<u32>,
 }
 
-/// Iterations one executor task runs back to back (re-runs adopted in one
-/// poll) before it yields to the executor's other tasks.
+/// Iterations that one executor task runs back to back, as re-runs adopted in one poll,
+/// before it yields to the executor's other tasks.
 const ADOPT_BUDGET: usize = 16;
 
 #[cfg(feature = "tracing")]
 impl<R: Runtime> Iteration<R> {
-    /// The span of the iteration now in hand (a new one after adopting a
-    /// re-run of another version).
+    /// The span of the iteration now in hand. After adopting a re-run of another version, it
+    /// is a new one.
     fn span(&mut self) -> tracing::Span {
         match &self.span {
             Some((version, span)) if *version == self.version => span.clone(),
@@ -239,27 +241,28 @@ impl<R: Runtime> Future for Iteration<R> {
                 Step::Adopted => {}
             }
         }
-        // Budget spent with a re-run still due: yield, then go on.
+        // Budget spent with a re-run still due, so yield, then go on.
         cx.waker().wake_by_ref();
         Poll::Pending
     }
 }
 
 impl<R: Runtime> Drop for Iteration<R> {
-    /// Dropped unfinished by its executor: the iteration ends as cancelled,
-    /// so RUNNING is handed on and nothing waits for it for ever.
+    /// Dropped unfinished by its executor, the iteration ends as cancelled. So RUNNING is
+    /// handed on and nothing waits for it for ever.
     fn drop(&mut self) {
         if self.future.is_some() {
-            // Not in a poll: nothing adopts a re-run here, it goes through
-            // the run queue.
+            // Not in a poll, so nothing adopts a re-run here. It goes through the run
+            // queue.
             self.end(Ok(None), Outcome::Cancelled, false);
         }
     }
 }
 
-/// A firer's dispatch of an async trigger, run on its executor: serves the
-/// due request, and if that starts an iteration, polls it in this same
-/// task.
+/// A firer's dispatch of an async trigger, run on its executor.
+///
+/// It serves the due request. If that starts an iteration, it polls the iteration in this
+/// same task.
 pub(crate) struct DispatchJob<R: Runtime> {
     core: Option<Arc<Core<R>>>,
     iteration: Option<Iteration<R>>,
@@ -279,13 +282,13 @@ impl<R: Runtime> Future for DispatchJob<R> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if let Some(core) = self.core.take() {
-            // Counted alive from here, not from the future's spawn: the
-            // task may take a while to build its future, and shutdown
-            // waits for that as for any iteration in flight.
+            // Counted alive from here, not from the future's spawn. The task may take a
+            // while to build its future, and shutdown waits for that as for any
+            // iteration in flight.
             core.runtime.async_alive(Alive::Started);
             let mut adopted = None;
-            // Entered, as a worker is: the task, called here for its
-            // future, may ask `scheduler_time()` or `is_cancelled()`.
+            // Entered, as a worker is. The task, called here for its future, may ask
+            // `scheduler_time()` or `is_cancelled()`.
             let previous = enter_context(&*core.runtime);
             let push = core.dispatch_here(&mut adopted);
             context::leave_thread(previous);
@@ -310,9 +313,10 @@ impl<R: Runtime> Future for DispatchJob<R> {
 }
 
 impl<R: Runtime> Drop for DispatchJob<R> {
-    /// Dropped unpolled (its executor shut down): the dispatch goes to the
-    /// worker pool instead, whose worker then meets the dead executor
-    /// itself (and ends the iteration as cancelled).
+    /// Dropped unpolled, because its executor shut down.
+    ///
+    /// The dispatch then goes to the worker pool instead. Its worker meets the dead executor
+    /// itself, and ends the iteration as cancelled.
     fn drop(&mut self) {
         if let Some(core) = self.core.take() {
             core.push_to_pool(true);
@@ -320,9 +324,8 @@ impl<R: Runtime> Drop for DispatchJob<R> {
     }
 }
 
-/// Makes the task context (`cancelled`, `scheduler_time`) answer for
-/// `runtime` on this thread; returns what it replaced, for
-/// `context::leave_thread`.
+/// Makes the task context, `cancelled` and `scheduler_time`, answer for `runtime` on this
+/// thread. Returns what it replaced, for `context::leave_thread`.
 fn enter_context<R: Runtime>(runtime: &R) -> Option<context::Context> {
     context::enter_thread(&runtime.ledger().cancel, &runtime.timing().clock)
 }

@@ -1,5 +1,7 @@
-//! The shared heart of one trigger: its state word, request word, queue
-//! flags and task, and the fire / dispatch / run paths that drive them.
+//! The shared heart of one trigger.
+//!
+//! It holds the trigger's state word, request word, queue flags and task. It also holds
+//! the fire, dispatch and run paths that drive them.
 //!
 //! ```text
 //! fire()        ─ advance ─ publish(v, DUE) ─┬─ running? ─ yes ─▶ take_due + reserve (inline, no worker)
@@ -10,24 +12,24 @@
 //!                                                 └ Reserved: the runner re-runs at exit
 //! ```
 //!
-//! Two flags make every queue hold a trigger at most once (G9, G13):
-//! `queued` (run queue) and IN_INBOX (timer inbox, a bit of the request
-//! word, set by the same compare-exchange that installs an AT request). A
-//! firer that finds its flag already set knows a pending dispatch (or inbox
-//! entry) will read the request word after clearing the flag, so it will
-//! serve the newest request.
+//! Two flags make every queue hold a trigger at most once, as G9 and G13 require. The
+//! `queued` flag covers the run queue. IN_INBOX covers the timer inbox. It is a bit of
+//! the request word, set by the same compare-exchange that installs an AT request.
+//!
+//! A firer may find its flag already set. Then a pending dispatch or inbox entry will
+//! read the request word after clearing the flag. So that dispatch serves the newest
+//! request.
 //!
 //! # Orderings
 //!
-//! * `queued`: set with a *Release* `swap` after publishing; cleared with an
-//!   *Acquire* `swap` before reading the request. If a firer finds the flag
-//!   set, the clear comes later in the flag's modification order and
-//!   synchronizes with the firer, so the consumer reads the firer's request
-//!   or a newer one (no lost fire, G4). The opposite direction carries
-//!   nothing anyone reads (the ordering audit weakened those halves with
-//!   no model failing). IN_INBOX needs no extra edge: it lives in the
-//!   request word itself (see `request.rs`).
-//! * The task cell is guarded by the RUNNING bit (see `state.rs`).
+//! * `queued` is set with a *Release* `swap` after publishing. It is cleared with an
+//!   *Acquire* `swap` before reading the request. Suppose a firer finds the flag set.
+//!   Then the clear comes later in the flag's modification order and synchronizes with
+//!   the firer. So the consumer reads the firer's request or a newer one. No fire is
+//!   lost, as G4 requires. The opposite direction carries nothing anyone reads. The
+//!   ordering audit weakened those halves with no model failing. IN_INBOX needs no extra
+//!   edge, since it lives in the request word itself. See `request/mod.rs`.
+//! * The RUNNING bit guards the task cell. See `state.rs`.
 //!
 //! # Files, by job
 //!
@@ -43,9 +45,9 @@
 //! | `iteration.rs` | an async iteration, polled by its executor |
 //! | `wait_future.rs` | `fire_and_wait_async`'s future |
 //!
-//! No file here imports the scheduler: the core reaches its runtime only
-//! through [`Runtime`], which `scheduler/door.rs` implements. What the
-//! runtime calls here:
+//! No file here imports the scheduler. The core reaches its runtime only through
+//! [`Runtime`], which `scheduler/door.rs` implements. The runtime calls these methods
+//! here.
 //!
 //! | method | who | what for |
 //! |--------|-----|----------|
@@ -99,92 +101,106 @@ pub(crate) mod wait_future;
 /// `Core::timer_key` when the trigger has no wheel entry.
 pub(crate) const NO_KEY: u32 = u32::MAX;
 
-/// Versions between two looks of `Core::advanced`, minus one: far below
-/// the 2^29 versions the wrapping comparison tells apart.
+/// Versions between two looks of `Core::advanced`, minus one.
+///
+/// It is far below the 2^29 versions that the wrapping comparison tells apart.
 const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 
-/// The fields are in a fixed order (`repr(C)`), hottest first: the timer's
-/// expiry of a due entry reads `request`, `queued`, `timer_key` and the
-/// statistics' `due_*` pair, so with the `Arc` header they take the
-/// allocation's first 60 bytes (one or two cache lines rather than three:
-/// expiry walks 100,000 cold cores a second in the idle benchmark, and
-/// each line is a miss). The whole core
-/// is 120 bytes (136 with feature `metrics`), 136 with the `Arc` header,
-/// and a task no larger than a pointer lives inside it (see
-/// `task_cell.rs`): `core::tests::a_core_stays_within_its_byte_budget`
-/// holds it there.
+/// The fields are in a fixed order, `repr(C)`, hottest first.
+///
+/// The timer's expiry of a due entry reads `request`, `queued`, `timer_key` and the
+/// statistics' `due_*` pair. With the `Arc` header, they take the allocation's first 60
+/// bytes. That is one or two cache lines rather than three. It matters because expiry walks
+/// 100,000 cold cores a second in the idle benchmark, and each line is a miss.
+///
+/// The whole core is 120 bytes, and 136 with feature `metrics`. The `Arc` header adds 16
+/// bytes. A task no larger than a pointer lives inside the core, as `task_cell.rs`
+/// explains. `core::tests::a_core_stays_within_its_byte_budget` holds it there.
 #[repr(C)]
 pub(crate) struct Core<R: Runtime> {
     request: Request,
     state: State,
-    /// The timer's wheel key for this trigger; read and written only by the
-    /// timer (see `scheduler/timer.rs`).
+    /// The timer's wheel key for this trigger.
+    ///
+    /// Only the timer reads and writes it. See `scheduler/timer.rs`.
     pub(crate) timer_key: crate::sync::TimerOwned,
     /// The trigger sits in the worker run queue.
     queued: AtomicBool,
-    /// The trigger has asked the timer for a deadline at least once: only
-    /// then can the timer hold it (see [`let_go`](Self::let_go)). Set
-    /// before the install that sets IN_INBOX, never cleared.
+    /// The trigger has asked the timer for a deadline at least once.
+    ///
+    /// Only then can the timer hold it. See [`let_go`](Self::let_go). It is set before the
+    /// install that sets IN_INBOX, and never cleared.
     timed: AtomicBool,
-    /// This trigger's slot in the scheduler's registry (here, where it
-    /// fills what would be padding). Set once, right after the trigger is
-    /// built: registered whole, it is never missed by the shutdown scan.
+    /// This trigger's slot in the scheduler's registry.
+    ///
+    /// It sits here, where it fills what would be padding. It is set once, right after the
+    /// trigger is built. The trigger is registered whole, so the shutdown scan never misses
+    /// it.
     slot: std::sync::atomic::AtomicU32,
-    /// The user's handles to this trigger (`Trigger`s), counted here
-    /// rather than in an `Arc` of their own: one allocation per trigger,
-    /// not two. Starts at 1, for the handle `bind` returns; once 0, it
-    /// stays 0 (an upgrade refuses it).
+    /// The user's handles to this trigger, the `Trigger`s.
+    ///
+    /// They are counted here rather than in an `Arc` of their own, so a trigger takes one
+    /// allocation, not two. The count starts at 1, for the handle `bind` returns. Once it is
+    /// 0, it stays 0, because an upgrade refuses it.
     handles: AtomicU32,
-    /// The delay the last iteration returned: what `resume` re-arms
-    /// (written by the holder of RUNNING).
+    /// The delay the last iteration returned, which `resume` re-arms.
+    ///
+    /// The holder of RUNNING writes it.
     last_delay: LastDelay,
-    /// Its `due_*` pair first (see `Counters`).
+    /// Its `due_*` pair comes first. See `Counters`.
     stats: Counters,
-    /// Invariant: accessed only by the holder of the RUNNING bit (between
-    /// `State::enter` returning `Entered` and `State::exit`), in `run` and
-    /// `end` only. Why that is sound:
-    /// - exclusive: the holder — a worker, or for an async task the
-    ///   iteration it spawned — keeps RUNNING until `exit`; no other code
-    ///   touches the cell meanwhile (G1, checked by the loom models, the
-    ///   async hand-over included);
-    /// - ordered: the Acquire in `enter` makes the previous holder's writes
-    ///   (Release in its `exit`) visible; a spawned iteration's executor
-    ///   hands it to its polling thread with its own synchronization;
-    /// - valid: the cell lives in `self`, kept alive by the Arc, and no
-    ///   reference outlives its `with_mut` closure.
+    /// Invariant: only the holder of the RUNNING bit accesses it, in `run` and `end` only.
+    /// The holder holds the bit from `State::enter` returning `Entered` to `State::exit`.
+    ///
+    /// That is sound for three reasons.
+    /// - Exclusive. The holder keeps RUNNING until `exit`. It is a worker, or for an async
+    ///   task the iteration it spawned. No other code touches the cell meanwhile. That is G1,
+    ///   checked by the loom models, the async hand-over included.
+    /// - Ordered. The Acquire in `enter` makes the previous holder's writes visible, which
+    ///   the Release in its `exit` published. A spawned iteration's executor hands it to its
+    ///   polling thread with its own synchronization.
+    /// - Valid. The cell lives in `self`, which the Arc keeps alive. No reference outlives
+    ///   its `with_mut` closure.
     task: UnsafeCell<TaskCell>,
     pub(crate) runtime: Arc<R>,
-    /// What most triggers never need, from its first use on (see
-    /// [`Rare`]).
-    /// A `OnceBox`: one pointer (a `OnceLock<Box<_>>` would add its 8-byte
-    /// state to every trigger). Racing first users may each build a rare
-    /// part; one is installed, the others dropped unused.
+    /// What most triggers never need, from its first use on. See [`Rare`].
+    ///
+    /// A `OnceBox` is one pointer. A `OnceLock<Box<_>>` would add its 8-byte state to every
+    /// trigger. Racing first users may each build a rare part. One is installed and the
+    /// others are dropped unused.
     rare: crate::sync::OnceBox<Rare>,
     /// The first-run warnings the last handle gave, for the models.
     #[cfg(loom)]
     pub(crate) first_run_warnings: std::sync::atomic::AtomicUsize,
 }
 
-/// The part of a trigger most never need, behind one pointer: its
-/// policies, the counters of suspends, panics and version wraps, and
+/// The part of a trigger most never need, behind one pointer.
+///
+/// It holds the policies, the counters of suspends, panics and version wraps, and
 /// `fire_and_wait`'s waiters.
 struct Rare {
-    /// The name, cooldown, debounce, stuck detection and an async task's
-    /// cancel slot, if the trigger has any: set at creation (a trigger
-    /// with policies has its rare part from the start), read-only after.
+    /// The name, cooldown, debounce, stuck detection and an async task's cancel slot, if the
+    /// trigger has any.
+    ///
+    /// They are set at creation and read-only after. A trigger with policies has its rare part
+    /// from the start.
     policies: Option<Box<Policies>>,
     counters: RareCounters,
     waiters: std::sync::OnceLock<Box<Waiters>>,
-    /// The trigger was suspended when it was paused, or while paused: a
-    /// resume onto its schedule leaves it idle until the next fire (G6).
-    /// Read and written only under the runtime's pause lock (Relaxed: the
-    /// lock orders it). A `std` atomic even under loom: the lock orders
+    /// The trigger was suspended when it was paused, or while paused.
+    ///
+    /// A resume onto its schedule then leaves it idle until the next fire, as G6 requires. It
+    /// is read and written only under the runtime's pause lock.
+    ///
+    /// Relaxed: the lock orders it. It is a `std` atomic even under loom. The lock orders
     /// every access, so a model would gain nothing from seeing it.
     stays_suspended: std::sync::atomic::AtomicBool,
-    /// The version the last resume installed its request with (the start
-    /// version if none has): a suspend whose install a newer request
-    /// refused tells by it whether a resume came after its advance (see
-    /// `Core::suspend`). Under the pause lock, as `stays_suspended`.
+    /// The version the last resume installed its request with. It is the start version if
+    /// no resume has.
+    ///
+    /// Take a suspend whose install a newer request refused. It tells by this version whether
+    /// a resume came after its advance. See `Core::suspend`. It is kept under the pause lock,
+    /// as `stays_suspended` is.
     resumed_at: std::sync::atomic::AtomicU32,
 }
 
@@ -200,8 +216,9 @@ impl Rare {
     }
 }
 
-/// More handles than this is a leak (`mem::forget` in a loop): abort, as
-/// `Arc` does, rather than wrap the count.
+/// More handles than this is a leak, such as `mem::forget` in a loop.
+///
+/// The count then aborts, as `Arc` does, rather than wrap.
 const MAX_HANDLES: u32 = u32::MAX / 2;
 
 impl<R: Runtime> Drop for Core<R> {
@@ -214,13 +231,12 @@ impl<R: Runtime> Drop for Core<R> {
     }
 }
 
-// SAFETY: `Core` is shared between threads by `Arc`. Every field but `task`
-// is `Sync` already. `task` (a `TaskCell`, which is `Send`: the task it
-// owns, sync or async, is) is only accessed by the single holder of the
-// RUNNING bit, with Acquire/Release hand-over between holders (see
-// `state.rs`), so sharing `&Core` never gives two threads access to the task
-// at once: the `Mutex<T>: Sync where T: Send` argument, with the state word
-// as the lock.
+// SAFETY: `Core` is shared between threads by `Arc`. Every field but `task` is `Sync`
+// already. `task` is a `TaskCell`, which is `Send` because the task it owns is, sync or
+// async. Only the single holder of the RUNNING bit accesses it. Holders hand it over
+// with Acquire/Release, as `state.rs` describes. So sharing `&Core` never gives two
+// threads access to the task at once. It is the `Mutex<T>: Sync where T: Send` argument,
+// with the state word as the lock.
 unsafe impl<R: Runtime> Sync for Core<R> {}
 
 impl<R: Runtime> Core<R> {
@@ -239,8 +255,8 @@ impl<R: Runtime> Core<R> {
             timed: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(NO_KEY),
             task: UnsafeCell::new(task),
-            // Policies, and a start version (it counts as advances that
-            // were no fires), need the rare part from the start.
+            // Policies need the rare part from the start. So does a start version, since it counts
+            // as advances that were no fires.
             rare: match (policies, version & crate::state::VERSION_MASK) {
                 (None, 0) => crate::sync::OnceBox::new(),
                 (policies, start) => crate::sync::OnceBox::with_value(Rare::new(policies, start)),
@@ -253,12 +269,12 @@ impl<R: Runtime> Core<R> {
             #[cfg(loom)]
             first_run_warnings: std::sync::atomic::AtomicUsize::new(0),
         });
-        // Registered whole, so the shutdown scan, which upgrades what it
-        // finds registered, never misses it; registered after the scan
-        // took its list, it is closed here as the scan closes the others'
-        // (see `Request::close`): nobody else holds it yet.
+        // The trigger is registered whole. So the shutdown scan, which upgrades what it finds
+        // registered, never misses it. A trigger registered after the scan took its list is
+        // closed here, as the scan closes the others. See `Request::close`. Nobody else holds
+        // it yet.
         let (slot, scanned) = core.runtime.ledger().register(Arc::downgrade(&core));
-        // Relaxed: written before the trigger is shared; read by its drop.
+        // Relaxed: written before the trigger is shared, and read by its drop.
         core.slot.store(slot, std::sync::atomic::Ordering::Relaxed);
         if scanned {
             let _ = core.request.close();
@@ -272,18 +288,19 @@ impl<R: Runtime> Core<R> {
 
     /// One more handle, cloned from a live one.
     pub(crate) fn add_handle(&self) {
-        // Relaxed: as `Arc::clone`: the new handle comes from a live one,
-        // which keeps the count above 0; nothing is handed over.
+        // Relaxed: as with `Arc::clone`, nothing is handed over. The new handle comes from a
+        // live one, which keeps the count above 0.
         if self.handles.fetch_add(1, Ordering::Relaxed) > MAX_HANDLES {
             std::process::abort();
         }
     }
 
-    /// One more handle, from a weak one: `false` if every handle is gone
-    /// (then the trigger stays suspended for good).
+    /// One more handle, from a weak one. Returns `false` if every handle is gone.
+    ///
+    /// The trigger then stays suspended for good.
     pub(crate) fn upgrade_handle(&self) -> bool {
-        // Relaxed: as `Weak::upgrade`'s increment, nothing is handed over
-        // by it; the compare-exchange only keeps 0 sticky.
+        // Relaxed: as with `Weak::upgrade`'s increment, nothing is handed over by it. The
+        // compare-exchange only keeps 0 sticky.
         let upgraded = self
             .handles
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
@@ -295,15 +312,13 @@ impl<R: Runtime> Core<R> {
         upgraded.is_ok()
     }
 
-    /// A handle goes; returns whether it was the last one.
+    /// A handle goes. Returns whether it was the last one.
     ///
-    /// AcqRel, as `Arc`'s drop (Release, and Acquire for the last): every
-    /// handle's calls happen before the last handle's drop, so what that
-    /// drop reads and does comes after them — its first-run check sees a
-    /// fire made through another handle (`loom_trigger`'s
-    /// `the_last_handle_sees_the_fires_of_the_others` fails with either
-    /// half weakened), and its suspend comes after every such fire in the
-    /// state word's order.
+    /// AcqRel, as in `Arc`'s drop, which is Release, and Acquire for the last. Every handle's
+    /// calls happen before the last handle's drop. So what that drop reads and does comes
+    /// after them. Its first-run check sees a fire made through another handle.
+    /// `loom_trigger`'s `the_last_handle_sees_the_fires_of_the_others` fails with either half
+    /// weakened. And its suspend comes after every such fire in the state word's order.
     pub(crate) fn release_handle(&self) -> bool {
         self.handles.fetch_sub(1, Ordering::AcqRel) == 1
     }
@@ -337,9 +352,10 @@ impl<R: Runtime> Core<R> {
         )
     }
 
-    /// The shutdown scan's look at the state word, an RMW: an iteration in
-    /// flight has the version moved on past any claim not entered yet
-    /// (see `State::touch_for_scan`). Not a fire.
+    /// The shutdown scan's look at the state word, an RMW.
+    ///
+    /// It moves the version of an iteration in flight on, past any claim not entered yet.
+    /// See `State::touch_for_scan`. It is not a fire.
     pub(crate) fn touch_for_scan(&self) -> Snapshot {
         let state = self.state.touch_for_scan();
         if state.is_running() {
@@ -356,8 +372,9 @@ impl<R: Runtime> Core<R> {
         &self.request
     }
 
-    /// `State::advance`, counted for the statistics (fires are derived from
-    /// the version, see `stats/mod.rs`).
+    /// `State::advance`, counted for the statistics.
+    ///
+    /// Fires are derived from the version, as `stats/mod.rs` explains.
     #[inline]
     fn advance(&self) -> u32 {
         let version = self.state.advance();
@@ -365,12 +382,13 @@ impl<R: Runtime> Core<R> {
         version
     }
 
-    /// After every advance, to `version` (`coalesced`: into a reserved
-    /// re-run, see `fire_version`): once per 2^16 versions, keeps what
-    /// remembers versions within reach of the wrapping comparison — the
-    /// statistics count a wrap, a coalesced fire's request word catches up
-    /// (see `Request::catch_up`), and the waiters forget records a quarter
-    /// of the ring old (see `Waiters::age`). One branch otherwise.
+    /// Runs after every advance, to `version`.
+    ///
+    /// `coalesced` says the fire went into a reserved re-run, as in `fire_version`. Once per
+    /// 2^16 versions, the call keeps what remembers versions within reach of the wrapping
+    /// comparison. The statistics count a wrap. A coalesced fire's request word catches up,
+    /// through `Request::catch_up`. The waiters forget records a quarter of the ring old,
+    /// through `Waiters::age`. Otherwise the call costs one branch.
     #[inline]
     fn advanced(&self, version: u32, coalesced: bool) {
         if version & CATCH_UP_MASK == 0 {
@@ -393,35 +411,34 @@ impl<R: Runtime> Core<R> {
         self.policies().and_then(|p| p.debounce.as_ref())
     }
 
-    /// The last handle is gone (and the trigger suspended): brings the
-    /// trigger to a timer turn at once, so the timer drops any wheel entry
-    /// it holds for it — the entry of a request since replaced (`fire`,
-    /// `suspend`, `pause` leave it) or the one the suspend just replaced.
-    /// Wheel entries hold strong references (see `scheduler/timer.rs`):
-    /// without this, the task would live until that entry's deadline,
-    /// maybe an hour away.
+    /// The last handle is gone and the trigger is suspended. This brings the trigger to a
+    /// timer turn at once, so the timer drops any wheel entry it holds for it.
     ///
-    /// Either this call sets IN_INBOX and pushes the trigger for a turn at
-    /// once, or the flag was set: the trigger is in the inbox, or on its
-    /// way there (a worker's re-arm, pushed at its next look for work).
-    /// Then the turn that takes it out reads the suspend and drops the
-    /// entry, and the timer is poked for that turn at once: under the
-    /// pool's lock, so an item already pushed is turned now, and a push
-    /// still to come reads this drop under the same lock (no handle left)
-    /// and asks for a turn at once itself. A closed runtime holds nothing.
+    /// That entry may be the one of a request since replaced, since `fire`, `suspend` and
+    /// `pause` leave it. Or it is the one the suspend just replaced. Wheel entries hold
+    /// strong references, as `scheduler/timer.rs` explains. Without this call, the task would
+    /// live until that entry's deadline, maybe an hour away.
     ///
-    /// A trigger that never asked for a deadline has nothing with the timer
-    /// (its task goes with the last reference, here as a rule). Relaxed
-    /// read of `timed`: every install that may set IN_INBOX sets `timed`
-    /// first (see [`mark_timed`](Self::mark_timed)) and is a Release RMW,
-    /// and the drop already synchronized with each such install that the
-    /// timer may still hold. Its own suspend's install is an AcqRel RMW
-    /// that reads it (or a later value of its release sequence). On a
-    /// paused trigger (a suspend that writes nothing), the pause's Acquire
-    /// install read it — the pauser's, through the handle count's AcqRel
-    /// if another handle paused — and an install after the pause is
-    /// refused. An install after the drop's would need a newer version,
-    /// which only a handle gives. A shut-down runtime holds nothing.
+    /// Either this call sets IN_INBOX and pushes the trigger for a turn at once, or the flag
+    /// was set. In the second case the trigger is in the inbox, or on its way there as a
+    /// worker's re-arm, pushed at the worker's next look for work. Then the turn that takes it
+    /// out reads the suspend and drops the entry. The timer is poked for that turn at once,
+    /// under the pool's lock. So an item already pushed is turned now. A push still to come
+    /// reads this drop under the same lock, finds no handle left, and asks for a turn at once
+    /// itself. A closed runtime holds nothing.
+    ///
+    /// A trigger that never asked for a deadline has nothing with the timer. Its task goes
+    /// with the last reference, here as a rule.
+    ///
+    /// The read of `timed` is Relaxed, for these reasons. Every install that may set IN_INBOX
+    /// sets `timed` first and is a Release RMW. See [`mark_timed`](Self::mark_timed). The drop
+    /// already synchronized with each such install that the timer may still hold. Its own
+    /// suspend's install is an AcqRel RMW that reads it, or a later value of its release
+    /// sequence. On a paused trigger, the suspend writes nothing. There the pause's Acquire
+    /// install read it. If another handle paused, it read the pauser's install through the
+    /// handle count's AcqRel. An install after the pause is refused. An install after the
+    /// drop's would need a newer version, which only a handle gives. A shut-down runtime holds
+    /// nothing.
     pub(crate) fn let_go(self: &Arc<Self>) {
         if !self.timed.load(Ordering::Relaxed) {
             return;
@@ -436,10 +453,11 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Marks the trigger as one the timer may hold, before an install that
-    /// may set IN_INBOX (see [`let_go`](Self::let_go)). Relaxed: the
-    /// install's Release carries it. A load first: set once, read on every
-    /// re-arm.
+    /// Marks the trigger as one the timer may hold, before an install that may set IN_INBOX.
+    /// See [`let_go`](Self::let_go).
+    ///
+    /// Relaxed: the install's Release carries it. A load comes first, because the flag is set
+    /// once and read on every re-arm.
     #[inline]
     pub(crate) fn mark_timed(&self) {
         if !self.timed.load(Ordering::Relaxed) {
@@ -447,29 +465,33 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Whether every handle is gone (for good: an upgrade refuses 0).
-    /// Relaxed: read under the pool's lock, or by the timer, which only
-    /// decides who drops a reference (see [`queue_to_drop`](Self::queue_to_drop)).
+    /// Whether every handle is gone. It is for good, since an upgrade refuses 0.
+    ///
+    /// Relaxed: it is read under the pool's lock, or by the timer. The timer only decides who
+    /// drops a reference. See [`queue_to_drop`](Self::queue_to_drop).
     pub(crate) fn handles_gone(&self) -> bool {
         self.handles.load(Ordering::Relaxed) == 0
     }
 
-    /// The timer let go of a reference to a trigger with no handle left,
-    /// which may be its last: whether to queue it as a run, so a worker
-    /// drops it with the role put back (claiming the queue slot; if the
-    /// trigger is queued already, the queue's reference is dropped by a
-    /// worker too, and this one is not the last). Its dispatch finds no
-    /// request to serve. Relaxed swap: nothing is published for the
-    /// dispatch to read (no handle can fire), and the queue's lock hands
-    /// the trigger to the worker.
+    /// The timer let go of a reference to a trigger with no handle left, which may be its
+    /// last. Returns whether to queue it as a run, so that a worker drops it with the role
+    /// put back.
+    ///
+    /// A `true` claims the queue slot. If the trigger is queued already, a worker drops the
+    /// queue's reference too, and this one is not the last. Its dispatch finds no request to
+    /// serve.
+    ///
+    /// Relaxed swap: nothing is published for the dispatch to read, since no handle can fire.
+    /// The queue's lock hands the trigger to the worker.
     pub(crate) fn queue_to_drop(&self) -> bool {
         self.handles_gone() && !self.queued.swap(true, Ordering::Relaxed)
     }
 
-    /// Whether a run is requested (due or armed) for a trigger that never
-    /// ran, the runtime still open: the first fire of a trigger whose
-    /// handle was not kept. (A periodic trigger dropped to stop it is
-    /// armed too, but has run.)
+    /// Whether a run is requested, due or armed, for a trigger that never ran, with the
+    /// runtime still open.
+    ///
+    /// That is the first fire of a trigger whose handle was not kept. A periodic trigger
+    /// dropped to stop it is armed too, but it has run.
     pub(crate) fn has_pending_first_run(&self) -> bool {
         use crate::request::Kind;
         let armed = matches!(self.request.peek().kind(), Kind::Due | Kind::At { .. });
@@ -481,7 +503,7 @@ impl<R: Runtime> Core<R> {
         self.rare.get_or_init(|| Rare::new(None, 0))
     }
 
-    /// The rare counters, if the trigger has any (none: all zero).
+    /// The rare counters, if the trigger has any. Having none means all are zero.
     fn rare_counters(&self) -> Option<&RareCounters> {
         self.rare.get().map(|rare| &rare.counters)
     }
@@ -496,8 +518,9 @@ impl<R: Runtime> Core<R> {
         self.rare.get()?.waiters.get().map(|waiters| &**waiters)
     }
 
-    /// The shutdown scan looked at this trigger: waiters whose fire no
-    /// run has started for give up (nothing new will start).
+    /// The shutdown scan looked at this trigger.
+    ///
+    /// Waiters whose fire no run has started give up, since nothing new will start.
     pub(crate) fn wake_waiters(&self) {
         if let Some(waiters) = self.existing_waiters() {
             waiters.scanned();
@@ -514,9 +537,11 @@ impl<R: Runtime> Core<R> {
         self as *const Self as usize
     }
 
-    /// If this trigger's run in flight has just become stuck (running
-    /// longer than its `stuck_after`), how long it has run (µs); marks it
-    /// so it is reported once.
+    /// If this trigger's run in flight has just become stuck, returns how long it has run,
+    /// in µs.
+    ///
+    /// Stuck means running longer than its `stuck_after`. The call marks the run, so it is
+    /// reported once.
     pub(crate) fn stuck_for(&self, now_us: u64) -> Option<u64> {
         let policies = self.policies()?;
         if policies.stuck_after_us == 0 {
@@ -526,9 +551,10 @@ impl<R: Runtime> Core<R> {
         (running_for >= policies.stuck_after_us && policies.mark_stuck()).then_some(running_for)
     }
 
-    /// How long this trigger's last iteration ran (µs), as the timer role
-    /// holder's guess of how long its next one will; `None` before its
-    /// first run ends (nothing known).
+    /// How long this trigger's last iteration ran, in µs.
+    ///
+    /// The timer role holder takes it as its guess of how long the next one will run. It is
+    /// `None` before the first run ends, since nothing is known yet.
     pub(crate) fn expected_run_us(&self) -> Option<u64> {
         if self.cancel_slot().is_some() {
             // An async iteration only spawns its future on the worker.

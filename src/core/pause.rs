@@ -1,11 +1,13 @@
-//! The stop calls: `suspend` (G6), which cancels what is pending until the
-//! next fire, and the off switch (G17), `pause` and `resume`, the two
-//! control calls that take the runtime's pause lock — as does a suspend
-//! that meets a pause, so that a resume does not undo it. The firer
-//! side's share of the protocol (the paused check, a refused publish) is
-//! in `fire.rs`, the request word's (PAUSED, `install`) in `request.rs`.
-//! docs/DESIGN.md, "Pause", has the whole protocol and the models that
-//! check it.
+//! The stop calls.
+//!
+//! `suspend` cancels what is pending until the next fire, as G6 requires. The off switch
+//! of G17 is `pause` and `resume`. They are the two control calls that take the runtime's
+//! pause lock. A suspend that meets a pause takes it too, so that a resume does not undo
+//! it.
+//!
+//! The firer side's share of the protocol, the paused check and a refused publish, is in
+//! `fire.rs`. The request word's share, PAUSED and `install`, is in `request/mod.rs`. The
+//! "Pause" section of docs/DESIGN.md has the whole protocol and the models that check it.
 
 use super::fire::OnClosed;
 use super::{Core, Runtime};
@@ -16,34 +18,34 @@ use crate::sync::Arc;
 use std::time::Duration;
 
 impl<R: Runtime> Core<R> {
-    /// **pause** (G17): installs PAUSED in the request word, then advances
-    /// the state word. Once this returns, no iteration starts until
-    /// [`resume`](Self::resume):
-    /// - a request published before the PAUSED install is replaced by it,
-    ///   and a run already claimed (TAKEN) enters with a version older than
-    ///   this advance: `enter` finds it stale — unless it entered before the
-    ///   advance, i.e. before this returned (an iteration in flight
-    ///   finishes, as with `suspend`);
-    /// - every publish after the install is refused (a fire, a delayed
-    ///   request, a re-arm, a re-run, an expiry that finds the word
-    ///   changed), and RESERVED, cleared by the advance, can only be set
-    ///   again by a run claimed from a DUE request — none is installed.
+    /// **pause**, for G17. It installs PAUSED in the request word, then advances the state
+    /// word.
     ///
-    /// Pause and resume take the runtime's pause lock: each is two RMWs on
-    /// two words, and a resume between a pause's two would be made stale
-    /// by its advance. Fires never take it.
+    /// Once this returns, no iteration starts until [`resume`](Self::resume), for two reasons.
+    /// - The PAUSED install replaces a request published before it. A run already claimed,
+    ///   TAKEN, enters with a version older than this advance. So `enter` finds it stale. The
+    ///   exception is a run that entered before the advance, that is before this returned.
+    ///   Such an iteration in flight finishes, as with `suspend`.
+    /// - Every publish after the install is refused. That covers a fire, a delayed request, a
+    ///   re-arm, a re-run, and an expiry that finds the word changed. The advance clears
+    ///   RESERVED. Only a run claimed from a DUE request can set it again, and none is
+    ///   installed.
+    ///
+    /// Pause and resume take the runtime's pause lock. Each is two RMWs on two words. A
+    /// resume between a pause's two RMWs would be made stale by its advance. Fires never take
+    /// the lock.
     pub(crate) fn pause(&self) {
         let guard = crate::sync::lock(self.runtime.pause_lock());
         let replaced = self.request.pause();
         if replaced.kind() == Kind::Paused || replaced.is_closed() {
-            // Paused already: that pause advanced. Or shut down: nothing
-            // runs any more, and the scan's word stays.
+            // Paused already, and that pause advanced. Or shut down, so nothing runs
+            // any more and the scan's word stays.
             return;
         }
         let rare = self.rare();
-        // Suspended (IDLE of the last suspend's version, nothing fired
-        // since): it stays so through the resume (G6). Relaxed: under the
-        // pause lock.
+        // Suspended means IDLE of the last suspend's version, with nothing fired
+        // since. The trigger stays so through the resume, as G6 requires.
+        // Relaxed: under the pause lock.
         let suspended =
             replaced.kind() == Kind::Idle && rare.counters.is_suspend(replaced.version());
         rare.stays_suspended
@@ -58,7 +60,7 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Cancels every pending request; an iteration in flight finishes.
+    /// Cancels every pending request. An iteration in flight finishes.
     pub(crate) fn suspend(&self) {
         self.close_burst();
         let version = if self.request.peek().kind() == Kind::Paused {
@@ -70,30 +72,30 @@ impl<R: Runtime> Core<R> {
         } else {
             let (version, refused) = self.advance_to_idle();
             match refused {
-                // A pause came in between: it took what was pending.
+                // A pause came in between and took what was pending.
                 Some(Refused::Paused) => self.suspend_paused(None).unwrap_or(version),
-                // A newer request won, as the later call — unless a
-                // resume installed after this advance: the pause before
-                // it took (or met) what was pending, and the resume
-                // restored the schedule this suspend cancels (G6). Then
-                // suspend again.
+                // A newer request won, as the later call. The exception is a resume
+                // installed after this advance. The pause before it took or met what
+                // was pending. The resume restored the schedule that this suspend
+                // cancels under G6. So suspend again.
                 Some(Refused::Newer) => self.suspend_paused(Some(version)).unwrap_or(version),
                 _ => version,
             }
         };
-        // After the publish: a waiter told "suspended" reads the trigger so.
-        // The newest version this suspend installed: a fire accepted after
-        // a resume that it cancelled has a waiter too.
+        // After the publish, so a waiter told "suspended" reads the trigger so. It
+        // gets the newest version this suspend installed. A fire accepted after a
+        // resume that it cancelled has a waiter too.
         if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
         }
     }
 
-    /// Advances and installs IDLE; returns the version, and why the
-    /// install was refused, if it was: a pause that came in between (it
-    /// took what was pending: the suspend then only cancels the schedule a
-    /// resume would restore, [`suspend_paused`](Self::suspend_paused)), or
-    /// a newer request.
+    /// Advances and installs IDLE. Returns the version, and why the install was refused, if
+    /// it was.
+    ///
+    /// A refusal comes from a pause that came in between, or from a newer request. The pause
+    /// took what was pending. The suspend then only cancels the schedule that a resume would
+    /// restore, in [`suspend_paused`](Self::suspend_paused).
     fn advance_to_idle(&self) -> (u32, Option<Refused>) {
         let version = self.advance();
         self.rare().counters.suspended(version);
@@ -103,26 +105,26 @@ impl<R: Runtime> Core<R> {
         (version, installed.err())
     }
 
-    /// A suspend that meets a pause: nothing is pending, but a resume onto
-    /// the schedule would restart the trigger, which G6 forbids until the
-    /// next fire. Under the pause lock, so no resume can come in between:
-    /// still paused, the resume is told to leave the trigger idle;
-    /// resumed meanwhile, the suspend cancels what the resume installed,
-    /// and the version it installed is returned.
+    /// A suspend that meets a pause.
     ///
-    /// With `since`, the suspend that advanced to that version met a newer
-    /// request rather than PAUSED: it does all this only if a resume
-    /// installed with a newer version (`Rare::resumed_at`, written under
-    /// this lock), and returns `None` otherwise. If the refusing request
-    /// was that resume's, the refused install read it, so this lock is
-    /// taken after the resume's and sees its record. Bounded: under the
-    /// lock no pause or resume can come, so once only. (A record from
-    /// 2^29 versions back may read as newer: a second suspend, which the
-    /// call's overlap with the newer request allows.)
+    /// Nothing is pending. But a resume onto the schedule would restart the trigger, which G6
+    /// forbids until the next fire. The call runs under the pause lock, so no resume can come
+    /// in between. If the trigger is still paused, the resume is told to leave it idle. If it
+    /// was resumed meanwhile, the suspend cancels what the resume installed. The call then
+    /// returns the version it installed.
+    ///
+    /// With `since`, the suspend that advanced to that version met a newer request rather
+    /// than PAUSED. The call then does all this only if a resume installed with a newer
+    /// version. It returns `None` otherwise. `Rare::resumed_at` records that version, written
+    /// under this lock. If the refusing request was that resume's, the refused install read
+    /// it. So this lock is taken after the resume's and sees its record. The call is bounded.
+    /// Under the lock no pause or resume can come, so it happens once only. A record from
+    /// 2^29 versions back may read as newer. That gives a second suspend, which the call's
+    /// overlap with the newer request allows.
     fn suspend_paused(&self, since: Option<u32>) -> Option<u32> {
         let _guard = crate::sync::lock(self.runtime.pause_lock());
         if let Some(version) = since {
-            // Relaxed: under the pause lock (see `Rare::resumed_at`).
+            // Relaxed: under the pause lock. See `Rare::resumed_at`.
             let resumed_at = self
                 .rare()
                 .resumed_at
@@ -138,7 +140,7 @@ impl<R: Runtime> Core<R> {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             return None;
         }
-        // No pause can come in between: this lock is held.
+        // No pause can come in between, since this lock is held.
         let (version, refused) = self.advance_to_idle();
         debug_assert_ne!(
             refused,
@@ -148,9 +150,10 @@ impl<R: Runtime> Core<R> {
         Some(version)
     }
 
-    /// The scan closed a RESUMING word: the run the schedule asks for
-    /// (`kind`; none if IDLE) stood for an accepted resume, and is listed
-    /// by whichever settle takes the scan's mark.
+    /// The scan closed a RESUMING word.
+    ///
+    /// The run the schedule asks for stood for an accepted resume. `kind` is that run, and
+    /// IDLE means none. Whichever settle takes the scan's mark lists it.
     fn list_resumed(&self, kind: Kind) {
         if matches!(kind, Kind::Due | Kind::At { .. })
             && self.request.take_mark(Mark::Resuming, |_| true)
@@ -167,35 +170,34 @@ impl<R: Runtime> Core<R> {
         )
     }
 
-    /// **resume** (G17): takes a paused trigger back on a schedule — the
-    /// one its last iteration asked for ([`ResumeTo::Schedule`]), or a
-    /// run `delay` from now. Returns whether the trigger was paused.
+    /// **resume**, for G17. It takes a paused trigger back on a schedule. Returns whether the
+    /// trigger was paused.
     ///
-    /// The request goes in with a fresh version (an advance) and only over
-    /// PAUSED (`Installer::Resume`). A fire that passed its paused check
-    /// before the pause and advances after this advance makes that
-    /// version stale; if its publish came first, it was refused and raised
-    /// the paused word's version past ours, so the install fails with
-    /// `Newer` and we advance again — each such fire at most once, since
-    /// new fires (and suspends) are refused by their check. If its publish
-    /// comes after ours, it installs its newer request over ours and runs
-    /// as a fire after the resume. A fire that advanced before ours and
-    /// publishes after finds a newer version and returns `Ok`: it began
-    /// before the pause took effect, and the pause cancelled it.
+    /// The schedule is the one its last iteration asked for, [`ResumeTo::Schedule`], or a run
+    /// `delay` from now.
     ///
-    /// Resumed on its schedule while an iteration is in flight (it began
-    /// before the pause), the trigger waits for that iteration's delay:
-    /// RESUMING goes in, and whichever comes second — the iteration's
-    /// end, or this call seeing it ended — settles it into the request
-    /// that delay asks for (`settle_resuming`; one compare-exchange from
-    /// the exact RESUMING word, so only one of them does).
+    /// The request goes in with a fresh version, from an advance. It goes in only over
+    /// PAUSED, through `Installer::Resume`. Take a fire that passed its paused check before
+    /// the pause and advances after this advance. It makes that version stale. If its
+    /// publish came first, it was refused and raised the paused word's version past ours. So
+    /// the install fails with `Newer` and we advance again. Each such fire does that at most
+    /// once, since their check refuses new fires and suspends. If its publish comes after
+    /// ours, it installs its newer request over ours and runs as a fire after the resume. A
+    /// fire that advanced before ours and publishes after finds a newer version and returns
+    /// `Ok`. It began before the pause took effect, and the pause cancelled it.
+    ///
+    /// A trigger may be resumed on its schedule while an iteration is in flight, one that
+    /// began before the pause. It then waits for that iteration's delay. RESUMING goes in.
+    /// Whichever comes second settles it into the request that delay asks for. That is the
+    /// iteration's end, or this call seeing it ended. Both go through `settle_resuming`. It is
+    /// one compare-exchange from the exact RESUMING word, so only one of them settles.
     pub(crate) fn resume(self: &Arc<Self>, to: ResumeTo) -> Result<bool, FireError> {
         if self.runtime.is_closed() {
             return Err(FireError::Shutdown);
         }
         let now_ns = self.runtime.timing().clock.now_ns();
-        // Checked before anything changes: a delay too long leaves the
-        // trigger paused.
+        // Checked before anything changes, so a delay too long leaves the trigger
+        // paused.
         let given = match to {
             ResumeTo::After(delay) => Some(self.request_for(Some(delay), now_ns)?),
             ResumeTo::Schedule => None,
@@ -204,18 +206,18 @@ impl<R: Runtime> Core<R> {
         if !self.is_paused() {
             return Ok(false);
         }
-        // Relaxed: under the pause lock. Cleared: the flag is for this
+        // Relaxed: under the pause lock. The flag is cleared, since it is for this
         // pause only.
         let suspended = self
             .rare()
             .stays_suspended
             .swap(false, std::sync::atomic::Ordering::Relaxed);
-        // Under the lock, while paused: no iteration can start, so one
-        // seen ended stays ended.
+        // Under the lock, while paused, no iteration can start. So one seen ended
+        // stays ended.
         let (kind, deadline) = match given {
             Some(request) => request,
-            // Suspended before or during the pause: idle until the next
-            // fire, whatever an iteration in flight returns (G6).
+            // Suspended before or during the pause, so idle until the next fire,
+            // whatever an iteration in flight returns. G6 requires it.
             None if suspended => (Kind::Idle, 0),
             None if self.state.snapshot().is_running() => (Kind::Resuming, 0),
             None => self.schedule_of(self.last_delay.get(), now_ns),
@@ -229,29 +231,29 @@ impl<R: Runtime> Core<R> {
             self.rare().counters.not_a_fire();
             match self.request.install(version, kind, Installer::Resume) {
                 Ok(replaced) => break (version, replaced),
-                // A fire refused by the pause advanced past us: again.
+                // A fire refused by the pause advanced past us, so try again.
                 Err(Refused::Newer) => continue,
                 // Only pause and resume change PAUSED, and we hold the lock.
                 Err(Refused::NotPaused | Refused::Paused) => return Ok(false),
-                // The scan closed the word (it was PAUSED: nothing owed).
+                // The scan closed the word. It was PAUSED, so nothing is owed.
                 Err(Refused::Closed) => return Err(FireError::Shutdown),
             }
         };
         if suspended && given.is_none() {
-            // Still suspended: its stats say so, and a later pause sees it.
+            // Still suspended. Its stats say so, and a later pause sees it.
             self.rare().counters.still_suspended(version);
         }
-        // Relaxed: under the pause lock (see `Rare::resumed_at`).
+        // Relaxed: under the pause lock. See `Rare::resumed_at`.
         self.rare()
             .resumed_at
             .store(version, std::sync::atomic::Ordering::Relaxed);
         drop(guard);
-        // Every fire that advanced between the pause's advance and this
-        // install lost to one or the other — refused by PAUSED, or, had it
-        // passed its paused check before the pause, by this newer version
-        // (it returns `Ok`: it began before the pause took effect). None
-        // runs: their waiters hear "suspended", as the pause told those of
-        // what it cancelled — not silence until their timeout.
+        // Every fire that advanced between the pause's advance and this install lost
+        // to one or the other. PAUSED refused it. Or it had passed its paused check
+        // before the pause, and this newer version beat it. That fire returns `Ok`,
+        // since it began before the pause took effect. None of them runs. Their
+        // waiters hear "suspended", as the pause told those of what it cancelled,
+        // rather than silence until their timeout.
         if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
         }
@@ -264,16 +266,15 @@ impl<R: Runtime> Core<R> {
                 let stamp = Stamp::new(version, kind, now_ns / 1_000);
                 self.to_timer_now(Ok(replaced), stamp, deadline, OnClosed::Refuse)
             }
-            // Did the iteration end before it could see our RESUMING? An
-            // RMW on the state word, not a load: this `touch` and the
-            // iteration's `exit` are then ordered. Touch first: the AcqRel
-            // `exit` reads it, so the iteration's look at the request word
-            // after its `exit` sees RESUMING and settles it. Exit first:
-            // the touch reads RUNNING clear and we settle, from the delay
-            // the iteration recorded before its `exit` (whose Release the
-            // touch's Acquire reads). With two plain loads both sides could
-            // miss the other's write (the store-buffering shape), and no
-            // one would settle: `g17_a_resume_during_the_iteration…`.
+            // Did the iteration end before it could see our RESUMING? This is an RMW on
+            // the state word, not a load. So this `touch` and the iteration's `exit` are
+            // ordered. If the touch comes first, the AcqRel `exit` reads it. The
+            // iteration's look at the request word after its `exit` then sees RESUMING
+            // and settles it. If the exit comes first, the touch reads RUNNING clear and
+            // we settle. We use the delay the iteration recorded before its `exit`, whose
+            // Release the touch's Acquire reads. With two plain loads, both sides could
+            // miss the other's write, in the store-buffering shape. Then no one would
+            // settle, as `g17_a_resume_during_the_iteration…` shows.
             Kind::Resuming if !self.state.touch().is_running() => {
                 self.settle_resuming(
                     self.last_delay.get(),
@@ -283,16 +284,16 @@ impl<R: Runtime> Core<R> {
             }
             _ => {}
         }
-        // Installed, the resume is accepted, shutdown or not: the install
-        // came before the scan closed the word, so the scan lists its
-        // request, or the iteration or worker that holds it runs or lists
-        // it (see `Request::close`).
+        // Installed, the resume is accepted, shutdown or not. The install came before
+        // the scan closed the word. So the scan lists its request, or the iteration or
+        // worker that holds it runs or lists it. See `Request::close`.
         Ok(true)
     }
 
-    /// The request a delay asks for at `now_ns`: none (`None`), a run now
-    /// (zero), or a run at the deadline; an error if it lies past the
-    /// clock's range.
+    /// The request a delay asks for at `now_ns`.
+    ///
+    /// `None` asks for none, zero for a run now, and any other delay for a run at the
+    /// deadline. It is an error if the deadline lies past the clock's range.
     fn request_for(&self, delay: Option<Duration>, now_ns: u64) -> Result<(Kind, u64), FireError> {
         Ok(match delay {
             None => (Kind::Idle, 0),
@@ -305,17 +306,19 @@ impl<R: Runtime> Core<R> {
         })
     }
 
-    /// The request the schedule asks for: as [`request_for`](Self::request_for),
-    /// a delay past the clock's range meaning none (it never comes due).
+    /// The request the schedule asks for, as in [`request_for`](Self::request_for).
+    ///
+    /// A delay past the clock's range means none, since it never comes due.
     pub(super) fn schedule_of(&self, delay: Option<Duration>, now_ns: u64) -> (Kind, u64) {
         self.request_for(delay, now_ns).unwrap_or((Kind::Idle, 0))
     }
 
-    /// Settles a RESUMING word into the request `delay` asks for (see
-    /// [`resume`](Self::resume)): called by the iteration that was in
-    /// flight at the resume, at its end, with the delay it returned — or
-    /// by the resume, if that iteration had ended. Does nothing if the word
-    /// is not RESUMING (settled already, or a newer request replaced it).
+    /// Settles a RESUMING word into the request `delay` asks for. See
+    /// [`resume`](Self::resume).
+    ///
+    /// The iteration that was in flight at the resume calls it at its end, with the delay it
+    /// returned. Or the resume calls it, if that iteration had ended. It does nothing if the
+    /// word is not RESUMING, because it was settled already or a newer request replaced it.
     pub(super) fn settle_resuming(
         self: &Arc<Self>,
         delay: Option<Duration>,
@@ -347,8 +350,8 @@ impl<R: Runtime> Core<R> {
             .install(word.version(), kind, Installer::Settle)
         {
             Ok(replaced) => replaced,
-            // The scan closed the RESUMING word: the schedule it waited for
-            // stood for an accepted resume.
+            // The scan closed the RESUMING word. The schedule it waited for stood
+            // for an accepted resume.
             Err(Refused::Closed) => {
                 self.list_resumed(kind);
                 return;
@@ -373,6 +376,6 @@ impl<R: Runtime> Core<R> {
 pub(crate) enum ResumeTo {
     /// The schedule its last iteration asked for.
     Schedule,
-    /// A run this long from now (zero: at once).
+    /// A run this long from now. Zero means at once.
     After(Duration),
 }

@@ -1,18 +1,19 @@
-//! The runner side of a trigger: the task cell, which the holder of
-//! RUNNING alone touches, and the run — a worker (or an async trigger's
-//! executor) serves the live request (takes it, enters RUNNING, calls the
-//! task), then ends the iteration and hands on the re-run or re-arm.
+//! The runner side of a trigger.
+//!
+//! It covers the task cell, which the holder of RUNNING alone touches, and the run. A
+//! worker, or an async trigger's executor, serves the live request. It takes the request,
+//! enters RUNNING and calls the task. It then ends the iteration and hands on the re-run
+//! or re-arm.
 //!
 //! # Ground rules
 //!
-//! Between `State::enter` returning `Entered` and `State::exit`, the
-//! runner holds RUNNING and is the only code that touches the task cell
-//! (`Core::task`, see the invariant there; [`TaskCell`] itself is plain
-//! single-threaded code). Everything an observer of an iteration's end may
-//! read — statistics, the shutdown report, the waiters — is written before
-//! it is told (`end`). A re-run never loops on the same thread: it goes
-//! back through the run queue (G10), except for an async iteration ending
-//! in a poll, which adopts it ([`Adopt`]).
+//! Between `State::enter` returning `Entered` and `State::exit`, the runner holds
+//! RUNNING. It is the only code that touches the task cell, `Core::task`. See the
+//! invariant there. [`TaskCell`] itself is plain single-threaded code. Everything an
+//! observer of an iteration's end may read is written before it is told, in `end`. That
+//! covers the statistics, the shutdown report and the waiters. A re-run never loops on
+//! the same thread. It goes back through the run queue, as G10 requires. The exception is
+//! an async iteration ending in a poll, which adopts it, as [`Adopt`] describes.
 
 use super::iteration::{Iteration, Started};
 use super::task_cell::Called;
@@ -24,55 +25,59 @@ use crate::state::{Enter, Exit};
 use crate::sync::{Arc, Ordering};
 use std::time::Duration;
 
-/// Where a re-run due at once when an iteration ends goes: `None`, through
-/// the run queue; `Some(slot)`, for an async iteration ending in a poll,
-/// served on the spot, its future put in `slot` for the ending iteration to
-/// poll next in the same executor task (no worker wake-up, no new spawn).
+/// Where a re-run due at once goes when an iteration ends.
+///
+/// `None` sends it through the run queue. `Some(slot)` is for an async iteration ending
+/// in a poll. The re-run is served on the spot, and its future is put in `slot`. The
+/// ending iteration polls it next in the same executor task. There is no worker wake-up
+/// and no new spawn.
 pub(crate) type Adopt<'a> = Option<&'a mut Option<Started>>;
 
 /// What a run that took its request does next.
 enum Start {
     /// It entered and runs.
     Run,
-    /// It entered too soon after the last start: RUNNING goes back, and
-    /// the run waits for the cooldown's end.
+    /// It entered too soon after the last start. RUNNING goes back, and the run waits for
+    /// the cooldown's end.
     Defer { end_us: u64, now_us: u64 },
-    /// Not entered (reserved, stale), or discarded at shutdown.
+    /// Not entered, being reserved or stale, or discarded at shutdown.
     Not,
 }
 
 impl<R: Runtime> Core<R> {
-    /// Worker side: serves whatever request is live and due.
-    /// Returns the re-armed trigger's inbox push, if its task asked for a
-    /// next run: the caller delivers it ([`InboxPush::deliver`], or the
-    /// pool's next lock).
+    /// Worker side. Serves whatever request is live and due.
+    ///
+    /// Returns the re-armed trigger's inbox push, if its task asked for a next run. The
+    /// caller delivers it, through [`InboxPush::deliver`] or the pool's next lock.
     pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush> {
-        // Acquire: see `# Orderings` (queued); clear before reading.
+        // Acquire: see `queued` in `# Orderings`. Clear before reading.
         self.queued.swap(false, Ordering::Acquire);
         self.serve_due(None)
     }
 
-    /// A dispatch on the executor: as [`dispatch`](Self::dispatch), an
-    /// async run due at once put in `adopt` for the caller to poll.
+    /// A dispatch on the executor, as [`dispatch`](Self::dispatch).
+    ///
+    /// An async run due at once is put in `adopt` for the caller to poll.
     pub(crate) fn dispatch_here(
         self: &Arc<Self>,
         adopt: &mut Option<Started>,
     ) -> Option<InboxPush> {
-        // Acquire: see `# Orderings` (queued); clear before reading.
+        // Acquire: see `queued` in `# Orderings`. Clear before reading.
         self.queued.swap(false, Ordering::Acquire);
         self.serve_due(Some(adopt))
     }
 
-    /// Takes the due request, if any, and runs it: the body of
-    /// [`dispatch`](Self::dispatch), also used where an async iteration
-    /// re-runs in place.
+    /// Takes the due request, if any, and runs it.
+    ///
+    /// It is the body of [`dispatch`](Self::dispatch). It is also used where an async
+    /// iteration re-runs in place.
     pub(super) fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush> {
         let version = self.request.take_due()?;
         if let Some(debounce) = self.debounce() {
             debounce.claimed(version);
         }
-        // With waiters, entered and decided under their lock, the run's
-        // start recorded there (see `wait.rs`, "Verdicts that hold").
+        // With waiters, the run is entered and decided under their lock, and
+        // its start is recorded there. See "Verdicts that hold" in `wait.rs`.
         let start = match self.existing_waiters() {
             Some(waiters) => waiters.starting(
                 version,
@@ -93,11 +98,11 @@ impl<R: Runtime> Core<R> {
     fn enter(&self, version: u32) -> Start {
         match self.state.enter(version) {
             Enter::Entered => {
-                // Entered after the shutdown scan? Then the run is discarded
-                // (and listed), like any armed run: only iterations already
-                // running when shutdown began finish. Listed under the
-                // scan's mark, which the scan left for this claim when it
-                // could not make the claim fail (`Core::claim_unstarted`).
+                // Entered after the shutdown scan? Then the run is discarded and
+                // listed, like any armed run. Only iterations already running when
+                // shutdown began finish. It is listed under the scan's mark. The scan
+                // left that mark for this claim when it could not make the claim
+                // fail, in `Core::claim_unstarted`.
                 let discard = || {
                     let _ = self.state.exit(version);
                     self.request.take_mark(Mark::Claim, |_| true)
@@ -114,17 +119,19 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// The end of the minimum interval after the last start, and now, if
-    /// that end is still ahead. Read while holding RUNNING: the Acquire in
-    /// `enter` makes the previous run's start visible.
+    /// The end of the minimum interval after the last start, and now, if that end is still
+    /// ahead.
+    ///
+    /// It is read while holding RUNNING. The Acquire in `enter` makes the previous run's
+    /// start visible.
     pub(super) fn cooldown_end(&self) -> Option<(u64, u64)> {
         let min_us = self.policies()?.min_interval_us;
         if min_us == 0 {
             return None;
         }
-        // The real clock's start was rounded down to the microsecond: the
-        // run began somewhere in [start, start + 1), so the interval surely
-        // has passed only from start + 1 + min on. Virtual time is exact.
+        // The real clock's start was rounded down to the microsecond. The run
+        // began somewhere in [start, start + 1). So the interval surely has
+        // passed only from start + 1 + min on. Virtual time is exact.
         let rounding = u64::from(!self.runtime.timing().clock.is_manual());
         let end_us = self
             .stats
@@ -135,9 +142,10 @@ impl<R: Runtime> Core<R> {
         (end_us > now_us).then_some((end_us, now_us))
     }
 
-    /// A due run came too soon after the previous start: give RUNNING back
-    /// without running, and arm the live request for the cooldown's end
-    /// (fires during the cooldown coalesce there; latest wins as always).
+    /// A due run came too soon after the previous start.
+    ///
+    /// It gives RUNNING back without running, and arms the live request for the cooldown's
+    /// end. Fires during the cooldown coalesce there, and the latest wins as always.
     pub(super) fn defer(
         self: &Arc<Self>,
         version: u32,
@@ -145,12 +153,12 @@ impl<R: Runtime> Core<R> {
         now_us: u64,
     ) -> Option<InboxPush> {
         let (exit, seen) = self.state.exit_seen(version);
-        // No run happened. If the shutdown scan read RUNNING before this
-        // `exit`, the AcqRel `exit` read its AcqRel `touch`: `closed` is
-        // seen here, and the scan (which holds the report's lock throughout)
-        // has listed this trigger in flight — strike it. Otherwise the scan
-        // reads it idle and lists nothing in flight — or a later
-        // iteration's, which `seen` tells from this one.
+        // No run happened. Suppose the shutdown scan read RUNNING before this
+        // `exit`. Then the AcqRel `exit` read its AcqRel `touch`, so `closed` is
+        // seen here. The scan holds the report's lock throughout, and it has
+        // listed this trigger in flight. So strike it. Otherwise the scan reads
+        // it idle and lists nothing in flight. Or it lists a later iteration's,
+        // which `seen` tells from this one.
         if self.runtime.is_closed() {
             self.runtime.ledger().unlist(self, seen);
         }
@@ -158,12 +166,12 @@ impl<R: Runtime> Core<R> {
             Exit::Rerun { version } => version,
             Exit::Done { live: true } => version,
             Exit::Done { live: false } => {
-                // Shut down: the claim this deferred run came from, if the
-                // scan marked it, is owed its run (it never ran) — at the
+                // Shut down. The claim this deferred run came from is owed its run
+                // if the scan marked it, since it never ran. The run is at the
                 // cooldown's end, if the claim was its own.
                 self.list_marked_claim(version, || Some(Kind::at(end_us, now_us)));
-                // A newer request rules — unless a resume waits for this
-                // (deferred) run's schedule: the last iteration's.
+                // A newer request rules. The exception is a resume that waits for
+                // this deferred run's schedule, which is the last iteration's.
                 let now_ns = self.runtime.timing().clock.now_ns();
                 self.settle_resuming(self.last_delay.get(), now_ns, OnClosed::List);
                 return None;
@@ -172,14 +180,15 @@ impl<R: Runtime> Core<R> {
         self.publish_at_later(live, end_us, now_us, OnClosed::List)
     }
 
-    /// Runs one iteration (this worker holds RUNNING), then exits; or, for
-    /// an async task, spawns the iteration's future, which exits when it
-    /// completes (see `iteration.rs`).
+    /// Runs one iteration, then exits. This worker holds RUNNING.
+    ///
+    /// For an async task, it spawns the iteration's future instead, which exits when it
+    /// completes. See `iteration.rs`.
     pub(super) fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
-        // A sync iteration's span, at DEBUG: trigger, version, lateness (a
-        // timed run's), outcome. An async iteration gets its span from its
-        // future (`iteration.rs`), entered at every poll, and the lateness
-        // with the future ([`Started`]).
+        // A sync iteration's span, at DEBUG. It records the trigger, the version,
+        // a timed run's lateness and the outcome. An async iteration gets its
+        // span from its future in `iteration.rs`, entered at every poll. It gets
+        // the lateness with the future, in [`Started`].
         #[cfg(feature = "tracing")]
         let span = if self.cancel_slot().is_none() {
             crate::context::iteration_span(self.name(), version)
@@ -188,9 +197,9 @@ impl<R: Runtime> Core<R> {
         };
         #[cfg(feature = "tracing")]
         let _entered = span.enter();
-        // An upper bound of now (see `Clock::deadline_base_ns`): a cooldown
-        // measured from it ends no earlier, a lateness reads at most about
-        // 2 µs high.
+        // An upper bound of now. See `Clock::deadline_base_ns`. A cooldown
+        // measured from it ends no earlier. A lateness reads at most about 2 µs
+        // high.
         let start_us = self.runtime.timing().clock.deadline_base_ns() / 1_000;
         let late = self.stats.started(version, start_us);
         if let Some(late) = late {
@@ -233,9 +242,9 @@ impl<R: Runtime> Core<R> {
                 let Some(slot) = self.cancel_slot() else {
                     return self.end(version, Ok(None), Outcome::Cancelled, None);
                 };
-                // Spawned outside the cell's borrow: an executor that drops
-                // the job at once (it shut down) ends the iteration right
-                // here, and the next holder may then touch the cell.
+                // Spawned outside the cell's borrow. An executor that shut down drops
+                // the job at once, which ends the iteration right here. The next
+                // holder may then touch the cell.
                 let started = Started {
                     version,
                     future,
@@ -248,11 +257,11 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// An async iteration of `version` ended (on whichever thread polled
-    /// it): as [`end`](Self::end), delivering a re-arm at once.
-    /// `adopt`: see [`Adopt`]; `None` when the executor dropped the
-    /// iteration unpolled (serving on the spot there could recurse through
-    /// an executor that drops every job).
+    /// An async iteration of `version` ended, on whichever thread polled it.
+    ///
+    /// It ends as in [`end`](Self::end), and delivers a re-arm at once. For `adopt`, see
+    /// [`Adopt`]. It is `None` when the executor dropped the iteration unpolled. Serving on
+    /// the spot there could recurse through an executor that drops every job.
     pub(crate) fn end_async(
         self: &Arc<Self>,
         version: u32,
@@ -265,9 +274,10 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Ends the iteration of `version`, which this thread holds RUNNING
-    /// for: a panic is reported, statistics, waiters and the shutdown
-    /// report learn the outcome, then `exit`, and the re-run or re-arm.
+    /// Ends the iteration of `version`, which this thread holds RUNNING for.
+    ///
+    /// A panic is reported. The statistics, the waiters and the shutdown report learn the
+    /// outcome. Then come `exit`, and the re-run or re-arm.
     pub(super) fn end(
         self: &Arc<Self>,
         version: u32,
@@ -279,14 +289,13 @@ impl<R: Runtime> Core<R> {
         let retry = self
             .task
             .with_mut(|cell| unsafe { (*cell).settle(&result) });
-        // Everything an observer of this end may read is written before it
-        // is told: the statistics before the panic hook runs, and the
-        // statistics, the shutdown report and `exit` before the waiters
-        // wake (their lock orders the Relaxed counters).
+        // Everything an observer of this end may read is written before it is
+        // told. The statistics are written before the panic hook runs. The
+        // statistics, the shutdown report and `exit` come before the waiters
+        // wake. Their lock orders the Relaxed counters.
         let panicked = outcome == Outcome::Panicked;
-        // One clock read serves the statistics and the re-arm deadline: an
-        // upper bound of now, as a deadline needs (see
-        // `Clock::deadline_base_ns`).
+        // One clock read serves the statistics and the re-arm deadline. It is an
+        // upper bound of now, as a deadline needs. See `Clock::deadline_base_ns`.
         let end_ns = self.runtime.timing().clock.deadline_base_ns();
         let ran_us = self.stats.ended(end_ns / 1_000);
         if panicked {
@@ -295,8 +304,8 @@ impl<R: Runtime> Core<R> {
         crate::metrics::iteration_ended(self.name(), outcome, ran_us);
         #[cfg(feature = "metrics")]
         {
-            // A follow-up reserved, or a request newer than this run's
-            // (DUE or AT) waits for its run.
+            // A follow-up reserved, or a request newer than this run's, DUE or AT,
+            // waits for its run.
             let state = self.state.snapshot();
             let pending = state.is_reserved()
                 || matches!(self.request.peek().kind(), Kind::Due | Kind::At { .. });
@@ -317,43 +326,42 @@ impl<R: Runtime> Core<R> {
             }
         };
         self.last_delay.returned(next);
-        // The outcome goes to the shutdown report if the scan listed this
-        // run: looked up before `exit`, or after it if the scan had not run
-        // yet — it may read RUNNING between the first look and `exit`; the
-        // AcqRel `exit` then reads the scan's AcqRel `touch`, so the second
-        // look sees `closed` and the scan's report. A scan after the `exit`
-        // may have listed a later iteration instead: the version the `exit`
-        // read tells (`loom_shutdown` checks every side).
+        // The outcome goes to the shutdown report if the scan listed this run. It
+        // is looked up before `exit`. It is looked up again after `exit` if the
+        // scan had not run yet, since the scan may read RUNNING between the first
+        // look and `exit`. The AcqRel `exit` then reads the scan's AcqRel `touch`.
+        // So the second look sees `closed` and the scan's report. A scan after the
+        // `exit` may have listed a later iteration instead. The version that the
+        // `exit` read tells them apart. `loom_shutdown` checks every side.
         let recorded =
             self.runtime.is_closed() && self.runtime.ledger().finish(self, outcome, None);
         let (exit, seen) = self.state.exit_seen(version);
         if !recorded && self.runtime.is_closed() {
             self.runtime.ledger().finish(self, outcome, Some(seen));
         }
-        // After `exit`, so a newer run may already have started (or even
-        // ended) on another thread: the waiters' record only moves forward,
-        // and a newer run serves this run's waiters too.
+        // After `exit`, so a newer run may already have started, or even ended,
+        // on another thread. The waiters' record only moves forward, and a newer
+        // run serves this run's waiters too.
         if let Some(waiters) = self.existing_waiters() {
             waiters.finished(version, outcome);
         }
         match exit {
-            // The follow-up goes back through the pool rather than looping
-            // here, so a fire storm cannot pin this worker (G10).
+            // The follow-up goes back through the pool rather than looping here, so
+            // a fire storm cannot pin this worker, as G10 requires.
             Exit::Rerun { version } => self.rerun(version, adopt),
             Exit::Done { live: true } => self.rearm(version, next?, end_ns, adopt),
-            // A newer request rules. Ending in a poll, serve it here if it is
-            // due and its firer has not reserved it yet (under a storm, the
-            // moment between a fire's `advance` and its `reserve`): the
-            // claim is atomic, so the firer then finds nothing to hand the
-            // pool, or hands it and the dispatch finds nothing.
+            // A newer request rules. Ending in a poll, serve it here if it is due
+            // and its firer has not reserved it yet. Under a storm, that is the
+            // moment between a fire's `advance` and its `reserve`. The claim is
+            // atomic. So the firer then finds nothing to hand the pool, or hands it
+            // and the dispatch finds nothing.
             Exit::Done { live: false } => {
-                // Resumed while this iteration ran: its delay is the
-                // schedule (see `Core::resume`).
+                // Resumed while this iteration ran, so its delay is the schedule. See
+                // `Core::resume`.
                 self.settle_resuming(next, end_ns, OnClosed::List);
-                // Shut down while this iteration ran: a claim of a newer
-                // run the scan marked, cancelled since, is listed here —
-                // or this run's own next one, if only refused fires
-                // advanced past it.
+                // Shut down while this iteration ran. A claim of a newer run that the
+                // scan marked, and that was cancelled since, is listed here. Or this
+                // run's own next one is, if only refused fires advanced past it.
                 self.list_marked_claim(version, || self.next_run(next, end_ns));
                 if adopt.is_some() {
                     self.serve_due(adopt)
@@ -364,10 +372,11 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// `version` is due again at once: through the run queue, or served on
-    /// the spot for an async iteration ending in a poll (see [`Adopt`]).
-    /// The pool's fairness (G10) is not at stake there: serving only calls
-    /// the task for its next future, which the executor task polls among
+    /// `version` is due again at once.
+    ///
+    /// It goes through the run queue. For an async iteration ending in a poll, it is served
+    /// on the spot instead. See [`Adopt`]. The pool's fairness of G10 is not at stake there.
+    /// Serving only calls the task for its next future, which the executor task polls among
     /// the executor's others.
     pub(super) fn rerun(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
         if adopt.is_none() {
@@ -385,8 +394,8 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Scheduler side: `version` is due again at once (a re-run after a
-    /// reservation, or a zero re-arm delay).
+    /// Scheduler side. `version` is due again at once, as a re-run after a reservation or
+    /// after a zero re-arm delay.
     pub(super) fn requeue(self: &Arc<Self>, version: u32) {
         match self.request.install(version, Kind::Due, Installer::Publish) {
             Ok(_) => {
@@ -407,22 +416,23 @@ impl<R: Runtime> Core<R> {
         adopt: Adopt<'_>,
     ) -> Option<InboxPush> {
         if delay.is_zero() {
-            // Due now, and marked so, as the timer marks a run it finds
-            // due: its lateness counts from here, and the shutdown scan
-            // tells its claim from the TAKEN word the ending iteration
-            // leaves (the version is the same; see `claim_unstarted`).
+            // Due now, and marked so, as the timer marks a run it finds due. Its
+            // lateness counts from here. The shutdown scan tells its claim from the
+            // TAKEN word that the ending iteration leaves, since the version is the
+            // same. See `claim_unstarted`.
             self.stats.marked_due(version, now_ns / 1_000);
             return self.rerun(version, adopt);
         }
-        // A delay beyond the clock's range can never come due: stop, as
-        // with `None`.
+        // A delay beyond the clock's range can never come due, so stop, as with
+        // `None`.
         let deadline = self.rearm_deadline(delay, now_ns)?;
         self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)
     }
 
-    /// The run an iteration that returned at `now_ns` asks for with
-    /// `next`, as its re-arm would arm it (`None`: no run, or one that can
-    /// never come due).
+    /// The run that an iteration returned at `now_ns` asks for with `next`, as its re-arm
+    /// would arm it.
+    ///
+    /// `None` means no run, or one that can never come due.
     fn next_run(&self, next: Option<Duration>, now_ns: u64) -> Option<Kind> {
         match next? {
             delay if delay.is_zero() => Some(Kind::Due),
@@ -433,12 +443,13 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// The deadline (µs) of the run an iteration that returned at `now_ns`
-    /// asks for `delay` (> 0) later: rounded up to the tick, then onto the
-    /// coalescing grid if the scheduler coalesces; `None` past the clock's
-    /// range. The re-arm and the shutdown report's listing of that run
-    /// (`list_marked_claim`) both come here, so the report names the very
-    /// deadline the run would have had.
+    /// The deadline, in µs, of the run that an iteration returned at `now_ns` asks for
+    /// `delay` later, with `delay` above zero.
+    ///
+    /// The deadline is rounded up to the tick, then onto the coalescing grid if the scheduler
+    /// coalesces. It is `None` past the clock's range. The re-arm and the shutdown report's
+    /// listing of that run, in `list_marked_claim`, both come here. So the report names the
+    /// very deadline the run would have had.
     #[inline]
     pub(super) fn rearm_deadline(&self, delay: Duration, now_ns: u64) -> Option<u64> {
         let deadline = deadline_us(now_ns, delay, self.runtime.timing().tick_us)?;

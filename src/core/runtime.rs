@@ -1,13 +1,12 @@
-//! What the trigger core needs from the runtime that runs it, as one
-//! trait: the core names it, the scheduler implements it
-//! (`scheduler/door.rs`: `impl Runtime for Shared`), and no file of
-//! `core/` imports the scheduler.
+//! What the trigger core needs from the runtime that runs it, as one trait.
 //!
-//! This is tokio's `runtime::task::Schedule` in our terms: the task cell is
-//! `Core<R: Runtime>`, holding an `Arc<R>`; the one scheduler type gives it
-//! a concrete `R`, so every call below is static and the core's size does
-//! not change. A unit test can drive a `Core` with a runtime of its own and
-//! no threads.
+//! The core names the trait and the scheduler implements it, as `impl Runtime for
+//! Shared` in `scheduler/door.rs`. No file of `core/` imports the scheduler.
+//!
+//! This is tokio's `runtime::task::Schedule` in our terms. The task cell is
+//! `Core<R: Runtime>`, holding an `Arc<R>`. The one scheduler type gives it a concrete
+//! `R`. So every call below is static, and the core's size does not change. A unit test
+//! can drive a `Core` with a runtime of its own and no threads.
 //!
 //! | the core needs to…                         | method                                            |
 //! |--------------------------------------------|---------------------------------------------------|
@@ -27,63 +26,66 @@ use crate::shutdown::Ledger;
 use crate::sync::{Arc, Mutex};
 use std::any::Any;
 
-/// The runtime a trigger's core runs on (see the module docs).
+/// The runtime a trigger's core runs on. See the module docs.
 pub(crate) trait Runtime: Send + Sync + Sized + 'static {
-    /// Whether shutdown has begun. A fire that passes this check may still
-    /// race shutdown: the scan's close of its request word then decides
-    /// (see `Request::close`).
+    /// Whether shutdown has begun.
+    ///
+    /// A fire that passes this check may still race shutdown. The scan's close of its request
+    /// word then decides. See `Request::close`.
     fn is_closed(&self) -> bool;
 
     /// The runtime's clock and how deadlines round on it.
     fn timing(&self) -> &Timing;
 
-    /// Queues a due run of `core` for a worker (`wake`: also wake an idle
-    /// one); `false` if the runtime is closed.
+    /// Queues a due run of `core` for a worker. With `wake`, it also wakes an idle one.
+    /// Returns `false` if the runtime is closed.
     fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool;
 
-    /// Hands `core`, whose IN_INBOX flag this caller set, to the timer;
-    /// `false` if the runtime is closed. With `at_once`, the timer takes
-    /// it in now, whatever it requests: its last handle is gone (see
-    /// `Core::let_go`).
+    /// Hands `core`, whose IN_INBOX flag this caller set, to the timer. Returns `false` if
+    /// the runtime is closed.
+    ///
+    /// With `at_once`, the timer takes it in now, whatever it requests. That happens when its
+    /// last handle is gone. See `Core::let_go`.
     fn to_timer(&self, core: &Arc<Core<Self>>, stamp: Stamp, at_once: bool) -> bool;
 
-    /// Wakes the timer for a trigger already with it (see [`Turn`]).
+    /// Wakes the timer for a trigger already with it. See [`Turn`].
     fn poke_timer(&self, turn: Turn);
 
-    /// The shutdown ledger: the registry, the report, the cancel flag.
+    /// The shutdown ledger, which holds the registry, the report and the cancel flag.
     fn ledger(&self) -> &Ledger<Self>;
 
     /// Puts a trigger with a `stuck_after` on the monitor's watch list,
     /// waking the monitor if it parked with nothing to watch.
     fn watch(&self, core: &Arc<Core<Self>>);
 
-    /// A uniformly random number in `0..bound` (`bound` > 0).
+    /// A uniformly random number in `0..bound`, where `bound` is above zero.
     fn random_below(&self, bound: u64) -> u64;
 
-    /// Counts a fire refused because its trigger was paused (a
-    /// scheduler-wide figure: no trigger spends bytes on it).
+    /// Counts a fire refused because its trigger was paused.
+    ///
+    /// It is a scheduler-wide figure, so no trigger spends bytes on it.
     fn refused_paused(&self) {}
 
     /// Counts a panic caught in a task and reports it.
     fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send));
 
-    /// An async iteration was spawned or ended: one alive is counted until
-    /// it ends, so shutdown waits for it.
+    /// An async iteration was spawned or ended. One alive is counted until it ends, so
+    /// shutdown waits for it.
     fn async_alive(&self, alive: Alive);
 
-    /// The lock `pause` and `resume` take (never a fire): it keeps a
-    /// resume from slipping between a pause's two steps (see
-    /// `Core::pause`). One per runtime: both are rare.
+    /// The lock that `pause` and `resume` take, and a fire never does.
+    ///
+    /// It keeps a resume from slipping between a pause's two steps. See `Core::pause`. There
+    /// is one per runtime, since both calls are rare.
     fn pause_lock(&self) -> &Mutex<()>;
 }
 
 /// Why the timer is woken for a trigger it already holds.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Turn {
-    /// The trigger got an earlier deadline: wake the timer if it sleeps
-    /// past it.
+    /// The trigger got an earlier deadline. The timer wakes if it sleeps past it.
     By(u64),
-    /// The trigger lost its last handle: the timer turns at once.
+    /// The trigger lost its last handle, so the timer turns at once.
     Now,
 }
 

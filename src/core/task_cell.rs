@@ -1,13 +1,15 @@
-//! The task cell: what the RUNNING holder alone touches — the task, with
-//! the back-off of a [`PanicPolicy::Retry`](crate::PanicPolicy::Retry) if
-//! it has one — stored in the trigger's own allocation when it fits.
+//! The task cell, which only the RUNNING holder touches.
 //!
-//! A task is one of several kinds (sync or async, with or without a retry
-//! back-off), so the cell keeps it behind a table of functions, as a trait
-//! object would. Unlike a `Box<dyn _>`, the cell keeps a task no larger
-//! than a pointer *in place*: a closure that captures one `Arc` or one
-//! reference — the common case — costs the trigger no allocation of its
-//! own. A larger task is boxed, the box's pointer in the same place.
+//! It holds the task, with the back-off of a
+//! [`PanicPolicy::Retry`](crate::PanicPolicy::Retry) if it has one. It is stored in the
+//! trigger's own allocation when it fits.
+//!
+//! A task is one of several kinds. It is sync or async, with or without a retry back-off.
+//! So the cell keeps it behind a table of functions, as a trait object would. Unlike a
+//! `Box<dyn _>`, the cell keeps a task no larger than a pointer *in place*. A closure that
+//! captures one `Arc` or one reference is the common case. It costs the trigger no
+//! allocation of its own. A larger task is boxed, with the box's pointer in the same
+//! place.
 //!
 //! ```text
 //! TaskCell (two pointers: 16 B on 64-bit targets, inside the core)
@@ -18,8 +20,8 @@
 //! └──────────────────────┴───────────────────────────────────┘
 //! ```
 //!
-//! The cell itself is plain single-threaded code; the core's invariant on
-//! `Core::task` says who may touch it and when.
+//! The cell itself is plain single-threaded code. The core's invariant on `Core::task`
+//! says who may touch it and when.
 
 use crate::async_task::{AsyncBody, AsyncTask, TaskFuture};
 use crate::jitter::RetryBackoff;
@@ -36,16 +38,19 @@ trait Body: Send + 'static {
     /// Calls the task, catching a panic.
     fn call(&mut self) -> Called;
 
-    /// After an iteration's result: the delay before the next attempt if
-    /// it panicked under a retry policy (which a normal return resets).
+    /// After an iteration's result, the delay before the next attempt.
+    ///
+    /// There is one if the task panicked under a retry policy. A normal return resets the
+    /// policy.
     fn settle(&mut self, _result: &std::thread::Result<Option<Duration>>) -> Option<Duration> {
         None
     }
 }
 
-/// A task under [`PanicPolicy::Retry`](crate::PanicPolicy::Retry): the
-/// back-off lives beside it (in the task's box: with it, it is larger than
-/// a pointer).
+/// A task under [`PanicPolicy::Retry`](crate::PanicPolicy::Retry).
+///
+/// The back-off lives beside it, in the task's box. With the back-off, it is larger than
+/// a pointer.
 struct Retrying<B> {
     body: B,
     backoff: RetryBackoff,
@@ -65,8 +70,8 @@ impl<B: Body> Body for Retrying<B> {
             Err(_) => {
                 let next = self.backoff.failed();
                 if next.is_none() {
-                    // Out of retries: the trigger stops until fired again,
-                    // and that fire starts a fresh round of retries.
+                    // Out of retries. The trigger stops until fired again, and that
+                    // fire starts a fresh round of retries.
                     self.backoff.reset();
                 }
                 next
@@ -95,14 +100,14 @@ impl<A: AsyncTask> Body for AsyncBody<A> {
 
 /// What calling the task gave.
 pub(super) enum Called {
-    /// A sync task returned (or panicked).
+    /// A sync task returned or panicked.
     Returned(std::thread::Result<Option<Duration>>),
     /// An async task returned this iteration's future, to spawn on its
     /// executor.
     Started(TaskFuture),
 }
 
-/// One pointer's room: the task itself, or a pointer to its box.
+/// One pointer's room, for the task itself or a pointer to its box.
 type Slot = MaybeUninit<*mut ()>;
 
 /// Whether a `B` is kept in the slot itself rather than boxed.
@@ -110,16 +115,19 @@ const fn fits<B>() -> bool {
     size_of::<B>() <= size_of::<Slot>() && align_of::<B>() <= align_of::<Slot>()
 }
 
-/// What the cell does with its task, for one task type: a trait object's
-/// vtable, written out because the task may live in the cell itself.
+/// What the cell does with its task, for one task type.
+///
+/// It is a trait object's vtable, written out because the task may live in the cell
+/// itself.
 struct BodyTable {
     call: unsafe fn(*mut Slot) -> Called,
     settle: unsafe fn(*mut Slot, &std::thread::Result<Option<Duration>>) -> Option<Duration>,
     drop: unsafe fn(*mut Slot),
 }
 
-/// The [`BodyTable`] of a `B`, as a constant (so `&Table::<B>::TABLE` is
-/// a `'static` promoted constant, one per task type).
+/// The [`BodyTable`] of a `B`, as a constant.
+///
+/// So `&Table::<B>::TABLE` is a `'static` promoted constant, one per task type.
 struct Table<B>(PhantomData<B>);
 
 impl<B: Body> Table<B> {
@@ -138,12 +146,12 @@ impl<B: Body> Table<B> {
 /// caller has the cell exclusively for `'a`.
 unsafe fn body<'a, B>(slot: *mut Slot) -> &'a mut B {
     if fits::<B>() {
-        // SAFETY: `with_body` wrote a `B` at the slot's start (it fits, in
-        // size and alignment); the caller has the cell exclusively.
+        // SAFETY: `with_body` wrote a `B` at the slot's start, since it fits in size
+        // and alignment. The caller has the cell exclusively.
         unsafe { &mut *slot.cast::<B>() }
     } else {
-        // SAFETY: `with_body` wrote the pointer of a boxed `B`, which
-        // lives until `drop_body`; the caller has the cell exclusively.
+        // SAFETY: `with_body` wrote the pointer of a boxed `B`, which lives until
+        // `drop_body`. The caller has the cell exclusively.
         unsafe { &mut **slot.cast::<*mut B>() }
     }
 }
@@ -169,34 +177,34 @@ unsafe fn settle<B: Body>(
 
 /// # Safety
 ///
-/// As [`body`]; the cell is not used again.
+/// As [`body`]. The cell is not used again.
 unsafe fn drop_body<B>(slot: *mut Slot) {
     if fits::<B>() {
-        // SAFETY: the slot holds a live `B` (see `body`), dropped once: the
-        // cell is being dropped.
+        // SAFETY: the slot holds a live `B`, as `body` says. It is dropped once,
+        // since the cell is being dropped.
         unsafe { slot.cast::<B>().drop_in_place() }
     } else {
-        // SAFETY: the pointer came from `Box::into_raw` in `with_body`, and
-        // is given back once: the cell is being dropped.
+        // SAFETY: the pointer came from `Box::into_raw` in `with_body`. It is given
+        // back once, since the cell is being dropped.
         drop(unsafe { Box::from_raw(*slot.cast::<*mut B>()) });
     }
 }
 
-/// The task of one trigger (two pointers).
+/// The task of one trigger, in two pointers.
 pub(crate) struct TaskCell {
     table: &'static BodyTable,
     slot: Slot,
 }
 
-// SAFETY: the slot owns a `B: Body`, which is `Send` (the trait requires
-// it), in place or boxed: moving the cell to another thread moves only
-// that `B`, as moving a `Box<dyn Body>` would.
+// SAFETY: the slot owns a `B: Body`, in place or boxed. The trait requires `B`
+// to be `Send`. Moving the cell to another thread moves only that `B`, as
+// moving a `Box<dyn Body>` would.
 unsafe impl Send for TaskCell {}
 
 impl Drop for TaskCell {
     fn drop(&mut self) {
-        // SAFETY: `table` and `slot` were built together by `with_body`;
-        // `&mut self` is exclusive, and the cell is not used again.
+        // SAFETY: `table` and `slot` were built together by `with_body`. `&mut self`
+        // is exclusive, and the cell is not used again.
         unsafe { (self.table.drop)(&mut self.slot) }
     }
 }
@@ -221,8 +229,8 @@ impl TaskCell {
     fn with_body<B: Body>(body: B) -> Self {
         let mut slot = Slot::uninit();
         if fits::<B>() {
-            // SAFETY: a `B` fits in the slot, in size and alignment (a
-            // `MaybeUninit` may hold any bytes); `drop_body` drops it.
+            // SAFETY: a `B` fits in the slot, in size and alignment. A `MaybeUninit`
+            // may hold any bytes. `drop_body` drops it.
             unsafe { slot.as_mut_ptr().cast::<B>().write(body) };
         } else {
             slot.write(Box::into_raw(Box::new(body)).cast());
@@ -235,13 +243,15 @@ impl TaskCell {
 
     /// Calls the task, catching a panic.
     pub(super) fn call(&mut self) -> Called {
-        // SAFETY: `table` and `slot` were built together by `with_body`;
-        // `&mut self` is exclusive.
+        // SAFETY: `table` and `slot` were built together by `with_body`. `&mut self`
+        // is exclusive.
         unsafe { (self.table.call)(&mut self.slot) }
     }
 
-    /// After an iteration's result: the delay before the next attempt if
-    /// it panicked under a retry policy (which a normal return resets).
+    /// After an iteration's result, the delay before the next attempt.
+    ///
+    /// There is one if the task panicked under a retry policy. A normal return resets the
+    /// policy.
     pub(super) fn settle(
         &mut self,
         result: &std::thread::Result<Option<Duration>>,
@@ -261,9 +271,9 @@ mod tests {
 
     #[test]
     fn async_support_costs_a_sync_trigger_no_bytes() {
-        // One table pointer and one slot for any kind of task (a retry
-        // back-off lives in the task's box), and the async task's cancel
-        // slot and the name in the (usually absent) policy box.
+        // One table pointer and one slot for any kind of task. A retry back-off
+        // lives in the task's box. The async task's cancel slot and the name
+        // live in the policy box, which is usually absent.
         assert_eq!(size_of::<TaskCell>(), 16);
         assert_eq!(size_of::<Option<Box<Policies>>>(), 8);
     }
@@ -282,9 +292,10 @@ mod tests {
         ))
     }
 
-    /// Runs `cell` three times, each run expected to count in `runs` and
-    /// return `delay`; then drops it, which must drop the task (the only
-    /// other holder of `runs`).
+    /// Runs `cell` three times, each run expected to count in `runs` and return `delay`.
+    ///
+    /// Then it drops the cell, which must drop the task. The task is the only other holder of
+    /// `runs`.
     fn runs_and_drops_once(mut cell: TaskCell, runs: &Arc<AtomicU32>, delay: Duration) {
         for round in 1..=3 {
             let result = returned(cell.call());

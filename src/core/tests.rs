@@ -1,7 +1,8 @@
-//! The core driven by a runtime of the test's own: no scheduler, no
-//! threads. [`TestRuntime`] queues runs and inbox pushes in plain vectors
-//! and moves a manual clock, so a test plays the worker and the timer by
-//! hand and sees every hand-off the core makes.
+//! The core driven by a runtime of the test's own, with no scheduler and no threads.
+//!
+//! [`TestRuntime`] queues runs and inbox pushes in plain vectors and moves a manual
+//! clock. So a test plays the worker and the timer by hand, and sees every hand-off the
+//! core makes.
 
 use super::{Alive, Core, Runtime, TaskCell, Turn};
 use crate::clock::{Clock, ManualTime, Timing};
@@ -27,8 +28,9 @@ pub(crate) struct TestRuntime {
     pub(crate) panics: Mutex<Vec<String>>,
     ledger: Ledger<TestRuntime>,
     pausing: Mutex<()>,
-    /// Run (once) by the next caller of `pause_lock`, before it locks: a
-    /// test forces what happens between a call's look and its lock.
+    /// Run once by the next caller of `pause_lock`, before it locks.
+    ///
+    /// With it, a test forces what happens between a call's look and its lock.
     before_pause_lock: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
@@ -72,7 +74,7 @@ impl TestRuntime {
         )
     }
 
-    /// Plays a worker: serves every queued run; returns how many it took.
+    /// Plays a worker. Serves every queued run, and returns how many it took.
     pub(crate) fn run_queued(&self) -> usize {
         let queued = std::mem::take(&mut *self.queued.lock().unwrap());
         for core in &queued {
@@ -124,14 +126,14 @@ impl Runtime for TestRuntime {
 
 #[test]
 fn a_core_stays_within_its_byte_budget() {
-    // 32 B of state words, flags, slot, handle count and last delay; 56 B
-    // of statistics (the rare ones apart, behind `rare` with the
-    // policies); 32 B of task cell (a task of one pointer in place) and
-    // pointers to the runtime and the rare part. The `Arc` adds 16 (and no
-    // handle `Arc` is needed: the handles are counted here). Growing it
-    // costs every idle trigger. The runtime is a type parameter: any
-    // runtime's core has the same size. Feature `metrics` adds the two
-    // counts it last reported (16 B).
+    // 32 B of state words, flags, slot, handle count and last delay. 56 B of
+    // statistics, the rare ones apart, behind `rare` with the policies. 32 B
+    // of task cell, with a task of one pointer in place, and pointers to the
+    // runtime and the rare part. The `Arc` adds 16. No handle `Arc` is
+    // needed, since the handles are counted here. Growing the core costs
+    // every idle trigger. The runtime is a type parameter, so any runtime's
+    // core has the same size. Feature `metrics` adds 16 B for the two counts
+    // it last reported.
     let budget = if cfg!(feature = "metrics") { 136 } else { 120 };
     let size = std::mem::size_of::<Core<TestRuntime>>();
     assert!(size <= budget, "{size}");
@@ -149,11 +151,11 @@ fn fires_coalesce_into_one_queued_run_without_a_scheduler() {
     for _ in 0..3 {
         core.fire().unwrap();
     }
-    // One queue slot: the runtime was handed the trigger once (G9).
+    // One queue slot, so the runtime was handed the trigger once, per G9.
     assert_eq!(runtime.queued.lock().unwrap().len(), 1);
     assert_eq!(runtime.run_queued(), 1);
     assert_eq!(*runs.lock().unwrap(), 1);
-    // Served: nothing left, the next fire queues again.
+    // Served, so nothing is left and the next fire queues again.
     assert_eq!(runtime.run_queued(), 0);
     core.fire().unwrap();
     assert_eq!(runtime.run_queued(), 1);
@@ -162,9 +164,9 @@ fn fires_coalesce_into_one_queued_run_without_a_scheduler() {
 
 #[test]
 fn fires_into_a_queued_run_count_toward_giving_way() {
-    // A storm's fires while the run waits in the queue have nothing left
-    // to do: each counts toward the firer's next yield, as fires into a
-    // reserved re-run do. The first fire queues the run and does not.
+    // A storm's fires while the run waits in the queue have nothing left to
+    // do. Each counts toward the firer's next yield, as fires into a reserved
+    // re-run do. The first fire queues the run and does not count.
     let runtime = TestRuntime::new();
     let core = runtime.bind(|| None);
     let counted = || super::give_way::COALESCED.with(std::cell::Cell::get);
@@ -183,8 +185,8 @@ fn fires_into_a_queued_run_count_toward_giving_way() {
         "served: the next fire queues again"
     );
     // A dispatch popped the run and cleared its queue flag, not yet taking
-    // the request: a fire then finds it due but queues it again itself —
-    // it handed something on, so it does not count.
+    // the request. A fire then finds it due but queues it again itself. It
+    // handed something on, so it does not count.
     let popped = std::mem::take(&mut *runtime.queued.lock().unwrap());
     assert_eq!(popped.len(), 1);
     core.queued.swap(false, Ordering::Acquire);
@@ -199,10 +201,10 @@ fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
     let core = runtime.bind(|| None);
     core.fire_after(Duration::from_millis(5)).unwrap();
     core.fire_after(Duration::from_millis(3)).unwrap();
-    // IN_INBOX: the second re-arm finds the trigger with the timer already.
+    // Because of IN_INBOX, the second re-arm finds the trigger with the timer already.
     assert_eq!(runtime.to_timer.lock().unwrap().len(), 1);
     assert!(runtime.queued.lock().unwrap().is_empty());
-    // Play the timer: the inbox item is read, and at its deadline expired.
+    // Play the timer. The inbox item is read, and at its deadline expired.
     let seen = core.request().leave_inbox();
     assert_eq!(seen.kind().deadline(0), Some(3_000));
     runtime.time.set_us(3_000);
@@ -214,9 +216,9 @@ fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
 
 #[test]
 fn a_re_run_stays_with_its_worker_however_long_the_iteration_ran() {
-    // A firer's run wakes a worker; the re-run a fire reserved during a
-    // long iteration (5 ms on the manual clock) goes back to the queue
-    // without waking anyone: the worker that ran it normally takes it next.
+    // A firer's run wakes a worker. A fire reserved a re-run during a long
+    // iteration, 5 ms on the manual clock. That re-run goes back to the queue
+    // without waking anyone. The worker that ran it normally takes it next.
     let runtime = TestRuntime::new();
     let this: Arc<std::sync::OnceLock<Weak<Core<TestRuntime>>>> = Arc::default();
     let (time, me) = (Arc::clone(&runtime.time), Arc::clone(&this));
@@ -252,9 +254,9 @@ fn a_suspended_deadline_does_not_expire() {
 
 #[test]
 fn a_deadline_re_armed_after_filing_expires_only_once_filed_again() {
-    // The wheel entry keeps no copy of the word it was filed for: a newer
-    // AT request sits in the inbox (IN_INBOX), so the entry's old deadline
-    // finds nothing due; once the timer takes the new one in, it is.
+    // The wheel entry keeps no copy of the word it was filed for. A newer AT
+    // request sits in the inbox, behind IN_INBOX. So the entry's old deadline
+    // finds nothing due. Once the timer takes the new one in, it is due.
     let runtime = TestRuntime::new();
     let core = runtime.bind(|| None);
     core.fire_after(Duration::from_millis(5)).unwrap();
@@ -292,10 +294,10 @@ fn a_closed_runtime_refuses_fires() {
 
 #[test]
 fn a_suspend_meeting_a_pause_lifted_meanwhile_tells_the_waiters_of_what_it_cancelled() {
-    // The suspend sees the trigger paused; before it takes the pause lock,
-    // a resume lifts the pause and a waiter's fire is accepted. The
-    // suspend then cancels that fire too, and its waiter hears
-    // "suspended" at once — not after its whole timeout.
+    // The suspend sees the trigger paused. Before it takes the pause lock, a
+    // resume lifts the pause and a waiter's fire is accepted. The suspend
+    // then cancels that fire too. Its waiter hears "suspended" at once,
+    // not after its whole timeout.
     use crate::core::ResumeTo;
     use crate::error::WaitError;
     use std::time::Instant;
@@ -327,8 +329,8 @@ fn a_suspend_meeting_a_pause_lifted_meanwhile_tells_the_waiters_of_what_it_cance
         took < Duration::from_secs(10),
         "waited out its timeout: {took:?}"
     );
-    // Nothing runs: the suspend cancelled the accepted fire (its queued
-    // dispatch finds nothing to serve).
+    // Nothing runs, since the suspend cancelled the accepted fire. Its
+    // queued dispatch finds nothing to serve.
     runtime.run_queued();
     assert_eq!(*runs.lock().unwrap(), 0);
     assert!(!core.is_paused());

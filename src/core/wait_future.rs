@@ -1,6 +1,7 @@
-//! `fire_and_wait_async`'s future: an async waiter on a trigger's
-//! [`Waiters`](crate::wait::Waiters), resolving as the blocking wait
-//! returns, without blocking.
+//! `fire_and_wait_async`'s future.
+//!
+//! It is an async waiter on a trigger's [`Waiters`](crate::wait::Waiters). It resolves as
+//! the blocking wait returns, without blocking.
 
 use super::{Core, Runtime};
 use crate::context::Outcome;
@@ -10,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The async side of a waiter (no deadline: the caller adds one).
+/// The async side of a waiter. It has no deadline, since the caller adds one.
 pub(crate) struct WaitFuture<R: Runtime> {
     core: Arc<Core<R>>,
     fired: u32,

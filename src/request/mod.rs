@@ -1,7 +1,9 @@
-//! The request word: one `AtomicU64` pairing the live version with what it
-//! asks for (nothing, "run now", or "run at T"), so a dispatch serves the
-//! request that is live when it runs instead of a version made stale by a
-//! newer fire (G13), and the timer holds one entry per trigger (G9).
+//! The request word.
+//!
+//! It is one `AtomicU64` that pairs the live version with what it asks for. That is
+//! nothing, "run now", or "run at T". So a dispatch serves the request that is live when
+//! it runs, instead of a version made stale by a newer fire, as G13 requires. And the
+//! timer holds one entry per trigger, as G9 requires.
 //!
 //! ```text
 //!  bits 34..=63        bit 33     bits 28..=32   bits 0..=27
@@ -21,45 +23,42 @@
 //! tag 31     : IDLE  — nothing requested (suspend, or a fresh trigger)
 //! ```
 //!
-//! PAUSED is a mode, not a request: `pause` installs it over whatever the
-//! word holds, and every later publish is refused — only raising the
-//! word's version to the refused one, so a `resume` knows which version
-//! its own request must be at least (see `Core::resume`).
+//! PAUSED is a mode, not a request. `pause` installs it over whatever the word holds, and
+//! every later publish is refused. A refused publish only raises the word's version to
+//! its own. So a `resume` knows which version its own request must at least have. See
+//! `Core::resume`.
 //!
-//! IN_INBOX says the trigger sits in the timer's inbox. Keeping it in this
-//! word lets `fire_after` install its request and claim the inbox slot in
-//! one compare-exchange, and lets the timer leave the inbox and read the
-//! request in one RMW. Every AT install sets it, and only the timer's
-//! `leave_inbox` clears it (and the `take_in` that called it files the
-//! word it read): an AT word without IN_INBOX is therefore the one the
-//! timer filed last, which is why a wheel entry keeps no
-//! copy of it (see `Core::expire`).
+//! IN_INBOX says the trigger sits in the timer's inbox. Keeping it in this word lets
+//! `fire_after` install its request and claim the inbox slot in one compare-exchange. It
+//! also lets the timer leave the inbox and read the request in one RMW. Every AT install
+//! sets it. Only the timer's `leave_inbox` clears it, and the `take_in` that called it
+//! files the word it read. So an AT word without IN_INBOX is the one the timer filed
+//! last. That is why a wheel entry keeps no copy of it. See `Core::expire`.
 //!
-//! A deadline needs more than the bits left beside the version, so an AT
-//! request stores it like a float: the exponent `e` (even) is the smallest
-//! that makes the delay fit in 26 bits of `2^e` µs units, and the mantissa
-//! holds the deadline's units (rounded **up**, so never early) modulo 2^28.
-//! The reader rebuilds the full deadline from its own clock: the unique
-//! value within ±2^27 units of now. Delays under 67 s keep microsecond
-//! precision; an hour rounds up by at most 64 µs; the horizon is the whole
-//! `u64` µs range. The timer may read a request long after it was
-//! published — every worker busy for minutes, the process stopped, the VM
-//! paused — so the inbox push carries a [`Stamp`]: the request pushed and
-//! the pusher's clock. The timer rebuilds the pushed request's deadline
-//! against that clock, exactly however late; only a request re-published
-//! while the trigger sat in the inbox is rebuilt against the timer's own
-//! clock (it is recent: the timer role was held again before it aged).
+//! A deadline needs more than the bits left beside the version. So an AT request stores
+//! it like a float. The exponent `e` is even. It is the smallest that makes the delay fit
+//! in 26 bits of `2^e` µs units. The mantissa holds the deadline's units modulo 2^28. They
+//! are rounded **up**, so the deadline is never early. The reader rebuilds the full
+//! deadline from its own clock, as the unique value within ±2^27 units of now. Delays
+//! under 67 s keep microsecond precision. An hour rounds up by at most sixty-four
+//! microseconds. The horizon is the whole `u64` µs range.
+//!
+//! The timer may read a request long after it was published. Every worker may be busy
+//! for minutes, the process stopped, or the VM paused. So the inbox push carries a
+//! [`Stamp`], holding the request pushed and the pusher's clock. The timer rebuilds the
+//! pushed request's deadline against that clock, exactly, however late. Only a request
+//! re-published while the trigger sat in the inbox is rebuilt against the timer's own
+//! clock. That request is recent, since the timer role was held again before it aged.
 //!
 //! # Orderings
 //!
-//! * **caller → worker**: [`Request::publish`] is a *Release* CAS (AcqRel,
-//!   see below); [`Request::take_due`] is an *Acquire* CAS. The timer's
-//!   [`Request::expire`] in between is a Relaxed RMW, which continues the
-//!   release sequence, so the worker still synchronizes with the caller.
-//! * **timer wake-up protocol**: `publish` also *Acquires*, and the inbox
-//!   pusher reads the word with a Release [`Request::touch`]; a publish that
-//!   comes later in this word's modification order synchronizes with the
-//!   pusher (see `scheduler/inbox.rs`).
+//! * **caller → worker**. [`Request::publish`] is a *Release* CAS. It is AcqRel, as the
+//!   next item explains. [`Request::take_due`] is an *Acquire* CAS. The timer's
+//!   [`Request::expire`] in between is a Relaxed RMW. It continues the release sequence,
+//!   so the worker still synchronizes with the caller.
+//! * **timer wake-up protocol**. `publish` also *Acquires*. The inbox pusher reads the
+//!   word with a Release [`Request::touch`]. A publish that comes later in this word's
+//!   modification order synchronizes with the pusher. See `scheduler/pool/inbox.rs`.
 
 use crate::state::VERSION_MASK;
 use crate::sync::{AtomicU64, Ordering};
@@ -73,11 +72,13 @@ const TAG_SHIFT: u32 = 28;
 const TAG_MASK: u64 = 0x1F;
 const MANTISSA_BITS: u32 = 28;
 const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
-/// A delay must fit in this many bits of units; the other 2 bits of the
-/// mantissa are the reader's margin (lag of up to 2^26 units).
+/// A delay must fit in this many bits of units.
+///
+/// The other 2 bits of the mantissa are the reader's margin, for a lag of up to 2^26
+/// units.
 const DELAY_BITS: u32 = 26;
-/// Largest AT exponent: 26 + 38 = 64 covers every `u64` delay. Exponents
-/// are even, so the tag stores `exp / 2` in 5 bits.
+/// Largest AT exponent. 26 + 38 = 64 covers every `u64` delay. Exponents are even, so the
+/// tag stores `exp / 2` in 5 bits.
 const MAX_EXP: u8 = 38;
 
 const TAG_CLOSED: u8 = 25;
@@ -87,47 +88,49 @@ const TAG_TAKEN: u8 = 29;
 const TAG_DUE: u8 = 30;
 const TAG_IDLE: u8 = 31;
 
-/// The scan's note in a CLOSED word: a run it could not list, because it
-/// found the run's claim rather than its request, which may still be
-/// owed — listed by whoever takes the mark ([`Request::take_mark`]).
+/// The scan's note in a CLOSED word.
+///
+/// It notes a run that the scan could not list, because it found the run's claim rather
+/// than its request. The run may still be owed. Whoever takes the mark lists it. See
+/// [`Request::take_mark`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mark {
     /// Nothing owed.
     None,
-    /// The scan found TAKEN: a worker's claim not yet entered, a
-    /// reservation's re-run, or what an ended iteration leaves.
+    /// The scan found TAKEN. That is a worker's claim not yet entered, a reservation's re-run,
+    /// or what an ended iteration leaves.
     Claim,
-    /// The scan found RESUMING: the run the schedule asks for once the
-    /// iteration in flight ends.
+    /// The scan found RESUMING. The run is the one the schedule asks for once the iteration
+    /// in flight ends.
     Resuming,
 }
 
 /// What a request word asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// Nothing: suspended, stopped, or never fired.
+    /// Nothing, because the trigger is suspended, stopped, or never fired.
     Idle,
     /// Run as soon as a worker is free.
     Due,
     /// A worker has claimed the run of this version.
     Taken,
-    /// Paused: nothing requested, and only a resume installs a request.
+    /// Paused. Nothing is requested, and only a resume installs a request.
     Paused,
-    /// Resumed while an iteration was in flight: nothing requested yet;
-    /// that iteration's returned delay (or, if it ended first, the
-    /// resume) settles what comes next (see `Core::settle_resuming`).
+    /// Resumed while an iteration was in flight, with nothing requested yet.
+    ///
+    /// That iteration's returned delay settles what comes next. If the iteration ended first,
+    /// the resume settles it. See `Core::settle_resuming`.
     Resuming,
-    /// The shutdown scan has been: every install is refused (see
-    /// [`Request::close`]).
+    /// The shutdown scan has been, so every install is refused. See [`Request::close`].
     Closed {
         /// What the scan found that may still owe a run.
         mark: Mark,
-        /// Paused (before or after the scan): only `is_paused` asks.
+        /// Paused, before or after the scan. Only `is_paused` asks.
         paused: bool,
     },
-    /// Run at a deadline (encoded; see [`Kind::deadline`]).
+    /// Run at a deadline. See [`Kind::deadline`] for the encoding.
     At {
-        /// Unit exponent: units are `2^exp` µs.
+        /// Unit exponent. Units are `2^exp` µs.
         exp: u8,
         /// Deadline in units, modulo 2^28.
         mantissa: u32,
@@ -148,14 +151,14 @@ impl Kind {
         }
     }
 
-    /// The full deadline (µs) of an AT request, rebuilt near `now_us`.
+    /// The full deadline of an AT request in µs, rebuilt near `now_us`.
     pub(crate) fn deadline(self, now_us: u64) -> Option<u64> {
         let Kind::At { exp, mantissa } = self else {
             return None;
         };
         let now_units = now_us >> exp;
         let raw = (u64::from(mantissa).wrapping_sub(now_units)) & MANTISSA_MASK;
-        // Sign-extend the 28-bit difference: the deadline lies within
+        // Sign-extend the 28-bit difference, since the deadline lies within
         // ±2^27 units of now.
         let diff = ((raw << (64 - MANTISSA_BITS)) as i64) >> (64 - MANTISSA_BITS);
         let units = i128::from(now_units) + i128::from(diff);
@@ -225,8 +228,7 @@ impl Word {
         }
     }
 
-    /// Whether the shutdown scan has closed the word (CLOSED, whatever its
-    /// mark).
+    /// Whether the shutdown scan has closed the word. That is CLOSED, whatever its mark.
     #[inline]
     pub(crate) fn is_closed(self) -> bool {
         matches!(self.kind(), Kind::Closed { .. })
@@ -241,7 +243,7 @@ impl Word {
         self.0
     }
 
-    /// This word with the IN_INBOX bit of `flags` (any word).
+    /// This word with the IN_INBOX bit of `flags`, which may be any word.
     fn with_inbox_of(self, flags: u64) -> u64 {
         (self.0 & !IN_INBOX) | (flags & IN_INBOX)
     }
@@ -257,14 +259,16 @@ impl fmt::Debug for Word {
     }
 }
 
-/// An inbox push's note to the timer: the request the pusher installed,
-/// and the clock (µs) it encoded that request's deadline against.
+/// An inbox push's note to the timer.
 ///
-/// An AT deadline is relative (see the module docs): rebuilt against the
-/// reader's clock it is exact within 2^27 units of that clock — 134 s at
-/// microsecond precision — but the timer may read the inbox far later
-/// (every worker busy for minutes, the process stopped, the VM paused).
-/// Rebuilt against the pusher's own clock it is exact however late.
+/// It holds the request the pusher installed, and the clock in µs that it encoded the
+/// request's deadline against.
+///
+/// An AT deadline is relative, as the module docs explain. Rebuilt against the reader's
+/// clock, it is exact within 2^27 units of that clock. That is 134 s at microsecond
+/// precision. But the timer may read the inbox far later. Every worker may be busy for
+/// minutes, the process stopped, or the VM paused. Rebuilt against the pusher's own
+/// clock, the deadline is exact however late.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stamp {
     version: u32,
@@ -273,8 +277,8 @@ pub(crate) struct Stamp {
 }
 
 impl Stamp {
-    /// Plain moves: built on every `fire_after`, needed only by the one
-    /// that pushes.
+    /// Plain moves. A `Stamp` is built on every `fire_after`, but needed only by the one that
+    /// pushes.
     #[inline]
     pub(crate) fn new(version: u32, kind: Kind, now_us: u64) -> Self {
         Self {
@@ -294,12 +298,14 @@ impl Stamp {
         self.now_us
     }
 
-    /// The deadline of `seen`, the word the timer read as it took the
-    /// trigger from the inbox at `now_us`: the pushed request's, exactly;
-    /// a newer one's (published while the trigger sat in the inbox, so
-    /// recent unless the timer role pauses again before it is read) rebuilt
-    /// near `now_us` — when even that is more than 2^27 units old, the
-    /// rebuilt deadline is a multiple of 2^28 units late, never early.
+    /// The deadline of `seen`, the word the timer read as it took the trigger from the inbox
+    /// at `now_us`.
+    ///
+    /// The pushed request's deadline comes out exactly. A newer request was published while
+    /// the trigger sat in the inbox. So it is recent, unless the timer role pauses again
+    /// before it is read. Its deadline is rebuilt near `now_us`. If even that request is more
+    /// than 2^27 units old, the rebuilt deadline is a multiple of 2^28 units late, never
+    /// early.
     pub(crate) fn deadline(self, seen: Word, now_us: u64) -> Option<u64> {
         let pushed = seen.version() == self.version & VERSION_MASK && seen.kind() == self.kind;
         seen.kind()
@@ -307,8 +313,10 @@ impl Stamp {
     }
 }
 
-/// Whether version `a` is newer than `b` in 30-bit wrapping order (within
-/// half the ring, 2^29 versions: far beyond any request in flight).
+/// Whether version `a` is newer than `b` in 30-bit wrapping order.
+///
+/// That holds within half the ring, 2^29 versions, which is far beyond any request in
+/// flight.
 pub(crate) fn is_newer(a: u32, b: u32) -> bool {
     let distance = a.wrapping_sub(b) & VERSION_MASK;
     distance != 0 && distance < (VERSION_MASK >> 1) + 1
@@ -322,25 +330,25 @@ pub(crate) fn at_least(a: u32, b: u32) -> bool {
 /// Whose request [`Request::install`] installs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Installer {
-    /// A firer's, or the scheduler's own: refused while paused.
+    /// A firer's request, or the scheduler's own. It is refused while paused.
     Publish,
-    /// A resume's: only over PAUSED.
+    /// A resume's request. It goes in only over PAUSED.
     Resume,
-    /// The schedule a RESUMING word waited for: only over that word.
+    /// The schedule a RESUMING word waited for. It goes in only over that word.
     Settle,
 }
 
 /// Why [`Request::install`] installed nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
-    /// A newer version is installed: its request wins.
+    /// A newer version is installed, and its request wins.
     Newer,
-    /// The trigger is paused (a firer's request).
+    /// The trigger is paused. This refuses a firer's request.
     Paused,
-    /// The trigger is not paused (a resume's request), or the RESUMING
-    /// word was settled or replaced already (a settling one).
+    /// The trigger is not paused, for a resume's request. For a settling request, the
+    /// RESUMING word was settled or replaced already.
     NotPaused,
-    /// The shutdown scan has closed the word (CLOSED): nothing goes in.
+    /// The shutdown scan has closed the word, so nothing goes in.
     Closed,
 }
 
@@ -357,47 +365,51 @@ impl Request {
         }
     }
 
-    /// Reads the word: for statistics, the paused checks, and the timer's
-    /// expiry (see `Core::expire`). Relaxed: a recent value is enough —
-    /// every decision taken on it is then made by an RMW that fails if the
-    /// word moved on.
+    /// Reads the word for statistics, the paused checks, and the timer's expiry. See
+    /// `Core::expire`.
+    ///
+    /// Relaxed: a recent value is enough. Every decision taken on it is then made by an RMW
+    /// that fails if the word moved on.
     #[inline]
     pub(crate) fn peek(&self) -> Word {
         Word(self.word.load(Ordering::Relaxed))
     }
 
-    /// Reads the word, for models and tests. Relaxed: it orders nothing.
+    /// Reads the word, for models and tests.
+    ///
+    /// Relaxed: it orders nothing.
     #[cfg(any(test, loom))]
     pub(crate) fn load(&self) -> Word {
         Word(self.word.load(Ordering::Relaxed))
     }
 
-    /// Every conditional transition goes through the one compare-exchange
-    /// loop of `word.rs` (as `State::update`): `step` maps the word read to
-    /// a [`Step`] — write a new raw word with the ordering that transition
-    /// needs, or leave it — and the outcome to return.
+    /// Every conditional transition goes through the one compare-exchange loop of `word.rs`,
+    /// as `State::update` does.
+    ///
+    /// `step` maps the word read to a [`Step`] and the outcome to return. The step writes a
+    /// new raw word with the ordering that transition needs, or leaves the word.
     #[inline]
     fn update<T>(&self, mut step: impl FnMut(Word) -> Step<T>) -> T {
         word::update(&self.word, |raw| step(Word(raw)))
     }
 
-    /// Installs `kind` for `version` unless a newer version is already
-    /// installed or the trigger is paused (an AT request sets IN_INBOX
-    /// too); returns the word it replaced, or `None` if refused.
-    /// Same-version writes are allowed (exit re-arms, re-runs after a
-    /// reservation).
+    /// Installs `kind` for `version` unless a newer version is already installed or the
+    /// trigger is paused. Returns the word it replaced, or `None` if refused.
+    ///
+    /// An AT request sets IN_INBOX too. Same-version writes are allowed, for exit re-arms and
+    /// re-runs after a reservation.
     #[cfg(test)]
     pub(crate) fn publish(&self, version: u32, kind: Kind) -> Option<Word> {
         self.install(version, kind, Installer::Publish).ok()
     }
 
-    /// [`publish`](Self::publish), telling why it was refused. A resume's
-    /// request goes in only over PAUSED (and never under a newer version);
-    /// a settling one only over the RESUMING word of `version`. A firer's
-    /// request that meets PAUSED
-    /// raises the paused word's version to its own: the resume that later
-    /// finds it newer than its own request advances again, so the request
-    /// it installs is never made stale by a fire refused meanwhile.
+    /// [`publish`](Self::publish), telling why it was refused.
+    ///
+    /// A resume's request goes in only over PAUSED, and never under a newer version. A
+    /// settling one goes in only over the RESUMING word of `version`. A firer's request that
+    /// meets PAUSED raises the paused word's version to its own. The resume that later finds
+    /// it newer than its own request advances again. So the request it installs is never
+    /// made stale by a fire refused meanwhile.
     #[inline]
     pub(crate) fn install(
         &self,
@@ -405,10 +417,9 @@ impl Request {
         kind: Kind,
         installer: Installer,
     ) -> Result<Word, Refused> {
-        // Every AT request goes to the timer through the inbox, so only the
-        // timer's `leave_inbox` ever clears IN_INBOX under an AT request:
-        // an AT word without it is the one the timer filed last (see
-        // `Core::expire`).
+        // Every AT request goes to the timer through the inbox. So only the
+        // timer's `leave_inbox` ever clears IN_INBOX under an AT request. An AT
+        // word without it is the one the timer filed last. See `Core::expire`.
         let to_inbox = matches!(kind, Kind::At { .. });
         let fresh = Word::new(version, kind).raw() | if to_inbox { IN_INBOX } else { 0 };
         let resume = installer == Installer::Resume;
@@ -427,8 +438,8 @@ impl Request {
                     return Step::Keep(Err(Refused::Paused));
                 }
                 let raised = Word::new(version, Kind::Paused).with_inbox_of(current.raw());
-                // Relaxed: the version is only compared, by the resume's
-                // own RMW on this word; no data goes with it.
+                // Relaxed: the version is only compared, by the resume's own RMW on
+                // this word. No data goes with it.
                 return Step::Store(raised, Ordering::Relaxed, Err(Refused::Paused));
             }
             if resume && !paused {
@@ -437,29 +448,31 @@ impl Request {
             if is_newer(current.version(), version) {
                 return Step::Keep(Err(Refused::Newer));
             }
-            // AcqRel: Release hands the caller's writes to the worker's
-            // Acquire in `take_due` (G2); Acquire pairs with `touch` for the
-            // timer wake-up protocol (scheduler/inbox.rs).
+            // AcqRel: Release hands the caller's writes to the worker's Acquire in
+            // `take_due`, for G2. Acquire pairs with `touch` for the timer wake-up
+            // protocol of `scheduler/pool/inbox.rs`.
             let new = fresh | (current.raw() & IN_INBOX);
             Step::Store(new, Ordering::AcqRel, Ok(current))
         })
     }
 
-    /// Installs PAUSED over whatever the word holds, keeping its version
-    /// and IN_INBOX; returns the word it replaced (PAUSED itself if the
-    /// trigger was paused already: then nothing changes). What makes a
-    /// pause hold is the order of RMWs on this word and on the state word
-    /// (see `Core::pause`). Acquire for one datum: a suspend's IDLE word
-    /// replaced here was installed (Release) after the suspend recorded
-    /// its version (`RareCounters::suspended`), which the pause then reads
-    /// to keep the trigger suspended through the resume (G6) — Relaxed, a
-    /// weakly ordered CPU could show it the record from before.
+    /// Installs PAUSED over whatever the word holds, keeping its version and IN_INBOX.
+    /// Returns the word it replaced.
+    ///
+    /// That is PAUSED itself if the trigger was paused already, and then nothing changes.
+    /// What makes a pause hold is the order of RMWs on this word and on the state word. See
+    /// `Core::pause`.
+    ///
+    /// Acquire, for one datum. A suspend recorded its version in `RareCounters::suspended`.
+    /// It then installed its IDLE word with Release, and this call may replace that word.
+    /// The pause reads the record to keep the trigger suspended through the resume, as G6
+    /// requires. With Relaxed, a weakly ordered CPU could show it the record from before.
     pub(crate) fn pause(&self) -> Word {
         self.update(|current| {
             let paused = match current.kind() {
                 Kind::Paused | Kind::Closed { paused: true, .. } => return Step::Keep(current),
-                // Shut down: only noted, for `is_paused`; the scan's mark
-                // stays (a run it stands for was accepted before).
+                // Shut down, so the pause is only noted, for `is_paused`. The
+                // scan's mark stays, since a run it stands for was accepted before.
                 Kind::Closed { mark, .. } => Kind::Closed { mark, paused: true },
                 _ => Kind::Paused,
             };
@@ -468,14 +481,16 @@ impl Request {
         })
     }
 
-    /// Brings the word's version up to `version`, keeping its kind: for
-    /// fires that only bump the state word (coalescing into a reserved
-    /// re-run), so the two versions never drift half the 30-bit ring apart
-    /// — past that, `is_newer` would judge the re-run's publish at `exit`
-    /// older than the word and refuse it. An AT request is left alone (the
-    /// timer files that exact word; none is live while a re-run is
-    /// reserved). Relaxed: it hands nothing on, and as an RMW it keeps every
-    /// release sequence running through the word.
+    /// Brings the word's version up to `version`, keeping its kind.
+    ///
+    /// It serves fires that only bump the state word, by coalescing into a reserved re-run.
+    /// With it, the two versions never drift half the 30-bit ring apart. Past that, `is_newer`
+    /// would judge the re-run's publish at `exit` older than the word, and refuse it. An AT
+    /// request is left alone, since the timer files that exact word. None is live while a
+    /// re-run is reserved.
+    ///
+    /// Relaxed: it hands nothing on. As an RMW, it keeps every release sequence running
+    /// through the word.
     pub(crate) fn catch_up(&self, version: u32) {
         self.update(|current| {
             let keep = matches!(current.kind(), Kind::At { .. }) || current.is_closed();
@@ -487,71 +502,74 @@ impl Request {
         })
     }
 
-    /// Claims a DUE request: DUE → TAKEN. Returns the version to enter.
+    /// Claims a DUE request, turning DUE into TAKEN. Returns the version to enter.
     pub(crate) fn take_due(&self) -> Option<u32> {
         self.update(|current| {
             if current.kind() != Kind::Due {
                 return Step::Keep(None);
             }
             let taken = Word::new(current.version(), Kind::Taken).with_inbox_of(current.raw());
-            // Acquire: pairs with the Release in `publish`, so the iteration
-            // (or the reservation it leaves) sees the caller's writes (G2).
+            // Acquire: pairs with the Release in `publish`. So the iteration, or the
+            // reservation it leaves, sees the caller's writes, as G2 requires.
             Step::Store(taken, Ordering::Acquire, Some(current.version()))
         })
     }
 
-    /// The timer found the AT request `expected` due: AT → DUE, unless the
-    /// word changed since the timer read it (a new request also sets
-    /// IN_INBOX, so the timer will read that one).
+    /// The timer found the AT request `expected` due, and turns AT into DUE.
+    ///
+    /// It does not if the word changed since the timer read it. A new request also sets
+    /// IN_INBOX, so the timer will read that one.
     pub(crate) fn expire(&self, expected: Word) -> bool {
         let due = Word::new(expected.version(), Kind::Due).with_inbox_of(expected.raw());
         self.update(|current| {
             if current != expected {
                 return Step::Keep(false);
             }
-            // Release: hands the timer's statistics (the deadline it marked
-            // due) to the worker's Acquire in `take_due`. The caller's data
-            // needs no more: an RMW continues the release sequence of the
-            // publish it replaces.
+            // Release: hands the timer's statistics, the deadline it marked due, to
+            // the worker's Acquire in `take_due`. The caller's data needs no more,
+            // since an RMW continues the release sequence of the publish it
+            // replaces.
             Step::Store(due, Ordering::Release, true)
         })
     }
 
-    /// Timer side: clears IN_INBOX and returns the request it read, in one
-    /// RMW. A firer that found IN_INBOX set published before this in the
-    /// word's modification order, so this reads that request or a newer one
-    /// (no lost fire_after, G4) — a property of the RMW, not of its
-    /// ordering: Relaxed, as the timer reads only the word's bits, and the
-    /// worker still synchronizes with the caller through the release
-    /// sequence this RMW continues.
+    /// Timer side. Clears IN_INBOX and returns the request it read, in one RMW.
+    ///
+    /// A firer that found IN_INBOX set published before this in the word's modification
+    /// order. So this reads that request or a newer one, and no `fire_after` is lost, as G4
+    /// requires. That is a property of the RMW, not of its ordering.
+    ///
+    /// Relaxed: the timer reads only the word's bits. The worker still synchronizes with the
+    /// caller through the release sequence that this RMW continues.
     pub(crate) fn leave_inbox(&self) -> Word {
         Word(self.word.fetch_and(!IN_INBOX, Ordering::Relaxed) & !IN_INBOX)
     }
 
-    /// Sets IN_INBOX for a push of whatever the word holds, and returns the
-    /// word if this call set it (`None`: the trigger is in the inbox, and
-    /// the timer will read the word later). Relaxed: the push goes through
-    /// the pool's lock, which orders this caller's earlier writes to the
-    /// word before the timer reads it; and if the flag was set, the
-    /// timer's `leave_inbox` that clears it comes later in the word's
-    /// modification order than this RMW, so it reads this caller's earlier
-    /// writes or newer ones anyway.
+    /// Sets IN_INBOX for a push of whatever the word holds. Returns the word if this call set
+    /// the flag.
+    ///
+    /// `None` means the trigger is in the inbox, and the timer will read the word later.
+    ///
+    /// Relaxed: the push goes through the pool's lock, which orders this caller's earlier
+    /// writes to the word before the timer reads it. If the flag was set, the timer's
+    /// `leave_inbox` that clears it comes later in the word's modification order than this
+    /// RMW. So it reads this caller's earlier writes or newer ones anyway.
     pub(crate) fn enter_inbox(&self) -> Option<Word> {
         let old = self.word.fetch_or(IN_INBOX, Ordering::Relaxed);
         (old & IN_INBOX == 0).then_some(Word(old))
     }
 
-    /// Reads the word with an RMW for the inbox pusher: see the wake-up
-    /// protocol in `scheduler/inbox.rs`. Release: a later `publish`
-    /// (Acquire) that reads this write synchronizes with the pusher, and so
-    /// sees the `sleep_until` the pusher judged under the lock.
+    /// Reads the word with an RMW for the inbox pusher. See the wake-up protocol in
+    /// `scheduler/pool/inbox.rs`.
+    ///
+    /// Release: a later Acquire `publish` that reads this write synchronizes with the pusher.
+    /// So it sees the `sleep_until` that the pusher judged under the lock.
     pub(crate) fn touch(&self) -> Word {
         Word(self.word.fetch_or(0, Ordering::Release))
     }
 }
 
-/// What one attempt of a transition does with the request word (a raw
-/// word to store).
+/// What one attempt of a transition does with the request word, as a raw word to store.
 type Step<T> = word::Step<u64, T>;
 
 mod closed;

@@ -1,4 +1,4 @@
-//! Unit tests of the request word: encoding, decoding, transitions.
+//! Unit tests of the request word, for encoding, decoding and transitions.
 
 use super::*;
 
@@ -136,8 +136,8 @@ fn a_stamp_rebuilds_the_pushed_deadline_however_late_it_is_read() {
                 "read {late} µs late"
             );
         }
-        // A newer request (re-published in the inbox) is read near the
-        // timer's clock; without the stamp the pushed one would be too.
+        // A newer request, re-published in the inbox, is read near the timer's
+        // clock. Without the stamp, the pushed one would be too.
         let at = (now + 5 * hour).next_multiple_of(1 << 10); // whole units
         let newer = Word::new(10, Kind::at(at, now + 4 * hour));
         assert_eq!(stamp.deadline(newer, now + 4 * hour), Some(at));

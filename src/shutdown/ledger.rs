@@ -1,8 +1,9 @@
-//! The ledger a runtime keeps for shutdown: the registry of live
-//! triggers, the shutdown scan, the report being drafted and the
-//! cancellation signal tasks poll. The core reaches it through
-//! `Runtime::ledger`; the rules that make the report exact are in this
-//! room's module docs.
+//! The ledger a runtime keeps for shutdown.
+//!
+//! It holds the registry of live triggers, the shutdown scan, the report being drafted,
+//! and the cancellation signal that tasks poll. The core reaches it through
+//! `Runtime::ledger`. The rules that make the report exact are in this room's module
+//! docs.
 
 use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
 use crate::chunked::Chunked;
@@ -13,38 +14,42 @@ use crate::state::next_version;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
 use std::time::Duration;
 
-/// The report while shutdown proceeds; in-flight entries are keyed by the
-/// trigger's address (stable while the scanning worker holds the `Arc`).
+/// The report while shutdown proceeds.
+///
+/// In-flight entries are keyed by the trigger's address. It is stable while the scanning
+/// worker holds the `Arc`.
 #[derive(Default)]
 struct Draft {
     began_us: u64,
     report: ShutdownReport,
-    /// Parallel to `report.in_flight`: the trigger's key and the version
-    /// the scan moved it on to (see [`own_entry`]); `None` once the
-    /// iteration finished (so a later trigger at a reused address is
-    /// never mistaken for it).
+    /// Parallel to `report.in_flight`, the trigger's key and the version the scan moved it on
+    /// to. See [`own_entry`].
+    ///
+    /// An entry is `None` once the iteration finished. So a later trigger at a reused address
+    /// is never mistaken for it.
     in_flight_keys: Vec<Option<(usize, u32)>>,
 }
 
-/// The shutdown ledger of one runtime: the registry of live triggers,
-/// the report being drafted, the cancellation signal, the monitor's watch
-/// list. The core reaches it through `Runtime::ledger`.
+/// The shutdown ledger of one runtime.
+///
+/// It holds the registry of live triggers, the report being drafted, the cancellation
+/// signal, and the monitor's watch list. The core reaches it through `Runtime::ledger`.
 pub(crate) struct Ledger<R: Runtime> {
     registry: Mutex<Registry<R>>,
     /// Triggers with a `stuck_after`, for the monitor to check.
     watched: Mutex<Vec<Weak<Core<R>>>>,
     draft: Mutex<Option<Draft>>,
-    /// Set by `shutdown_now`; polled by tasks through [`is_cancelled`].
+    /// Set by `shutdown_now`, and polled by tasks through [`is_cancelled`].
     pub(crate) cancel: Arc<AtomicBool>,
 }
 
 struct Registry<R: Runtime> {
-    /// In chunks: registering never copies the whole registry under its
-    /// lock (see `chunked.rs`).
+    /// In chunks, so registering never copies the whole registry under its lock. See
+    /// `chunked.rs`.
     slots: Chunked<Weak<Core<R>>>,
     free: Vec<u32>,
-    /// The shutdown scan has taken its list: a trigger registered from
-    /// now on is not scanned, and starts closed.
+    /// The shutdown scan has taken its list. A trigger registered from now on is not scanned,
+    /// and starts closed.
     scanned: bool,
 }
 
@@ -52,13 +57,13 @@ fn key<R: Runtime>(core: &Core<R>) -> usize {
     core.address()
 }
 
-/// The index of the unfinished in-flight entry that is the iteration of
-/// `core` which exited having read the live version `seen` (`None`: not
-/// exited yet). The scan moved the version on past every version read
-/// before it (`State::touch_for_scan`) and noted the one it wrote: an
-/// `exit` that read it, or a later one, came after the scan, so the scan
-/// saw that iteration running; one that read an older version came before
-/// the scan, and the entry is a later iteration's.
+/// The index of the unfinished in-flight entry that is the iteration of `core` which
+/// exited having read the live version `seen`. `None` means not exited yet.
+///
+/// The scan moved the version on past every version read before it, in
+/// `State::touch_for_scan`. It noted the one it wrote. An `exit` that read it, or a later
+/// one, came after the scan. So the scan saw that iteration running. An `exit` that read
+/// an older version came before the scan, and the entry is a later iteration's.
 fn own_entry<R: Runtime>(draft: &Draft, core: &Core<R>, seen: Option<u32>) -> Option<usize> {
     draft.in_flight_keys.iter().position(|k| {
         k.is_some_and(|(listed, scanned_at)| {
@@ -83,8 +88,10 @@ impl<R: Runtime> Default for Ledger<R> {
 }
 
 impl<R: Runtime> Ledger<R> {
-    /// Registers a new trigger; returns its slot, and whether the shutdown
-    /// scan has taken its list already (then the trigger starts closed).
+    /// Registers a new trigger. Returns its slot, and whether the shutdown scan has taken its
+    /// list already.
+    ///
+    /// In that case the trigger starts closed.
     pub(crate) fn register(&self, core: Weak<Core<R>>) -> (u32, bool) {
         let mut registry = lock(&self.registry);
         let slot = match registry.free.pop() {
@@ -100,18 +107,20 @@ impl<R: Runtime> Ledger<R> {
         (slot, registry.scanned)
     }
 
-    /// Whether `shutdown_now` was called, for an async iteration (read
-    /// under its cancel slot's lock; see `core/iteration.rs`). Relaxed: the
-    /// iteration that sees it only ends, and its end records the outcome in
-    /// the report through the state word (`Core::end` looks again after
-    /// its AcqRel `exit`), not through this flag. (It was Release/Acquire
-    /// while the end looked only once; `loom_async` needs neither now.)
+    /// Whether `shutdown_now` was called, for an async iteration.
+    ///
+    /// It is read under the iteration's cancel slot's lock. See `core/iteration.rs`.
+    ///
+    /// Relaxed: the iteration that sees it only ends. Its end records the outcome in the
+    /// report through the state word, not through this flag. `Core::end` looks again after
+    /// its AcqRel `exit`. The flag was Release/Acquire while the end looked only once.
+    /// `loom_async` needs neither now.
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
     }
 
-    /// `shutdown_now`, after setting the flag: wakes every async iteration
-    /// in flight so it sees it at its next `.await`.
+    /// Called by `shutdown_now` after it sets the flag. Wakes every async iteration in
+    /// flight, so it sees the flag at its next `.await`.
     pub(crate) fn wake_async(&self) {
         for core in self.live() {
             if let Some(slot) = core.cancel_slot() {
@@ -125,15 +134,17 @@ impl<R: Runtime> Ledger<R> {
         lock(&self.watched).push(Arc::downgrade(core));
     }
 
-    /// Whether no trigger with a `stuck_after` is on the watch list (the
-    /// monitor may then park: nothing of its own to check).
+    /// Whether no trigger with a `stuck_after` is on the watch list.
+    ///
+    /// The monitor may then park, with nothing of its own to check.
     pub(crate) fn watches_nothing(&self) -> bool {
         lock(&self.watched).is_empty()
     }
 
-    /// Reports, once per run, every watched trigger whose run in flight
-    /// started more than its `stuck_after` before `now_us` (the monitor,
-    /// every tick); forgets dropped triggers.
+    /// Reports, once per run, every watched trigger whose run in flight started more than
+    /// its `stuck_after` before `now_us`. It forgets dropped triggers.
+    ///
+    /// The monitor calls it every tick.
     pub(crate) fn check_stuck(&self, now_us: u64, report: impl Fn(&Core<R>, u64)) {
         let (mut stuck, mut looked_at) = (Vec::new(), Vec::new());
         lock(&self.watched).retain(|core| {
@@ -143,16 +154,16 @@ impl<R: Runtime> Ledger<R> {
             if let Some(running_for) = core.stuck_for(now_us) {
                 stuck.push((core, running_for));
             } else {
-                // Kept until the lock is released: its other holders may
-                // let go meanwhile, and dropping the last reference runs
-                // the task's destructor, which may bind a watched trigger.
+                // Kept until the lock is released. Its other holders may let go
+                // meanwhile. Dropping the last reference runs the task's
+                // destructor, which may bind a watched trigger.
                 looked_at.push(core);
             }
             true
         });
         drop(looked_at);
-        // The hook is user code: called with no lock held (it may bind a
-        // watched trigger itself), and the triggers dropped after it.
+        // The hook is user code, so it is called with no lock held. It may
+        // bind a watched trigger itself. The triggers are dropped after it.
         for (core, running_for) in stuck {
             report(&core, running_for);
         }
@@ -165,7 +176,7 @@ impl<R: Runtime> Ledger<R> {
         registry.free.push(slot);
     }
 
-    /// Every live trigger (for statistics).
+    /// Every live trigger, for statistics.
     pub(crate) fn live(&self) -> Vec<Arc<Core<R>>> {
         lock(&self.registry)
             .slots
@@ -174,12 +185,12 @@ impl<R: Runtime> Ledger<R> {
             .collect()
     }
 
-    /// The shutdown scan (see the module docs). Called once, by the thread
-    /// that closed the scheduler, after the queues are closed. Returns the
-    /// triggers it looked at, for the caller to let go after its own lock:
-    /// a worker may drop its reference meanwhile, and the scan's is then
-    /// the last (the task's destructor may run any code, the scheduler's
-    /// calls included).
+    /// The shutdown scan. See the module docs.
+    ///
+    /// It is called once, by the thread that closed the scheduler, after the queues are
+    /// closed. It returns the triggers it looked at, for the caller to let go after its own
+    /// lock. A worker may drop its reference meanwhile, and the scan's is then the last. The
+    /// task's destructor may run any code, the scheduler's calls included.
     #[must_use = "dropping the scanned triggers here may run a task's destructor under the caller's lock"]
     pub(crate) fn scan(&self, now_us: u64) -> Vec<Arc<Core<R>>> {
         let cores = {
@@ -199,9 +210,9 @@ impl<R: Runtime> Ledger<R> {
             });
             for core in &cores {
                 let closed = core.request().close();
-                // An iteration in flight has its version moved on: no claim
-                // enters after this, and the iteration can tell whether
-                // this scan saw it (`State::touch_for_scan`).
+                // An iteration in flight has its version moved on. So no claim
+                // enters after this, and the iteration can tell whether this scan
+                // saw it. See `State::touch_for_scan`.
                 let state = core.touch_for_scan();
                 match closed.kind() {
                     Kind::At { .. } | Kind::Due => draft.list_discarded(core, closed.kind()),
@@ -227,23 +238,24 @@ impl<R: Runtime> Ledger<R> {
                 }
             }
         }
-        // `closed` is set: waiters whose fire no run serves give up now.
+        // `closed` is set, so waiters whose fire no run serves give up now.
         for core in &cores {
             core.wake_waiters();
         }
         cores
     }
 
-    /// A worker entered an iteration and then saw the scheduler closed:
-    /// returns whether to run it (the scan listed it in flight). If not,
-    /// `discard` is called under the report lock and the run is listed.
+    /// A worker entered an iteration and then saw the scheduler closed. Returns whether to
+    /// run it, which holds if the scan listed it in flight.
+    ///
+    /// If not, `discard` is called under the report lock and the run is listed.
     pub(crate) fn admit_late(&self, core: &Core<R>, discard: impl FnOnce() -> bool) -> bool {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
-            return true; // closed, but the scan has not run yet: it will list it
+            return true; // closed, but the scan has not run yet and will list it
         };
-        // Listed in flight, it entered before the scan: no claim enters
-        // after it (`State::touch_for_scan`).
+        // Listed in flight, it entered before the scan. No claim enters after
+        // it. See `State::touch_for_scan`.
         if own_entry(draft, core, None).is_some() {
             return true;
         }
@@ -253,21 +265,22 @@ impl<R: Runtime> Ledger<R> {
         false
     }
 
-    /// A run that the closed request word refused, and whose listing the
-    /// caller claimed (`Request::take_mark`): list it as discarded. The
-    /// scan has run (it closed the word).
+    /// A run that the closed request word refused, and whose listing the caller claimed in
+    /// `Request::take_mark`. This lists it as discarded.
+    ///
+    /// The scan has run, since it closed the word.
     pub(crate) fn list(&self, core: &Core<R>, kind: Kind) {
         if let Some(draft) = lock(&self.draft).as_mut() {
             draft.list_discarded(core, kind);
         }
     }
 
-    /// Records how an iteration listed in flight ended; returns whether
-    /// the scan had run (if not, the caller looks again after its `exit`).
-    /// `seen`: the live version the iteration's `exit` read, if it has
-    /// exited — the entry is its own only if the scan came before that
-    /// `exit` (see [`own_entry`]); `None` before its `exit`, when an entry
-    /// of its trigger can only be its own.
+    /// Records how an iteration listed in flight ended. Returns whether the scan had run.
+    ///
+    /// If it had not, the caller looks again after its `exit`. `seen` is the live version
+    /// that the iteration's `exit` read, if it has exited. The entry is then its own only if
+    /// the scan came before that `exit`. See [`own_entry`]. `seen` is `None` before the
+    /// `exit`, when an entry of its trigger can only be its own.
     pub(crate) fn finish(&self, core: &Core<R>, outcome: Outcome, seen: Option<u32>) -> bool {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
@@ -280,11 +293,11 @@ impl<R: Runtime> Ledger<R> {
         true
     }
 
-    /// `core` took RUNNING only to find its cooldown not over, and has
-    /// given it back without running (its `exit` read the live version
-    /// `seen`): if the scan listed that as an iteration in flight, strike
-    /// it (no run happened; the deferred request is listed as discarded
-    /// instead).
+    /// `core` took RUNNING only to find its cooldown not over, and has given it back without
+    /// running. Its `exit` read the live version `seen`.
+    ///
+    /// If the scan listed that as an iteration in flight, this strikes it. No run happened.
+    /// The deferred request is listed as discarded instead.
     pub(crate) fn unlist(&self, core: &Core<R>, seen: u32) {
         let mut draft = lock(&self.draft);
         let Some(draft) = draft.as_mut() else {
@@ -303,7 +316,7 @@ impl<R: Runtime> Ledger<R> {
         }
     }
 
-    /// The report so far (`None` before shutdown).
+    /// The report so far. It is `None` before shutdown.
     pub(crate) fn report(&self) -> Option<ShutdownReport> {
         lock(&self.draft).as_ref().map(|draft| draft.report.clone())
     }
@@ -329,9 +342,9 @@ mod tests {
 
     #[test]
     fn the_scan_hands_its_references_to_the_caller() {
-        // A worker may let go of a trigger while the scan holds it; the
-        // scan's reference is then the last, and must be dropped by the
-        // caller, after its lock — not inside the scan.
+        // A worker may let go of a trigger while the scan holds it. The scan's
+        // reference is then the last. The caller must drop it after its lock,
+        // not inside the scan.
         let runtime = TestRuntime::new();
         let ledger = Ledger::<TestRuntime>::default();
         let core = runtime.bind(|| None);

@@ -1,14 +1,17 @@
-//! The exact shutdown report a user gets: every run a shutdown discarded
-//! and every iteration it let finish. Plain public data.
+//! The exact shutdown report a user gets.
+//!
+//! It holds every run a shutdown discarded and every iteration it let finish. It is plain
+//! public data.
 
 use crate::context::Outcome;
 use std::fmt;
 use std::time::Duration;
 
-/// A run that was armed when shutdown began, and was discarded — or the
-/// next run an iteration in flight then asked for as it ended (the delay
-/// its task returned, a re-run its fires reserved), which shutdown
-/// discards too.
+/// A run that was armed when shutdown began, and was discarded.
+///
+/// It may also be the next run that an iteration in flight then asked for as it ended.
+/// That is the delay its task returned, or a re-run its fires reserved. Shutdown discards
+/// it too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DiscardedRun {
@@ -23,7 +26,7 @@ impl DiscardedRun {
         self.trigger.as_deref()
     }
 
-    /// How long after shutdown began the run was due (`ZERO`: due at once).
+    /// How long after shutdown began the run was due. `ZERO` means due at once.
     pub fn due_in(&self) -> Duration {
         self.due_in
     }
@@ -43,17 +46,18 @@ impl InFlightRun {
         self.trigger.as_deref()
     }
 
-    /// How the iteration ended (or that it had not yet).
+    /// How the iteration ended, or that it had not yet.
     pub fn outcome(&self) -> Outcome {
         self.outcome
     }
 }
 
-/// Exactly what a shutdown discarded and what it let finish: every trigger
-/// that had an armed run (with its deadline) or whose iteration in flight
-/// asked for one as it ended, and every iteration in flight with its
-/// outcome. No false positives, no omissions: a fire racing the
-/// shutdown is either refused to its caller or listed here.
+/// Exactly what a shutdown discarded and what it let finish.
+///
+/// It lists every trigger that had an armed run, with its deadline, or whose iteration in
+/// flight asked for one as it ended. It lists every iteration in flight with its outcome.
+/// There are no false positives and no omissions. A fire racing the shutdown is either
+/// refused to its caller or listed here.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ShutdownReport {
@@ -73,8 +77,8 @@ impl ShutdownReport {
         &self.in_flight
     }
 
-    /// Threads left running (detached) when the scheduler was dropped
-    /// after its grace period: their tasks had not returned.
+    /// Threads left running, detached, when the scheduler was dropped after its grace period.
+    /// Their tasks had not returned.
     pub fn detached_threads(&self) -> usize {
         self.detached_threads
     }
@@ -85,9 +89,11 @@ fn name(trigger: Option<&str>) -> &str {
 }
 
 impl fmt::Display for ShutdownReport {
-    /// One summary line, then one line per discarded run, per iteration in
-    /// flight and for detached threads — lines separated, with no newline
-    /// at the end (`println!("{report}")` prints no blank line).
+    /// One summary line, then one line per discarded run, per iteration in flight and for
+    /// detached threads.
+    ///
+    /// The lines are separated, with no newline at the end. So `println!("{report}")` prints
+    /// no blank line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
