@@ -4,20 +4,21 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Why a fire (`fire`, `fire_after`, `fire_at`, `fire_within`, …) or a
-/// `resume` did nothing.
+/// Why a fire or a `resume` did nothing. The fires are `fire`, `fire_after`,
+/// `fire_at`, `fire_within` and their kin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FireError {
-    /// The scheduler has shut down: no run will ever start again.
+    /// The scheduler has shut down, so no run will ever start again.
     Shutdown,
-    /// The deadline `delay` (or, for `fire_within`, the end of the window)
-    /// from now lies past the clock's range, about 584 years after the
-    /// scheduler started (e.g. `Duration::MAX`). The trigger was left
-    /// untouched: a running chain keeps running.
+    /// The deadline `delay` from now lies past the clock's range. For
+    /// `fire_within`, the end of the window is what lies past it. The range
+    /// ends about 584 years after the scheduler started, so `Duration::MAX`
+    /// is always too long. The trigger was left untouched, so a running chain
+    /// keeps running.
     DelayTooLong(Duration),
-    /// The trigger is paused ([`Trigger::pause`](crate::Trigger::pause)):
-    /// nothing was requested; [`resume`](crate::Trigger::resume) it first.
+    /// The trigger is paused by [`Trigger::pause`](crate::Trigger::pause).
+    /// Nothing was requested. [`resume`](crate::Trigger::resume) it first.
     Paused,
 }
 
@@ -43,28 +44,28 @@ impl std::error::Error for FireError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WaitError {
-    /// No iteration serving the fire finished within the timeout (it may
-    /// still run later: the fire stands).
+    /// No iteration serving the fire finished within the timeout. The fire
+    /// stands, so such an iteration may still run later.
     Timeout,
-    /// A `suspend` (or a `pause`) superseded the fire before an iteration
-    /// serving it started (one that started first runs to its end and
-    /// answers).
+    /// A `suspend` or a `pause` superseded the fire before an iteration
+    /// serving it started. An iteration that started first runs to its end
+    /// and answers.
     Suspended,
     /// The scheduler shut down before an iteration serving the fire
-    /// started (or before the fire: it was refused).
+    /// started. A shutdown before the fire itself refused the fire.
     Shutdown,
     /// Called from inside the trigger's own task, which would wait for
     /// itself for ever.
     OwnTask,
-    /// The trigger is paused: the fire was refused.
+    /// The trigger is paused, so the fire was refused.
     Paused,
-    /// The fire was refused as
-    /// [`FireError::DelayTooLong`]: a debounce window past the clock's
-    /// range (see [`TriggerBuilder::debounce`](crate::TriggerBuilder::debounce)).
+    /// The fire was refused as [`FireError::DelayTooLong`]. Its debounce
+    /// window ends past the clock's range. See
+    /// [`TriggerBuilder::debounce`](crate::TriggerBuilder::debounce).
     DelayTooLong(Duration),
-    /// A blocking wait was called where a Tokio runtime is entered (a
-    /// runtime's thread, or inside `block_on`): it could block the thread
-    /// that would poll what it waits for. Await the async form instead.
+    /// A blocking wait was called where a Tokio runtime is entered, such as
+    /// on a runtime's thread or inside `block_on`. There it could block the
+    /// thread that would poll what it waits for. Await the async form instead.
     OnRuntime,
 }
 
@@ -96,10 +97,11 @@ impl std::error::Error for WaitError {}
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// `workers(0)`: a scheduler needs at least one worker thread.
+    /// `workers(0)` was asked for, but a scheduler needs at least one worker
+    /// thread.
     NoWorkers,
-    /// `workers(requested)` asks for more worker threads than the
-    /// scheduler starts (`max`).
+    /// `workers(requested)` asks for more worker threads than the `max` a
+    /// scheduler starts.
     TooManyWorkers {
         /// The number asked for.
         requested: usize,
@@ -144,29 +146,30 @@ impl std::error::Error for BuildError {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RefreshError<E> {
-    /// No fetch served the call (see [`WaitError`]).
+    /// No fetch served the call. The [`WaitError`] says why.
     Wait(WaitError),
-    /// The fetch failed with this error (also in
-    /// [`Refresh::last_error`](crate::Refresh::last_error)).
+    /// The fetch failed with this error.
+    /// [`Refresh::last_error`](crate::Refresh::last_error) holds it too.
     Failed(Arc<E>),
-    /// The fetch panicked (the panic was caught; see
-    /// [`Refresh::panics`](crate::Refresh::panics)).
+    /// The fetch panicked. The panic was caught and counted in
+    /// [`Refresh::panics`](crate::Refresh::panics).
     Panicked,
     /// The async fetch panicked for want of a Tokio runtime around its
-    /// poll (Tokio I/O or timers outside a runtime): counted as a panic,
-    /// retried on the back-off. The message names the two fixes.
+    /// poll. Tokio I/O and timers panic outside a runtime. The panic is
+    /// counted as one and the fetch is retried on the back-off. The message
+    /// names the two fixes.
     NoRuntime,
-    /// The async fetch was still running at its deadline
-    /// ([`RefreshBuilder::fetch_timeout`](crate::RefreshBuilder::fetch_timeout)):
-    /// dropped, counted as a timeout, retried on the back-off.
+    /// The async fetch was still running at the deadline that
+    /// [`RefreshBuilder::fetch_timeout`](crate::RefreshBuilder::fetch_timeout)
+    /// sets. It was dropped, counted as a timeout and retried on the back-off.
     TimedOut,
-    /// The fetch answered "unchanged" with no value held: a failure,
+    /// The fetch answered "unchanged" with no value held. That is a failure,
     /// retried on the back-off.
     NothingHeld,
 }
 
 impl<E> RefreshError<E> {
-    /// [`RefreshError::NoRuntime`]'s message: what to do about it.
+    /// [`RefreshError::NoRuntime`]'s message, which says what to do about it.
     pub(crate) fn recipe(&self) -> &'static str {
         "the async fetch needs a Tokio runtime: on a VirtualScheduler, call `advance` \
          inside `#[tokio::test(start_paused = true)]` (it polls the fetch in that \
@@ -187,8 +190,8 @@ impl<E> Clone for RefreshError<E> {
     }
 }
 
-/// Equal reasons: the same [`WaitError`], errors that compare equal, or
-/// both panics.
+/// Two reasons are equal when both are the same [`WaitError`], both hold
+/// errors that compare equal, or both are the same variant without data.
 impl<E: PartialEq> PartialEq for RefreshError<E> {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
@@ -224,7 +227,7 @@ impl<E: fmt::Display> fmt::Display for RefreshError<E> {
     }
 }
 
-/// The reason (a [`WaitError`], the fetch's error) is part of the message,
-/// so [`source`](std::error::Error::source) is `None`: an error report
-/// does not print it twice.
+/// The reason, such as a [`WaitError`] or the fetch's error, is part of the
+/// message. So [`source`](std::error::Error::source) is `None`, and an error
+/// report does not print the reason twice.
 impl<E: fmt::Debug + fmt::Display> std::error::Error for RefreshError<E> {}

@@ -1,21 +1,21 @@
-//! Randomness for fleets: jittered delays and exponential back-off, so a
-//! cluster reacting to one event does not stampede its config center.
+//! Randomness for fleets, in jittered delays and exponential back-off. With
+//! them, a cluster reacting to one event does not stampede its config center.
 
 use std::time::Duration;
 
 /// `period` moved by a uniformly random amount within `± fraction` of it,
-/// for a task's return value: `Some(jittered(Duration::from_secs(30), 0.1))`
-/// runs every 27–33 s.
+/// for a task's return value. A task returning
+/// `Some(jittered(Duration::from_secs(30), 0.1))` runs every 27 to 33 seconds.
 ///
-/// Uses a thread-local generator; [`seed_jitter`] makes it deterministic
-/// on the calling thread (virtual-time tests run tasks on the test thread).
+/// Uses a thread-local generator. [`seed_jitter`] makes it deterministic on
+/// the calling thread. Virtual-time tests run tasks on the test thread, so a
+/// seed there reaches them.
 ///
 /// # Edge cases
 ///
-/// None: every input gives a delay. `fraction` is clamped to `0.0..=1.0`
-/// (NaN, zero and negative values mean no jitter: `period` itself comes
-/// back; `+∞` means `1.0`), and a delay beyond [`Duration::MAX`] saturates
-/// there.
+/// None. Every input gives a delay. `fraction` is clamped to `0.0..=1.0`.
+/// NaN, zero and negative values mean no jitter, so `period` itself comes
+/// back. `+∞` means `1.0`. A delay beyond [`Duration::MAX`] saturates there.
 ///
 /// # Examples
 ///
@@ -31,14 +31,15 @@ pub fn jittered(period: Duration, fraction: f64) -> Duration {
     spread(period, fraction, with_rng(fastrand::Rng::f64))
 }
 
-/// Seeds the generator [`jittered`] uses on this thread (any `u64` is a
-/// valid seed), and with it every draw of this crate on this thread:
-/// [`PhaseKeeper::random_offset`](crate::PhaseKeeper::random_offset) and
-/// the generator a new [`RetryBackoff`] starts from.
+/// Seeds the generator [`jittered`] uses on this thread. Any `u64` is a
+/// valid seed. The seed reaches every other draw of this crate on this
+/// thread too. Those are
+/// [`PhaseKeeper::random_offset`](crate::PhaseKeeper::random_offset) and the
+/// generator a new [`RetryBackoff`] starts from.
 ///
-/// The generator is this crate's own (one per thread): seeding it leaves
-/// `fastrand`'s shared thread-local generator, and every other crate's
-/// draws from it, alone.
+/// The generator is this crate's own, one per thread. Seeding it leaves
+/// `fastrand`'s shared thread-local generator alone, and with it every other
+/// crate's draws.
 ///
 /// # Examples
 ///
@@ -56,7 +57,7 @@ pub fn seed_jitter(seed: u64) {
 }
 
 thread_local! {
-    /// The crate's generator on this thread (see [`seed_jitter`]).
+    /// The crate's generator on this thread, which [`seed_jitter`] seeds.
     static RNG: std::cell::RefCell<fastrand::Rng> = std::cell::RefCell::new(fastrand::Rng::new());
 }
 
@@ -65,9 +66,9 @@ pub(crate) fn with_rng<T>(draw: impl FnOnce(&mut fastrand::Rng) -> T) -> T {
     RNG.with(|rng| draw(&mut rng.borrow_mut()))
 }
 
-/// `initial` doubled `times` times, saturating at `Duration::MAX` (in
-/// 128-bit nanoseconds: a 32-bit multiplier stopped at 2^32 times
-/// `initial`, short of a distant `max`).
+/// `initial` doubled `times` times, saturating at `Duration::MAX`. It works
+/// in 128-bit nanoseconds. A 32-bit multiplier stopped at 2^32 times
+/// `initial`, short of a distant `max`.
 fn doubled(initial: Duration, times: u32) -> Duration {
     let nanos = initial.as_nanos();
     if nanos == 0 {
@@ -77,7 +78,7 @@ fn doubled(initial: Duration, times: u32) -> Duration {
         return Duration::MAX;
     }
     let nanos = nanos << times;
-    // The remainder is below 10^9: it fits in a `u32`.
+    // The remainder is below 10^9, so it fits in a `u32`.
     u64::try_from(nanos / 1_000_000_000).map_or(Duration::MAX, |secs| {
         Duration::new(secs, (nanos % 1_000_000_000) as u32)
     })
@@ -85,9 +86,9 @@ fn doubled(initial: Duration, times: u32) -> Duration {
 
 /// `period · (1 + fraction · (2u − 1))` for `u` in `[0, 1)`, saturating.
 ///
-/// Only the offset goes through `f64`, and it is at most `period` itself,
-/// so `Duration::mul_f64`'s panics (NaN, a product beyond `Duration::MAX`)
-/// cannot happen; a zero fraction returns `period` exactly.
+/// Only the offset goes through `f64`, and it is at most `period` itself.
+/// So `Duration::mul_f64`'s panics on NaN and on a product beyond
+/// `Duration::MAX` cannot happen. A zero fraction returns `period` exactly.
 fn spread(period: Duration, fraction: f64, unit: f64) -> Duration {
     let offset = unit_fraction(fraction) * (2.0 * unit - 1.0);
     if offset == 0.0 {
@@ -102,7 +103,7 @@ fn spread(period: Duration, fraction: f64, unit: f64) -> Duration {
     }
 }
 
-/// `fraction` clamped to `0.0..=1.0`, NaN counting as `0.0` (no jitter).
+/// `fraction` clamped to `0.0..=1.0`, NaN counting as `0.0`, which means no jitter.
 fn unit_fraction(fraction: f64) -> f64 {
     if fraction.is_nan() {
         0.0
@@ -111,8 +112,8 @@ fn unit_fraction(fraction: f64) -> f64 {
     }
 }
 
-/// Exponential back-off with a cap and jitter, producing what a failing
-/// task should return: the delay before its next attempt.
+/// Exponential back-off with a cap and jitter. It produces what a failing
+/// task should return, which is the delay before its next attempt.
 ///
 /// # Examples
 ///
@@ -137,9 +138,9 @@ fn unit_fraction(fraction: f64) -> f64 {
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
 ///
-/// A clone draws its own jitter (a fresh generator, seeded from this
-/// thread's, see [`seed_jitter`]), so one policy cloned onto many triggers
-/// does not keep their retries in step.
+/// A clone draws its own jitter from a fresh generator. That generator is
+/// seeded from this thread's, which [`seed_jitter`] seeds. So one policy
+/// cloned onto many triggers does not keep their retries in step.
 #[derive(Debug)]
 pub struct RetryBackoff {
     initial: Duration,
@@ -160,16 +161,16 @@ impl Clone for RetryBackoff {
 }
 
 impl RetryBackoff {
-    /// Doubling delays from `initial`, never above `max`; no jitter, no
-    /// retry limit.
+    /// Doubling delays from `initial`, never above `max`. There is no jitter
+    /// and no retry limit.
     ///
     /// # Edge cases
     ///
-    /// None: a `max` below `initial` is raised to `initial`, and
-    /// `initial == Duration::ZERO` gives zero delays (the task re-runs at
-    /// once; on a real scheduler other triggers still get their turn, while
-    /// [`VirtualScheduler::advance`](crate::VirtualScheduler::advance)
-    /// stops such a loop at its run limit).
+    /// None. A `max` below `initial` is raised to `initial`.
+    /// `initial == Duration::ZERO` gives zero delays, so the task re-runs at
+    /// once. On a real scheduler other triggers still get their turn.
+    /// [`VirtualScheduler::advance`](crate::VirtualScheduler::advance) stops
+    /// such a loop at its run limit.
     #[must_use]
     pub fn new(initial: Duration, max: Duration) -> Self {
         Self {
@@ -182,14 +183,14 @@ impl RetryBackoff {
         }
     }
 
-    /// Spreads each delay by `± fraction` of it — the period after a
-    /// success too ([`succeeded`](Self::succeeded)): a test that checks
-    /// exact fetch times leaves the jitter at zero.
+    /// Spreads each delay by `± fraction` of it. The period that
+    /// [`succeeded`](Self::succeeded) returns is spread too. So a test that
+    /// checks exact fetch times leaves the jitter at zero.
     ///
     /// # Edge cases
     ///
-    /// None: `fraction` is clamped to `0.0..=1.0` as in [`jittered`] (NaN
-    /// means no jitter).
+    /// None. `fraction` is clamped to `0.0..=1.0` as in [`jittered`], and NaN
+    /// means no jitter.
     #[must_use]
     pub fn jitter(mut self, fraction: f64) -> Self {
         self.jitter = unit_fraction(fraction);
@@ -197,8 +198,8 @@ impl RetryBackoff {
     }
 
     /// After `retries` consecutive failures, [`failed`](Self::failed)
-    /// returns `None`: the task stops circulating until fired again
-    /// (`max_retries(0)`: the first failure already gives `None`).
+    /// returns `None`. The task then stops circulating until fired again.
+    /// With `max_retries(0)`, the first failure already gives `None`.
     #[must_use]
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = Some(retries);
@@ -217,13 +218,13 @@ impl RetryBackoff {
         self.failures
     }
 
-    /// Records a failure; returns the delay before the next attempt, or
-    /// `None` once the retry limit is reached.
+    /// Records a failure and returns the delay before the next attempt. It
+    /// returns `None` once the retry limit is reached.
     ///
     /// # Edge cases
     ///
-    /// None: the doubling saturates at `max` (and the failure count at
-    /// `u32::MAX`), however long the failures last.
+    /// None. The doubling saturates at `max`, however long the failures last.
+    /// The failure count saturates at `u32::MAX`.
     pub fn failed(&mut self) -> Option<Duration> {
         if self.max_retries.is_some_and(|limit| self.failures >= limit) {
             return None;
@@ -233,7 +234,7 @@ impl RetryBackoff {
         Some(spread(delay, self.jitter, self.rng.f64()).min(self.max))
     }
 
-    /// The delay of the last failure before its jitter (zero before any).
+    /// The delay of the last failure before its jitter, or zero before any.
     pub(crate) fn last_nominal(&self) -> Duration {
         match self.failures {
             0 => Duration::ZERO,
@@ -241,36 +242,37 @@ impl RetryBackoff {
         }
     }
 
-    /// Forgets the failures so far (the next failure waits the initial
-    /// delay again), without producing a delay.
+    /// Forgets the failures so far, without producing a delay. The next
+    /// failure waits the initial delay again.
     pub fn reset(&mut self) {
         self.failures = 0;
     }
 
-    /// Records a success and resets; returns `Some(period)`, jittered like
+    /// Records a success and resets. It returns `Some(period)`, jittered like
     /// the back-off delays.
     ///
     /// # Edge cases
     ///
-    /// None: a jittered period beyond `Duration::MAX` saturates there.
+    /// None. A jittered period beyond `Duration::MAX` saturates there.
     pub fn succeeded(&mut self, period: Duration) -> Option<Duration> {
         self.failures = 0;
         Some(spread(period, self.jitter, self.rng.f64()))
     }
 
-    /// The delay after a store asked for `wait` (a retry-after): `wait`
-    /// capped at [`max`](Self::new), spread upward (see [`after_at_least`]).
+    /// The delay after a store asked for `wait` in a retry-after. It is `wait`
+    /// capped at [`max`](Self::new), spread upward by [`after_at_least`].
     pub(crate) fn told_to_wait(&mut self, wait: Duration) -> Duration {
         after_at_least(wait.min(self.max), self.jitter, self.rng.f64())
     }
 }
 
-/// The least share of a retry-after spread over: a fleet told the same
+/// The least share of a retry-after to spread over. A fleet told the same
 /// delay comes back over a tenth of it, not at once.
 const RETRY_AFTER_SPREAD: f64 = 0.1;
 
-/// `wait` plus up to `fraction` of it (at least [`RETRY_AFTER_SPREAD`]),
-/// drawn from `unit` in `0.0..1.0`: never before what the store asked.
+/// `wait` plus up to `fraction` of it, drawn from `unit` in `0.0..1.0`. The
+/// fraction is at least [`RETRY_AFTER_SPREAD`]. The result is never before
+/// what the store asked.
 pub(crate) fn after_at_least(wait: Duration, fraction: f64, unit: f64) -> Duration {
     let fraction = unit_fraction(fraction).max(RETRY_AFTER_SPREAD);
     let extra = Duration::try_from_secs_f64(wait.as_secs_f64() * fraction * unit.clamp(0.0, 1.0))
@@ -278,9 +280,10 @@ pub(crate) fn after_at_least(wait: Duration, fraction: f64, unit: f64) -> Durati
     wait.saturating_add(extra)
 }
 
-/// `RetryBackoff` from a config file (feature `serde`): `initial` and
-/// `max` as human durations ("1s", "1m 30s"), optional `jitter` (a
-/// fraction, clamped as [`RetryBackoff::jitter`]) and `max_retries`.
+/// `RetryBackoff` from a config file, with the `serde` feature. `initial` and
+/// `max` are human durations such as "1s" or "1m 30s". `jitter` is an
+/// optional fraction, clamped as [`RetryBackoff::jitter`] clamps it.
+/// `max_retries` is optional too.
 ///
 /// ```
 /// # #[cfg(feature = "serde")] {
@@ -336,8 +339,8 @@ mod tests {
 
     #[test]
     fn backoff_reaches_a_distant_max_and_stays_there() {
-        // 1 µs doubled reaches a day after 37 failures: past 2^32 µs (about
-        // 71 minutes), where a 32-bit multiplier used to stop for good.
+        // 1 µs doubled reaches a day after 37 failures. That is past 2^32 µs,
+        // about 71 minutes, where a 32-bit multiplier used to stop for good.
         let day = Duration::from_secs(86_400);
         let mut backoff = RetryBackoff::new(Duration::from_micros(1), day);
         let delays: Vec<Duration> = (0..100).map(|_| backoff.failed().unwrap()).collect();
@@ -345,7 +348,7 @@ mod tests {
         assert_eq!(delays[36], Duration::from_micros(1 << 36));
         assert!(delays[..37].windows(2).all(|pair| pair[1] == pair[0] * 2));
         assert!(delays[37..].iter().all(|&delay| delay == day));
-        // The largest spans: no overflow, no panic, capped at `max`.
+        // The largest spans neither overflow nor panic, and stay capped at `max`.
         let mut huge = RetryBackoff::new(Duration::MAX, Duration::MAX);
         assert_eq!(huge.failed(), Some(Duration::MAX));
         assert_eq!(huge.failed(), Some(Duration::MAX));
@@ -361,7 +364,7 @@ mod tests {
         );
         assert_eq!(doubled(Duration::from_nanos(1), 127), Duration::MAX);
         assert_eq!(doubled(Duration::from_nanos(1), u32::MAX), Duration::MAX);
-        // 2^63 ns is about 292 years: exact; 2^64 s is past Duration::MAX.
+        // 2^63 ns, about 292 years, is exact. 2^64 s is past Duration::MAX.
         assert_eq!(
             doubled(Duration::from_nanos(1), 63),
             Duration::from_nanos(1 << 63)

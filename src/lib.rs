@@ -3,9 +3,9 @@
 #![doc = include_str!("../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
-// docs.rs (nightly, `--cfg docsrs`): label feature-gated items with their
-// feature. `doc_cfg` does it automatically since it absorbed `doc_auto_cfg`,
-// which nightly no longer accepts.
+// docs.rs builds with nightly and `--cfg docsrs`. There, label feature-gated
+// items with their feature. `doc_cfg` does it automatically since it absorbed
+// `doc_auto_cfg`, which nightly no longer accepts.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod async_task;
@@ -51,8 +51,8 @@ pub use task::Task;
 pub use trigger::{Trigger, TriggerBuilder, WeakTrigger};
 pub use virtual_time::{VirtualClock, VirtualScheduler};
 
-// Every public type can be shared across threads: checked here, at compile
-// time, rather than discovered in a user's `thread::spawn`.
+// Every public type can be shared across threads. This block checks it at
+// compile time, so a user's `thread::spawn` never has to discover it.
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Scheduler>();

@@ -1,7 +1,7 @@
-//! Push-style metrics through the `metrics` facade (feature `metrics`):
-//! the library records, the application installs a recorder or exporter
-//! (Prometheus, StatsD, …). Without the feature every function here is an
-//! empty inline one, so call sites need no `cfg`.
+//! Push-style metrics through the `metrics` facade, behind the `metrics`
+//! feature. The library records them. The application installs a recorder or
+//! an exporter, such as one for Prometheus or StatsD. Without the feature
+//! every function here is an empty inline one, so call sites need no `cfg`.
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
@@ -17,10 +17,10 @@
 //! | `circulation_trigger_refresh_transitions_total` | counter | `trigger`, `to` | changes of that state: `fresh`, `stale`, `expired` |
 //! | `circulation_trigger_refresh_last_confirmed_seconds` | gauge | `trigger` | wall-clock time (Unix seconds) of the last good or "unchanged" fetch |
 //!
-//! Unnamed triggers are labelled `<unnamed>`. Their keys are static (no
-//! allocation, no hashing per call), so an unnamed trigger's iteration costs
-//! next to nothing when no recorder is installed; a named trigger's label
-//! is its name, copied per call.
+//! Unnamed triggers are labelled `<unnamed>`. Their keys are static, with no
+//! allocation and no hashing per call. So an unnamed trigger's iteration costs
+//! next to nothing when no recorder is installed. A named trigger's label is
+//! its name, copied per call.
 
 #[cfg(feature = "metrics")]
 use crate::context::Outcome;
@@ -43,7 +43,7 @@ pub(crate) fn iteration_ended(
     {
         let seconds = ran_us as f64 / 1e6;
         let Some(name) = trigger else {
-            // Static keys for the unnamed label (see the module docs).
+            // Static keys for the unnamed label, as the module docs explain.
             let iterations = match outcome {
                 Outcome::Completed => {
                     metrics::counter!("circulation_trigger_iterations_total", "trigger" => "<unnamed>", "outcome" => "completed")
@@ -109,7 +109,7 @@ pub(crate) fn lateness(trigger: Option<&str>, late_us: u32) {
     .record(f64::from(late_us) / 1e6);
 }
 
-/// A fire of `trigger` was refused (`paused` or `shutdown`).
+/// A fire of `trigger` was refused for `reason`, which is `paused` or `shutdown`.
 #[inline]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn refused(trigger: Option<&str>, reason: &'static str) {
@@ -118,7 +118,7 @@ pub(crate) fn refused(trigger: Option<&str>, reason: &'static str) {
         .increment(1);
 }
 
-/// A trigger was bound (`1`) or dropped (`-1`).
+/// `delta` is `1` when a trigger was bound and `-1` when one was dropped.
 #[inline]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn triggers(delta: f64) {
@@ -126,7 +126,7 @@ pub(crate) fn triggers(delta: f64) {
     metrics::gauge!("circulation_trigger_triggers").increment(delta);
 }
 
-/// A worker thread started (`1`) or exited (`-1`), in any scheduler.
+/// `delta` is `1` when a worker thread started and `-1` when one exited, in any scheduler.
 #[inline]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn workers(delta: f64) {
@@ -134,7 +134,7 @@ pub(crate) fn workers(delta: f64) {
     metrics::gauge!("circulation_trigger_workers").increment(delta);
 }
 
-/// A refresher's freshness changed to `to` (`code` for the gauge).
+/// A refresher's freshness changed to `to`. `code` is the gauge's number for it.
 #[inline]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn freshness(trigger: Option<&str>, to: &'static str, code: u8) {
@@ -147,7 +147,7 @@ pub(crate) fn freshness(trigger: Option<&str>, to: &'static str, code: u8) {
     }
 }
 
-/// A refresher's value was confirmed at `unix_secs` (wall clock).
+/// A refresher's value was confirmed at `unix_secs` on the wall clock.
 #[inline]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn confirmed(trigger: Option<&str>, unix_secs: f64) {

@@ -1,6 +1,6 @@
-//! Phase-keeping periods: a periodic task that runs on its own grid of
-//! slots `offset + k·period`, so an out-of-band run (a "refresh now") does
-//! not move its schedule — and a fleet that received one broadcast does not
+//! Phase-keeping periods. A periodic task runs on its own grid of slots
+//! `offset + k·period`, so an out-of-band run such as a "refresh now" does
+//! not move its schedule. A fleet that received one broadcast then does not
 //! refresh in lockstep ever after.
 
 use crate::context::scheduler_time;
@@ -10,12 +10,12 @@ use std::time::Duration;
 /// `offset + k·period` in [scheduler time](crate::scheduler_time), for the
 /// task to return.
 ///
-/// A task returning `Some(period)` re-phases itself on every run: after a
-/// "refresh now" its chain restarts from that run. Across a fleet that
+/// A task returning `Some(period)` re-phases itself on every run. After a
+/// "refresh now", its chain restarts from that run. Across a fleet that
 /// received one broadcast, every client then refreshes within the same
-/// window, every period, for ever (jitter smears it out only slowly). A
-/// task returning [`next_delay`](Self::next_delay) keeps its phase
-/// instead:
+/// window, every period, for ever. Jitter smears that window out only
+/// slowly. A task returning [`next_delay`](Self::next_delay) keeps its
+/// phase instead.
 ///
 /// ```text
 /// slots:      7 s          67 s            127 s           187 s
@@ -25,15 +25,15 @@ use std::time::Duration;
 ///                                        100 s
 /// ```
 ///
-/// A slot closer than [`min_gap`](Self::min_gap) after the run that asks
-/// (default: half a period) is skipped, so an out-of-band run just before a
-/// slot does not cost a second run right after it.
+/// A slot closer than [`min_gap`](Self::min_gap) after the run that asks is
+/// skipped. The gap is half a period by default. So an out-of-band run just
+/// before a slot does not cost a second run right after it.
 ///
-/// It composes with the crate's other delay helpers: return
+/// It composes with the crate's other delay helpers. Return
 /// `RetryBackoff::failed()` on failure and `Some(phase.next_delay())` on
-/// success; wrap it in [`jittered`](crate::jittered) to spread each run a
-/// little around its slot (the grid itself does not drift). Give each
-/// client of a fleet its own offset ([`random_offset`](Self::random_offset)).
+/// success. Wrap it in [`jittered`](crate::jittered) to spread each run a
+/// little around its slot. The grid itself does not drift. Give each client
+/// of a fleet its own offset with [`random_offset`](Self::random_offset).
 ///
 /// # Examples
 ///
@@ -55,8 +55,8 @@ use std::time::Duration;
 /// ```
 ///
 /// A fleet's client with a back-off on failure and its own grid on
-/// success (a [`Refresh`](crate::Refresh) does the same with
-/// [`RefreshBuilder::phase`](crate::RefreshBuilder::phase)):
+/// success. A [`Refresh`](crate::Refresh) does the same with
+/// [`RefreshBuilder::phase`](crate::RefreshBuilder::phase).
 ///
 /// ```
 /// use circulation_trigger::{PhaseKeeper, RetryBackoff, Scheduler, Trigger};
@@ -87,8 +87,8 @@ pub struct PhaseKeeper {
 
 impl PhaseKeeper {
     /// Slots every `period`, at offset zero, skipping slots closer than
-    /// half a period. A zero `period` is taken as 1 µs (there is no grid
-    /// of zero spacing).
+    /// half a period. A zero `period` is taken as one microsecond, since
+    /// there is no grid of zero spacing.
     pub fn new(period: Duration) -> Self {
         let period = period.max(Duration::from_micros(1));
         Self {
@@ -98,33 +98,33 @@ impl PhaseKeeper {
         }
     }
 
-    /// Places the slots at `offset + k·period` (`offset` is taken modulo
-    /// the period).
+    /// Places the slots at `offset + k·period`. `offset` is taken modulo the
+    /// period.
     #[must_use]
     pub fn offset(mut self, offset: Duration) -> Self {
         self.offset = modulo(offset, self.period);
         self
     }
 
-    /// Slots every `period` at a phase that survives restarts: the slots
-    /// fall at the wall-clock times `t` where `t mod period` (since the
-    /// Unix epoch) is the `key`'s hash modulo the period — the same for a
-    /// key (an instance id, a host name) in every run of every build, and
-    /// spread over a fleet's keys as independent random draws would be.
-    /// Clients restarted together (a rolling deploy, a node's reboot) keep
-    /// their spread. A fleet that numbers its members spreads more evenly
-    /// with [`ordinal`](Self::ordinal).
+    /// Slots every `period` at a phase that survives restarts. The slots
+    /// fall at the wall-clock times `t` where `t mod period`, counted from
+    /// the Unix epoch, is the `key`'s hash modulo the period. That phase is
+    /// the same for a key in every run of every build. The key may be an
+    /// instance id or a host name. Over a fleet's keys the phases spread as
+    /// independent random draws would. Clients restarted together, as in a
+    /// rolling deploy or a node's reboot, keep their spread. A fleet that
+    /// numbers its members spreads more evenly with [`ordinal`](Self::ordinal).
     ///
-    /// The hash is 64-bit FNV-1a of the key's UTF-8 bytes (offset basis
-    /// `0xcbf29ce484222325`, prime `0x100000001b3`), mixed by MurmurHash3's
-    /// 64-bit finalizer (so keys that differ in one character land far
-    /// apart), taken modulo the period in nanoseconds: documented, so it
-    /// never changes (std's `DefaultHasher` may change between Rust
-    /// releases). The wall clock
-    /// is read once, when `scheduler` was built; the slots then run on its
-    /// monotonic clock, so a wall-clock step never makes a run early
-    /// (G15). On a [`VirtualScheduler`](crate::VirtualScheduler), set that
-    /// reading with [`set_wall_epoch`](crate::VirtualScheduler::set_wall_epoch).
+    /// The hash is 64-bit FNV-1a of the key's UTF-8 bytes, with offset basis
+    /// `0xcbf29ce484222325` and prime `0x100000001b3`. MurmurHash3's 64-bit
+    /// finalizer then mixes it, so keys that differ in one character land far
+    /// apart. The result is taken modulo the period in nanoseconds. The hash
+    /// is documented so that it never changes. std's `DefaultHasher` may
+    /// change between Rust releases. The wall clock is read once, when
+    /// `scheduler` was built. The slots then run on its monotonic clock, so a
+    /// wall-clock step never makes a run early, as guarantee G15 requires. On
+    /// a [`VirtualScheduler`](crate::VirtualScheduler), set that reading with
+    /// [`set_wall_epoch`](crate::VirtualScheduler::set_wall_epoch).
     ///
     /// # Examples
     ///
@@ -156,15 +156,15 @@ impl PhaseKeeper {
     }
 
     /// Slots every `period` at a phase that survives restarts, for the
-    /// member numbered `ordinal` of a fleet that numbers its members (a
-    /// StatefulSet's pod ordinal, a worker index).
+    /// member numbered `ordinal` of a fleet that numbers its members. The
+    /// number may be a StatefulSet's pod ordinal or a worker index.
     ///
     /// Keys place a fleet's members like independent random draws, so a
     /// short stretch of the period may hold noticeably more of them than
     /// another. Ordinals place member `n` at the fraction `n / φ` of the
-    /// period (φ the golden ratio, as 64-bit fixed point
-    /// `0x9e37_79b9_7f4a_7c15`): members `0..N` then split the period into
-    /// gaps of at most three lengths, the longest under three times the
+    /// period, where φ is the golden ratio. It is taken as the 64-bit fixed
+    /// point `0x9e37_79b9_7f4a_7c15`. Members `0..N` then split the period
+    /// into gaps of at most three lengths, the longest under three times the
     /// shortest, whatever `N` is. Added or removed members keep the others'
     /// slots. The wall clock is read as [`keyed`](Self::keyed) reads it.
     ///
@@ -221,7 +221,7 @@ impl PhaseKeeper {
             .map_or(0, |since| {
                 u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
             });
-        // Scheduler time `s` is wall time `epoch + s`: a slot where
+        // Scheduler time `s` is wall time `epoch + s`. A slot has
         // `(epoch + s) mod period == phase`, so `s ≡ phase − epoch`.
         let offset_ns = (u128::from(phase_ns) + u128::from(period_ns)
             - u128::from(epoch_ns % period_ns))
@@ -229,9 +229,9 @@ impl PhaseKeeper {
         keeper.offset(Duration::from_nanos(u64::try_from(offset_ns).unwrap_or(0)))
     }
 
-    /// A uniformly random offset in `[0, period)`, from a thread-local
-    /// generator (seed it with [`seed_jitter`](crate::seed_jitter) for a
-    /// deterministic test): each client of a fleet gets its own phase.
+    /// A uniformly random offset in `[0, period)`, drawn from a thread-local
+    /// generator. Seed it with [`seed_jitter`](crate::seed_jitter) for a
+    /// deterministic test. Each client of a fleet then gets its own phase.
     #[must_use]
     pub fn random_offset(self) -> Self {
         let nanos = u64::try_from(self.period.as_nanos()).unwrap_or(u64::MAX);
@@ -240,8 +240,9 @@ impl PhaseKeeper {
         })))
     }
 
-    /// Skips a slot closer than `gap` after the run that asks (default half
-    /// a period; `Duration::ZERO` never skips). Clamped to the period.
+    /// Skips a slot closer than `gap` after the run that asks. The default is
+    /// half a period, and `Duration::ZERO` never skips. The gap is clamped to
+    /// the period.
     #[must_use]
     pub fn min_gap(mut self, gap: Duration) -> Self {
         self.min_gap = gap.min(self.period);
@@ -253,16 +254,16 @@ impl PhaseKeeper {
         self.period
     }
 
-    /// The delay from now to the next slot, for a task to return:
-    /// `Some(phase.next_delay())`. "Now" is the [scheduler
-    /// time](crate::scheduler_time) of the running task; outside a task it
-    /// is unknown, and the delay is one period.
+    /// The delay from now to the next slot, for a task to return as
+    /// `Some(phase.next_delay())`. "Now" is the
+    /// [scheduler time](crate::scheduler_time) of the running task. Outside a
+    /// task it is unknown, and the delay is one period.
     pub fn next_delay(&self) -> Duration {
         scheduler_time().map_or(self.period, |now| self.delay_from(now))
     }
 
-    /// The delay to the next slot after now, skipping none (a retry's cap:
-    /// it may come right before a slot). Outside a task, one period.
+    /// The delay to the next slot after now, skipping none. It caps a retry,
+    /// which may come right before a slot. Outside a task it is one period.
     pub(crate) fn next_slot_delay(&self) -> Duration {
         let Some(now) = scheduler_time() else {
             return self.period;
@@ -273,13 +274,13 @@ impl PhaseKeeper {
         }
     }
 
-    /// The delay from `now` (scheduler time) to the first slot at or after
-    /// it, skipping none: to arm the task for the first time
-    /// (`trigger.fire_after(phase.first_delay_from(now))`).
+    /// The delay from `now`, in scheduler time, to the first slot at or after
+    /// it, skipping none. It arms the task for the first time, as in
+    /// `trigger.fire_after(phase.first_delay_from(now))`.
     ///
     /// # Edge cases
     ///
-    /// None: times and periods of any size saturate.
+    /// None. Times and periods of any size saturate.
     pub fn first_delay_from(&self, now: Duration) -> Duration {
         if now <= self.offset {
             return self.offset - now;
@@ -292,16 +293,16 @@ impl PhaseKeeper {
         }
     }
 
-    /// The delay from `now` (scheduler time) to the first slot after it at
-    /// least [`min_gap`](Self::min_gap) away (`now` exactly on a slot
-    /// counts as a run of that slot: the next one is a period later).
+    /// The delay from `now`, in scheduler time, to the first slot after it at
+    /// least [`min_gap`](Self::min_gap) away. A `now` exactly on a slot counts
+    /// as a run of that slot, so the next one is a period later.
     ///
     /// # Edge cases
     ///
-    /// None: times and periods of any size saturate.
+    /// None. Times and periods of any size saturate.
     pub fn delay_from(&self, now: Duration) -> Duration {
         if now < self.offset {
-            // Before the first slot of the grid: it is at `offset`.
+            // Before the first slot of the grid, which is at `offset`.
             return self.skip_close(self.offset - now);
         }
         let into_period = modulo(now - self.offset, self.period);
@@ -318,18 +319,19 @@ impl PhaseKeeper {
     }
 }
 
-/// `value mod period` for durations (`period` > 0).
+/// `value mod period` for durations, for a nonzero `period`.
 fn modulo(value: Duration, period: Duration) -> Duration {
     let period_ns = period.as_nanos().max(1);
     let rest = value.as_nanos() % period_ns;
-    // `rest` < `period_ns`, which came from a `Duration`: it fits.
+    // `rest` < `period_ns`, which came from a `Duration`, so it fits.
     Duration::from_nanos(u64::try_from(rest).unwrap_or(u64::MAX))
 }
 
-/// `PhaseKeeper` from a config file (feature `serde`): `period`, and
-/// optionally `offset`, `min_gap` (human durations) and `random_offset`
-/// (`true`: each process draws its own phase; an error beside `offset`,
-/// since both choose the phase).
+/// `PhaseKeeper` from a config file, with the `serde` feature. The fields are
+/// `period` and the optional `offset`, `min_gap` and `random_offset`. The
+/// first three are human durations. With `random_offset` set to `true`, each
+/// process draws its own phase. Setting it beside `offset` is an error, since
+/// both choose the phase.
 ///
 /// ```
 /// # #[cfg(feature = "serde")] {
@@ -443,8 +445,8 @@ mod tests {
     }
 }
 
-/// A key's stable hash (see [`PhaseKeeper::keyed`]): FNV-1a, then
-/// MurmurHash3's 64-bit finalizer.
+/// A key's stable hash, as [`PhaseKeeper::keyed`] documents it. It is
+/// FNV-1a, then MurmurHash3's 64-bit finalizer.
 fn key_hash(key: &str) -> u64 {
     let mut hash = crate::refresh::stable_hash(key.as_bytes());
     hash ^= hash >> 33;

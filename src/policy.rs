@@ -1,7 +1,7 @@
-//! Per-trigger policies set on [`TriggerBuilder`](crate::TriggerBuilder):
-//! a minimum interval between starts (cooldown), what a panic does, and
-//! when a run counts as stuck. Kept out of the trigger's hot words: a
-//! trigger without policies pays one null pointer.
+//! Per-trigger policies set on [`TriggerBuilder`](crate::TriggerBuilder).
+//! They set the cooldown, a minimum interval between starts. They set what a
+//! panic does and when a run counts as stuck. They are kept out of the
+//! trigger's hot words, so a trigger without policies pays one null pointer.
 
 use crate::jitter::RetryBackoff;
 use std::fmt;
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// What a trigger does after its task panics. Either way the panic is
-/// caught, counted and reported to the panic hook (G8).
+/// caught, counted and reported to the panic hook, as guarantee G8 promises.
 ///
 /// # Examples
 ///
@@ -39,22 +39,22 @@ use std::time::Duration;
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[non_exhaustive]
 pub enum PanicPolicy {
-    /// Stop circulating, as if the task had returned `None` (the default;
-    /// the trigger stays usable: the next fire runs it).
+    /// Stop circulating, as if the task had returned `None`. This is the
+    /// default. The trigger stays usable, and the next fire runs it.
     #[default]
     Stop,
-    /// Keep circulating: run again after the back-off's next delay
-    /// ([`RetryBackoff::failed`]; `None` once its retry limit is reached
-    /// stops until fired again, and that fire starts a fresh round of
-    /// retries). A run that returns normally resets the back-off.
+    /// Keep circulating, and run again after the back-off's next delay from
+    /// [`RetryBackoff::failed`]. Once its retry limit is reached, its `None`
+    /// stops the trigger until it is fired again. That fire starts a fresh
+    /// round of retries. A run that returns normally resets the back-off.
     Retry(RetryBackoff),
 }
 
-/// A trigger's policies as data — what [`TriggerBuilder`](crate::TriggerBuilder)'s
-/// `name`, `min_interval`, `debounce`, `stuck_after` and `on_panic` set —
-/// to keep in a config file (feature `serde`: durations in human form)
-/// and apply with [`TriggerBuilder::policies`](crate::TriggerBuilder::policies).
-/// Every field is optional.
+/// A trigger's policies as data, to keep in a config file and apply with
+/// [`TriggerBuilder::policies`](crate::TriggerBuilder::policies). They are
+/// what [`TriggerBuilder`](crate::TriggerBuilder)'s `name`, `min_interval`,
+/// `debounce`, `stuck_after` and `on_panic` set. With the `serde` feature
+/// they deserialize, with durations in human form. Every field is optional.
 ///
 /// # Examples
 ///
@@ -95,7 +95,7 @@ pub struct TriggerPolicies {
     pub on_panic: Option<PanicPolicy>,
 }
 
-/// The debounce of [`TriggerPolicies`]; see
+/// The debounce of [`TriggerPolicies`]. See
 /// [`TriggerBuilder::debounce`](crate::TriggerBuilder::debounce).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(
@@ -112,28 +112,32 @@ pub struct DebouncePolicy {
     pub max_wait: Duration,
 }
 
-/// The rarely set parts of one trigger that has any: kept out of line so
-/// a trigger with none pays one null pointer.
+/// The rarely set parts of one trigger that has any. They are kept out of
+/// line so a trigger with none pays one null pointer.
 pub(crate) struct Policies {
-    /// The trigger's name (for reports, hooks and tracing).
+    /// The trigger's name, for reports, hooks and tracing.
     pub(crate) name: Option<Box<str>>,
-    /// No start sooner than this after the previous start (µs; 0: none).
+    /// No start sooner than this many microseconds after the previous start.
+    /// Zero means no cooldown.
     pub(crate) min_interval_us: u64,
     /// Trailing-edge debounce of `fire`, if set.
     pub(crate) debounce: Option<Debounce>,
-    /// A run longer than this is reported stuck (µs; 0: never).
+    /// A run longer than this many microseconds is reported stuck. Zero
+    /// means never.
     pub(crate) stuck_after_us: u64,
-    /// The run in flight was reported stuck; cleared when a run starts.
+    /// The run in flight was reported stuck. A run's start clears it.
     /// Relaxed: a report flag, ordering nothing.
     stuck: AtomicBool,
-    /// When the iteration in flight started (µs), [`NOT_RUNNING`] between
-    /// iterations: set by the holder of RUNNING once it really runs the
-    /// task, so a due run that only takes RUNNING to find it too early
-    /// (a cooldown) is never "in flight" here. Relaxed: the monitor only
-    /// compares it with its clock, and a report orders nothing.
+    /// When the iteration in flight started, in microseconds. It is
+    /// [`NOT_RUNNING`] between iterations. The holder of RUNNING sets it once
+    /// it really runs the task. So a due run that only takes RUNNING to find
+    /// it too early, as under a cooldown, is never "in flight" here.
+    /// Relaxed: the monitor only compares it with its clock, and a report
+    /// orders nothing.
     running_since_us: AtomicU64,
-    /// For an async task: the waker of its iteration in flight, which
-    /// `shutdown_now` wakes to cancel it (see `core/iteration.rs`).
+    /// For an async task, the waker of its iteration in flight.
+    /// `shutdown_now` wakes it to cancel that iteration. See
+    /// `core/iteration.rs`.
     pub(crate) cancel: Option<crate::async_task::CancelSlot>,
 }
 
@@ -148,7 +152,7 @@ impl fmt::Debug for Policies {
 }
 
 impl Policies {
-    /// Policies from the builder's settings; `None` if there are none.
+    /// Policies from the builder's settings, or `None` if there are none.
     pub(crate) fn new(
         name: Option<Box<str>>,
         min_interval: Duration,
@@ -185,13 +189,13 @@ impl Policies {
         self.stuck.load(Relaxed)
     }
 
-    /// Marks the run in flight stuck; returns whether this call did (a run
-    /// is reported once).
+    /// Marks the run in flight stuck and returns whether this call did. So a
+    /// run is reported once.
     pub(crate) fn mark_stuck(&self) -> bool {
         !self.stuck.swap(true, Relaxed)
     }
 
-    /// A run starts at `now_us`: in flight, not stuck.
+    /// A run starts at `now_us`. It is in flight and not stuck.
     pub(crate) fn started(&self, now_us: u64) {
         self.stuck.store(false, Relaxed);
         self.running_since_us
@@ -203,7 +207,7 @@ impl Policies {
         self.running_since_us.store(NOT_RUNNING, Relaxed);
     }
 
-    /// When the run in flight started (µs), if one is.
+    /// When the run in flight started, in microseconds, if one is.
     pub(crate) fn running_since_us(&self) -> Option<u64> {
         let since = self.running_since_us.load(Relaxed);
         (since != NOT_RUNNING).then_some(since)
@@ -213,8 +217,8 @@ impl Policies {
 /// `Policies::running_since_us` between iterations.
 const NOT_RUNNING: u64 = u64::MAX;
 
-/// `d` in whole microseconds, rounded up (a policy's interval is never
-/// shorter than asked), saturating.
+/// `d` in whole microseconds, rounded up and saturating. Rounding up keeps a
+/// policy's interval from being shorter than asked.
 fn micros_up(d: Duration) -> u64 {
     let whole = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     whole.saturating_add(u64::from(d.subsec_nanos() % 1_000 != 0))
@@ -223,30 +227,30 @@ fn micros_up(d: Duration) -> u64 {
 /// `Debounce::burst_start_us` when no burst is open.
 const NO_BURST: u64 = u64::MAX;
 
-/// Trailing-edge debounce (see `TriggerBuilder::debounce`): a burst of
-/// fires becomes one run `window` after its last fire, and no later than
-/// `max_wait` after its first. A burst opens with the first fire after a
-/// run was claimed, and closes when a worker claims the run serving it
-/// (or a suspend or pause cancels it).
+/// Trailing-edge debounce, as `TriggerBuilder::debounce` describes it. A
+/// burst of fires becomes one run `window` after its last fire, and no later
+/// than `max_wait` after its first. A burst opens with the first fire after a
+/// run was claimed. It closes when a worker claims the run serving it, or
+/// when a suspend or pause cancels it.
 ///
-/// Timing, not safety: every access is Relaxed. A fire that races the
-/// claim of its burst's run may see the burst still open and get a
-/// shorter delay (at worst, it runs right after that run); the claimed
-/// version, kept here, tells a fire whether the run that closed its
-/// burst already served it.
+/// This is timing, not safety, so every access is Relaxed. A fire that races
+/// the claim of its burst's run may see the burst still open and get a
+/// shorter delay. At worst, it runs right after that run. The claimed
+/// version, kept here, tells a fire whether the run that closed its burst
+/// already served it.
 pub(crate) struct Debounce {
     window_us: u64,
     max_wait_us: u64,
-    /// When the open burst's first fire came (µs), or [`NO_BURST`].
+    /// When the open burst's first fire came, in microseconds, or [`NO_BURST`].
     burst_start_us: AtomicU64,
     /// The version of the run that closed the last burst.
     closed_by: std::sync::atomic::AtomicU32,
 }
 
 impl Debounce {
-    /// The delay (µs) of a fire at `now_us`, the burst start it was
-    /// computed from, and whether this fire opened that burst (it opens
-    /// one if none is).
+    /// The delay in microseconds of a fire at `now_us`, the burst start it
+    /// was computed from, and whether this fire opened that burst. A fire
+    /// opens a burst if none is open.
     pub(crate) fn delay_us(&self, now_us: u64) -> (u64, u64, bool) {
         let mut start = self.burst_start_us.load(Relaxed);
         let mut opened = false;
@@ -265,8 +269,8 @@ impl Debounce {
         (self.window_us.min(cap), start, opened)
     }
 
-    /// A fire that opened the burst starting at `start` was refused:
-    /// close it again (unless a later fire or a run moved on).
+    /// A fire that opened the burst starting at `start` was refused. Close
+    /// the burst again, unless a later fire or a run moved on.
     pub(crate) fn unopen(&self, start: u64) {
         let _ = self
             .burst_start_us
@@ -278,7 +282,7 @@ impl Debounce {
         self.closed_by.load(Relaxed)
     }
 
-    /// A worker claimed the run of `version`: the burst it serves is over.
+    /// A worker claimed the run of `version`, so the burst it serves is over.
     pub(crate) fn claimed(&self, version: u32) {
         self.closed_by.store(version, Relaxed);
         self.close();
@@ -289,13 +293,13 @@ impl Debounce {
         self.burst_start_us.load(Relaxed) == start
     }
 
-    /// The burst is over (its run claimed, or a suspend or pause
-    /// cancelled it): the next fire opens a new one.
+    /// The burst is over, because its run was claimed or a suspend or pause
+    /// cancelled it. The next fire opens a new one.
     pub(crate) fn close(&self) {
         self.burst_start_us.store(NO_BURST, Relaxed);
     }
 
-    /// The window (µs), for a fire whose burst closed under it.
+    /// The window in microseconds, for a fire whose burst closed under it.
     pub(crate) fn window_us(&self) -> u64 {
         self.window_us
     }
@@ -303,8 +307,8 @@ impl Debounce {
 
 /// A run that has been in flight longer than its trigger's
 /// [`stuck_after`](crate::TriggerBuilder::stuck_after), as handed to the
-/// scheduler's [`stuck_hook`](crate::Builder::stuck_hook). Reported once per
-/// run; the run is not interrupted (a sync task cannot be).
+/// scheduler's [`stuck_hook`](crate::Builder::stuck_hook). It is reported
+/// once per run. The run is not interrupted, since a sync task cannot be.
 #[derive(Debug, Clone)]
 pub struct StuckRun {
     pub(crate) trigger: Option<String>,

@@ -1,19 +1,19 @@
-//! What a conditional fetch is given and what it answers: the validator of
-//! the value held (a version, an ETag), and "changed" with a new value or
-//! "unchanged".
+//! What a conditional fetch is given and what it answers. It is given the
+//! validator of the value held, such as a version or an ETag. It answers
+//! "changed" with a new value, or "unchanged".
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What identifies a value at its store: a version, an ETag, a release
-/// key. A conditional fetch
-/// ([`bind_conditional`](crate::RefreshBuilder::bind_conditional),
-/// [`bind_async_conditional`](crate::RefreshBuilder::bind_async_conditional))
-/// is handed the one it returned last and may answer
-/// [`Fetched::unchanged`] when the store still has it.
+/// What identifies a value at its store, such as a version, an ETag or a
+/// release key. A conditional fetch is handed the one it returned last. It
+/// may answer [`Fetched::unchanged`] when the store still has it.
+/// [`bind_conditional`](crate::RefreshBuilder::bind_conditional) and
+/// [`bind_async_conditional`](crate::RefreshBuilder::bind_async_conditional)
+/// bind such a fetch.
 ///
-/// Cheap to clone (a shared string).
+/// Cheap to clone, since it is a shared string.
 ///
 /// # Examples
 ///
@@ -76,13 +76,13 @@ impl PartialEq<&str> for Validator {
     }
 }
 
-/// A conditional fetch's answer: a new value, or "unchanged" (the store
-/// still has the value held), each with what to remember until the next
-/// fetch.
+/// A conditional fetch's answer, each with what to remember until the next
+/// fetch. It is a new value, or "unchanged" when the store still has the
+/// value held.
 ///
-/// "Unchanged" renews the value's freshness and publishes nothing: no
-/// subscriber wakes, readers keep the value they have. With no value held
-/// it is a failure.
+/// "Unchanged" renews the value's freshness and publishes nothing. No
+/// subscriber wakes, and readers keep the value they have. With no value
+/// held it is a failure.
 ///
 /// # Examples
 ///
@@ -113,7 +113,7 @@ pub struct Fetched<T> {
 }
 
 impl<T> Fetched<T> {
-    /// A new value: stored, published to readers and subscribers.
+    /// A new value, stored and published to readers and subscribers.
     pub fn changed(value: T) -> Self {
         Self {
             value: Some(value),
@@ -122,7 +122,7 @@ impl<T> Fetched<T> {
         }
     }
 
-    /// The store still has the value held: its freshness is renewed,
+    /// The store still has the value held. Its freshness is renewed, and
     /// nothing is published.
     pub fn unchanged() -> Self {
         Self {
@@ -133,15 +133,15 @@ impl<T> Fetched<T> {
     }
 
     /// The validator to hand the next fetch. A changed value without one
-    /// forgets the last; an unchanged answer without one keeps it.
+    /// forgets the last. An unchanged answer without one keeps it.
     pub fn validator(mut self, validator: impl Into<Validator>) -> Self {
         self.validator = Some(validator.into());
         self
     }
 
-    /// The delay before the next fetch, instead of the period
-    /// ([`RefreshBuilder::every`](crate::RefreshBuilder::every)): for a
-    /// value that names its own refresh interval.
+    /// The delay before the next fetch, instead of the period that
+    /// [`RefreshBuilder::every`](crate::RefreshBuilder::every) sets. It
+    /// serves a value that names its own refresh interval.
     pub fn next_after(mut self, delay: Duration) -> Self {
         self.next = Some(delay);
         self

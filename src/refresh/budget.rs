@@ -1,5 +1,5 @@
-//! A fetch budget shared by refreshers (G23): a rate and a burst that
-//! their fetches together never exceed, handed out in turn.
+//! A fetch budget shared by refreshers, for guarantee G23. It is a rate and
+//! a burst that their fetches together never exceed, handed out in turn.
 
 use crate::clock::Clock;
 use crate::scheduler::Scheduler;
@@ -8,15 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-/// A budget of fetches shared by several refreshers of one scheduler (N
-/// namespaces of one config store, say): together they fetch at most
-/// `burst` times at once, then once per `per` on average — in any window
-/// `w`, at most `burst + w / per` fetches.
+/// A budget of fetches shared by several refreshers of one scheduler, such
+/// as N namespaces of one config store. Together they fetch at most `burst`
+/// times at once, then once per `per` on average. In any window `w`, they
+/// make at most `burst + w / per` fetches.
 ///
-/// A fetch over budget is not dropped and not queued per call: its
-/// refresher reserves the next free slot — slots are handed out in the
-/// order they are asked for, so no refresher starves — and fetches then;
-/// every "refresh now" meanwhile is served by that one fetch. Give it to
+/// A fetch over budget is not dropped and not queued per call. Its
+/// refresher reserves the next free slot and fetches then. Slots are handed
+/// out in the order they are asked for, so no refresher starves. Every
+/// "refresh now" meanwhile is served by that one fetch. Give the budget to
 /// each refresher with [`RefreshBuilder::budget`](crate::RefreshBuilder::budget).
 ///
 /// # Examples
@@ -54,8 +54,8 @@ struct Inner {
     interval_ns: u64,
     /// How far ahead of the average a burst may run, in ns.
     tolerance_ns: u64,
-    /// The theoretical arrival time of the next fetch (the generic cell
-    /// rate algorithm's), on the scheduler's clock in ns.
+    /// The theoretical arrival time of the next fetch, as the generic cell
+    /// rate algorithm keeps it, on the scheduler's clock in ns.
     next_ns: Mutex<u64>,
     granted: AtomicU64,
     delayed: AtomicU64,
@@ -66,9 +66,10 @@ struct Inner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BudgetStats {
-    /// Slots handed out (fetches let through, at once or later).
+    /// Slots handed out, which are fetches let through at once or later.
     pub granted: u64,
-    /// Of those, slots later than asked for: fetches the budget delayed.
+    /// Of those, slots later than asked for, which are fetches the budget
+    /// delayed.
     pub delayed: u64,
     /// The time those fetches waited, in total.
     pub waited: Duration,
@@ -84,8 +85,9 @@ impl fmt::Debug for Budget {
 }
 
 impl Budget {
-    /// A budget on `scheduler`'s clock: `burst` fetches at once (at least
-    /// one), then one per `per` (at least a nanosecond).
+    /// A budget on `scheduler`'s clock. It allows `burst` fetches at once,
+    /// then one per `per`. `burst` counts as at least one, and `per` as at
+    /// least a nanosecond.
     pub fn new<S: AsRef<Scheduler> + ?Sized>(scheduler: &S, per: Duration, burst: u32) -> Self {
         let interval_ns = u64::try_from(per.as_nanos()).unwrap_or(u64::MAX).max(1);
         let tolerance_ns = interval_ns.saturating_mul(u64::from(burst.max(1) - 1));
@@ -100,8 +102,8 @@ impl Budget {
         }))
     }
 
-    /// Reserves the next free slot: returns the clock's time now and the
-    /// slot's, in ns (the slot is now, or later if over budget).
+    /// Reserves the next free slot and returns the clock's time now and the
+    /// slot's, in ns. The slot is now, or later if over budget.
     pub(crate) fn reserve(&self) -> (u64, u64) {
         let inner = &*self.0;
         let now = inner.clock.now_ns();

@@ -1,7 +1,7 @@
-//! Building a [`Refresh`](super::Refresh): the period, the back-off, the
-//! trigger's options, then the fetch — blocking or async — whose outcome
-//! each iteration turns into the latest value, the last error and the next
-//! delay.
+//! Building a [`Refresh`](super::Refresh). A builder sets the period, the
+//! back-off and the trigger's options, then binds the fetch. The fetch is
+//! blocking or async. Each iteration turns its outcome into the latest
+//! value, the last error and the next delay.
 
 #[cfg(feature = "tokio")]
 use super::FetchFuture;
@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl Refresh<()> {
-    /// A builder: set the period, the back-off, the trigger's options,
-    /// then bind the fetch ([`bind`](RefreshBuilder::bind), or
-    /// [`bind_async`](RefreshBuilder::bind_async) with the `tokio`
-    /// feature). Takes a [`Scheduler`] or a
+    /// A builder. Set the period, the back-off and the trigger's options,
+    /// then bind the fetch with [`bind`](RefreshBuilder::bind). With the
+    /// `tokio` feature, [`bind_async`](RefreshBuilder::bind_async) binds an
+    /// async one. Takes a [`Scheduler`] or a
     /// [`VirtualScheduler`](crate::VirtualScheduler).
     pub fn builder<S: AsRef<Scheduler> + ?Sized>(scheduler: &S) -> RefreshBuilder<'_> {
         RefreshBuilder {
@@ -36,12 +36,13 @@ impl Refresh<()> {
 /// `RefreshBuilder::every`'s default.
 const DEFAULT_PERIOD: Duration = Duration::from_secs(30);
 
-/// A refresher's default cooldown (the trigger's `min_interval`): a burst
-/// of "refresh now" drained from a channel, even one a busy machine
-/// stretches to a few hundred milliseconds, costs at most two fetches.
+/// A refresher's default cooldown, the trigger's `min_interval`. With it, a
+/// burst of "refresh now" drained from a channel costs at most two fetches.
+/// That holds even for a burst a busy machine stretches to a few hundred
+/// milliseconds.
 pub(crate) const DEFAULT_COOLDOWN: Duration = Duration::from_secs(1);
 
-/// Builds a [`Refresh`]; see [`Refresh::builder`].
+/// Builds a [`Refresh`]. See [`Refresh::builder`].
 #[must_use = "a builder does nothing until a fetch is bound"]
 pub struct RefreshBuilder<'a> {
     trigger: TriggerBuilder<'a>,
@@ -69,16 +70,16 @@ impl fmt::Debug for RefreshBuilder<'_> {
 }
 
 impl<'a> RefreshBuilder<'a> {
-    /// The period between fetches after a success (default 30 s),
-    /// counted from the end of the fetch. `Duration::ZERO` re-fetches as
-    /// soon as the cooldown allows; a period past the clock's range
+    /// The period between fetches after a success, counted from the end of
+    /// the fetch. It is 30 seconds by default. `Duration::ZERO` re-fetches
+    /// as soon as the cooldown allows. A period past the clock's range
     /// fetches only when fired.
     pub fn every(mut self, period: Duration) -> Self {
         self.every = period;
         self
     }
 
-    /// The back-off after a failed fetch (default: the period). Its
+    /// The back-off after a failed fetch. By default it is the period. Its
     /// jitter, if any, also spreads the period after a success. A step
     /// shorter than the cooldown waits for the cooldown's end.
     pub fn retry(mut self, backoff: RetryBackoff) -> Self {
@@ -86,9 +87,9 @@ impl<'a> RefreshBuilder<'a> {
         self
     }
 
-    /// Keeps the fetches after a success on `phase`'s grid of slots
-    /// instead of a period after the fetch (the period is then the
-    /// phase's): a "refresh now" does not move the schedule, and with
+    /// Keeps the fetches after a success on `phase`'s grid of slots,
+    /// instead of a period after the fetch. The period is then the phase's.
+    /// A "refresh now" does not move the schedule. With
     /// [`PhaseKeeper::keyed`](crate::PhaseKeeper::keyed) a fleet keeps its
     /// spread across restarts. A retry after a failure never waits past
     /// the next slot. Once the back-off has climbed to the period, the
@@ -118,44 +119,46 @@ impl<'a> RefreshBuilder<'a> {
         self
     }
 
-    /// Shares `budget` with the other refreshers given it: their fetches
+    /// Shares `budget` with the other refreshers given it, so their fetches
     /// together keep to its rate and burst. A fetch over budget waits for
-    /// its slot (counted in [`RefreshStats::budget_waited`](super::RefreshStats::budget_waited)),
-    /// and every "refresh now" meanwhile is served by it.
+    /// its slot, and every "refresh now" meanwhile is served by it.
+    /// [`RefreshStats::budget_waited`](super::RefreshStats::budget_waited)
+    /// counts the wait.
     pub fn budget(mut self, budget: &super::Budget) -> Self {
         self.budget = Some(budget.clone());
         self
     }
 
     /// The value turns [`Stale`](super::Freshness::Stale) once no fetch
-    /// has confirmed it for `after` (default: never). It is still
-    /// served; [`Refresh::stats`] and [`Current::freshness`](super::Current::freshness)
-    /// report it, and each change is traced and counted as it happens.
+    /// has confirmed it for `after`. By default it never does. It is still
+    /// served. [`Refresh::stats`] and
+    /// [`Current::freshness`](super::Current::freshness) report it, and
+    /// each change is traced and counted as it happens.
     pub fn stale_after(mut self, after: Duration) -> Self {
         self.stale_after = Some(after);
         self
     }
 
     /// The value turns [`Expired`](super::Freshness::Expired) once no
-    /// fetch has confirmed it for `after` (default: never); still served,
-    /// as with [`stale_after`](Self::stale_after).
+    /// fetch has confirmed it for `after`. By default it never does. It is
+    /// still served, as with [`stale_after`](Self::stale_after).
     pub fn expire_after(mut self, after: Duration) -> Self {
         self.expire_after = Some(after);
         self
     }
 
-    /// A fetch's deadline (default: none). An async fetch still running
-    /// at it is dropped (its state given back) and counted as a timeout
-    /// ([`RefreshError::TimedOut`](crate::RefreshError::TimedOut), apart
-    /// from the fetch's own errors): the value stays, the fetch is retried
-    /// on the back-off. A blocking fetch cannot be interrupted: its
-    /// overrun is reported once through the scheduler's stuck hook (this
-    /// sets the trigger's `stuck_after`, unless set) and counted as a
-    /// timeout when it returns, and its late result counts. One that never
-    /// returns holds the fetch (never two at once): the value turns stale,
-    /// then expired.
+    /// A fetch's deadline, none by default. An async fetch still running at
+    /// it is dropped, and its state is given back. It counts as a timeout,
+    /// [`RefreshError::TimedOut`](crate::RefreshError::TimedOut), apart from
+    /// the fetch's own errors. The value stays, and the fetch is retried on
+    /// the back-off. A blocking fetch cannot be interrupted. Its overrun is
+    /// reported once through the scheduler's stuck hook, since this sets the
+    /// trigger's `stuck_after` unless it is set. It is counted as a timeout
+    /// when it returns, and its late result counts. A fetch that never
+    /// returns keeps the next one from starting, since fetches never run two
+    /// at once. The value then turns stale, then expired.
     ///
-    /// The deadline holds during a graceful shutdown too: the fetch in
+    /// The deadline holds during a graceful shutdown too. The fetch in
     /// flight, which the shutdown waits for, still ends by it. On a
     /// [`VirtualScheduler`](crate::VirtualScheduler) an async fetch's
     /// deadline runs on virtual time.
@@ -164,15 +167,16 @@ impl<'a> RefreshBuilder<'a> {
         self
     }
 
-    /// Sets the trigger's own options: `name`, `min_interval`,
-    /// `debounce`, `stuck_after`, `runtime` (for
-    /// [`bind_async`](Self::bind_async)).
+    /// Sets the trigger's own options, such as `name`, `min_interval`,
+    /// `debounce` and `stuck_after`. Its `runtime` serves
+    /// [`bind_async`](Self::bind_async).
     ///
-    /// A refresher's trigger starts with a cooldown: `min_interval` is
-    /// 1 s, so the first "refresh now" after a quiet spell fetches at once
-    /// and a burst during a fetch or within a second of its start costs
-    /// one more fetch, at the cooldown's end (G18). `min_interval(d)`
-    /// changes it; `min_interval(Duration::ZERO)` turns it off.
+    /// A refresher's trigger starts with a cooldown, since its
+    /// `min_interval` is one second. So the first "refresh now" after a
+    /// quiet spell fetches at once. A burst during a fetch or within a
+    /// second of its start costs one more fetch, at the cooldown's end.
+    /// That is guarantee G18. `min_interval(d)` changes the cooldown, and
+    /// `min_interval(Duration::ZERO)` turns it off.
     ///
     /// # Examples
     ///
@@ -203,24 +207,25 @@ impl<'a> RefreshBuilder<'a> {
         self
     }
 
-    /// Binds a blocking fetch: `Ok(value)` becomes the latest value and the
-    /// next fetch comes a period later; `Err(error)` keeps the value,
-    /// becomes [`last_error`](Refresh::last_error) and the next fetch comes
-    /// after the back-off (with no back-off, a period later; a back-off
-    /// past its retry limit stops until fired, and that fire starts a fresh
-    /// round). A panicking fetch is a failure too
-    /// ([`panics`](Refresh::panics)): the value stays and the fetch is
+    /// Binds a blocking fetch. `Ok(value)` becomes the latest value, and the
+    /// next fetch comes a period later. `Err(error)` keeps the value and
+    /// becomes [`last_error`](Refresh::last_error). The next fetch then
+    /// comes after the back-off. With no back-off it comes a period later.
+    /// A back-off past its retry limit stops until fired, and that fire
+    /// starts a fresh round. A panicking fetch is a failure too, counted in
+    /// [`panics`](Refresh::panics). The value stays and the fetch is
     /// retried. The fetch runs on the scheduler's workers and owns its
-    /// state (`FnMut`, no `Mutex`: fetches never overlap).
+    /// state. It is `FnMut` and needs no `Mutex`, since fetches never
+    /// overlap.
     ///
-    /// Nothing runs until the first fire
-    /// ([`refresh_now`](Refresh::refresh_now)): start it when the service
-    /// is ready for it.
+    /// Nothing runs until the first fire, such as a
+    /// [`refresh_now`](Refresh::refresh_now). Start it when the service is
+    /// ready for it.
     ///
     /// # Examples
     ///
     /// The front page's config service with a blocking fetch, which needs
-    /// no feature:
+    /// no feature.
     ///
     /// ```
     /// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
@@ -256,15 +261,15 @@ impl<'a> RefreshBuilder<'a> {
         self.bind_conditional(move |_| fetch().map(Fetched::changed))
     }
 
-    /// Binds a blocking conditional fetch: it is handed the
-    /// [`Validator`] of the last value (a version, an ETag; `None` before
-    /// the first, or after a value that came without one) and answers a
-    /// [`Fetched`]: a new value, or "unchanged" — which renews the value's
-    /// freshness and publishes nothing (no subscriber wakes). "Unchanged"
-    /// with no value held is a failure
-    /// ([`RefreshError::NothingHeld`](crate::RefreshError::NothingHeld)).
+    /// Binds a blocking conditional fetch. It is handed the [`Validator`] of
+    /// the last value, such as a version or an ETag. The validator is `None`
+    /// before the first value, or after a value that came without one. The
+    /// fetch answers a [`Fetched`], which is a new value or "unchanged".
+    /// "Unchanged" renews the value's freshness and publishes nothing, so no
+    /// subscriber wakes. "Unchanged" with no value held is a failure,
+    /// [`RefreshError::NothingHeld`](crate::RefreshError::NothingHeld).
     /// [`Fetched::next_after`] names the delay before the next fetch, for
-    /// a value that carries its own period. Otherwise as
+    /// a value that carries its own period. Otherwise it works as
     /// [`bind`](Self::bind).
     ///
     /// # Examples
@@ -323,8 +328,8 @@ impl<'a> RefreshBuilder<'a> {
             let fetching = shared.fetching();
             let started = shared.meta.now_ns();
             let validator = shared.validator_for(&mut course);
-            // A panicking fetch is a failure too: counted, retried, the
-            // value kept — not a silent stop of the refresh.
+            // A panicking fetch is a failure too. It is counted and retried,
+            // and the value is kept. It is not a silent stop of the refresh.
             let ended =
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fetch(validator))) {
                     Ok(Ok(answer)) => Ended::Answered(answer),
@@ -400,31 +405,32 @@ impl<'a> RefreshBuilder<'a> {
             watchdog,
         }
     }
-    /// Binds an async fetch (feature `tokio`): each fetch is the future
-    /// `fetch(&mut state)` returns, polled on a Tokio runtime — the one
-    /// this is called in, or the one given with
-    /// [`TriggerBuilder::runtime`] through [`trigger`](Self::trigger); on
-    /// a [`VirtualScheduler`](crate::VirtualScheduler) without one, by its
-    /// `advance`. The outcome counts as [`bind`](Self::bind)'s does, and
-    /// the `Refresh` is the same: reads, `subscribe`, errors, back-off,
-    /// cooldown, pause, `refresh_and_wait` and its async twin.
+    /// Binds an async fetch, with the `tokio` feature. Each fetch is the
+    /// future `fetch(&mut state)` returns, polled on a Tokio runtime. That
+    /// is the one this is called in, or the one given with
+    /// [`TriggerBuilder::runtime`] through [`trigger`](Self::trigger). On a
+    /// [`VirtualScheduler`](crate::VirtualScheduler) without one, its
+    /// `advance` polls the future. The outcome counts as
+    /// [`bind`](Self::bind)'s does. The `Refresh` is the same, with its
+    /// reads, `subscribe`, errors, back-off, cooldown, pause,
+    /// `refresh_and_wait` and its async twin.
     ///
-    /// The refresher owns `state` (a client, a connection, the last
-    /// version seen) and lends it to each fetch: fetches never overlap, so
-    /// it needs no `Mutex`. A fetch dropped before it completes (by
-    /// `shutdown_now`, or its runtime shutting down) gives the state back
-    /// as it left it, and the next fetch starts from there. The closure
-    /// returns a boxed future borrowing the state — write
-    /// `|state| Box::pin(async move { … })`; stable Rust's async closures
-    /// cannot promise a `Send` future.
+    /// The refresher owns `state` and lends it to each fetch. The state may
+    /// be a client, a connection or the last version seen. Fetches never
+    /// overlap, so it needs no `Mutex`. A fetch may be dropped before it
+    /// completes, by `shutdown_now` or by its runtime shutting down. It then
+    /// gives the state back as it left it, and the next fetch starts from
+    /// there. The closure returns a boxed future borrowing the state. Write
+    /// `|state| Box::pin(async move { … })`, since stable Rust's async
+    /// closures cannot promise a `Send` future.
     ///
-    /// `S`, `T`, `E` and the closure are `Send + 'static` (they move to
-    /// the runtime's threads); the future is `Send`.
+    /// `S`, `T`, `E` and the closure are `Send + 'static`, since they move
+    /// to the runtime's threads. The future is `Send`.
     ///
     /// # Panics
     ///
-    /// As [`TriggerBuilder::bind_async`]: on a real scheduler, if no
-    /// runtime was given and this is called outside a Tokio runtime.
+    /// As [`TriggerBuilder::bind_async`]. It panics on a real scheduler if
+    /// no runtime was given and this is called outside a Tokio runtime.
     ///
     /// # Examples
     ///
@@ -470,11 +476,11 @@ impl<'a> RefreshBuilder<'a> {
         })
     }
 
-    /// Binds an async conditional fetch (feature `tokio`): the async
-    /// [`bind_conditional`](Self::bind_conditional). Each fetch borrows
-    /// the state, is handed the last [`Validator`], and answers a
-    /// [`Fetched`]: a new value, or "unchanged". Otherwise as
-    /// [`bind_async`](Self::bind_async).
+    /// Binds an async conditional fetch, with the `tokio` feature. It is the
+    /// async [`bind_conditional`](Self::bind_conditional). Each fetch
+    /// borrows the state, is handed the last [`Validator`], and answers a
+    /// [`Fetched`]. That is a new value or "unchanged". Otherwise it works
+    /// as [`bind_async`](Self::bind_async).
     ///
     /// # Examples
     ///
@@ -537,8 +543,9 @@ impl<'a> RefreshBuilder<'a> {
     }
 }
 
-/// What every bind starts from: the trigger's builder, the shared state,
-/// the fetch-side state, and the freshness watchdog (with limits set).
+/// What every bind starts from. It holds the trigger's builder, the shared
+/// state, the fetch-side state, and the freshness watchdog when limits are
+/// set.
 struct Parts<'a, T, E> {
     trigger: TriggerBuilder<'a>,
     latest: Arc<Latest<T, E>>,

@@ -1,6 +1,6 @@
-//! An async fetch's deadline: the fetch raced against a sleep on the
-//! scheduler's clock (virtual time on a virtual scheduler, Tokio's timer
-//! otherwise).
+//! An async fetch's deadline. The fetch races against a sleep on the
+//! scheduler's clock. That is virtual time on a virtual scheduler, and
+//! Tokio's timer otherwise.
 
 use crate::scheduler::local::{parked_on_virtual_time, parks_on_virtual_time};
 use crate::scheduler::VirtualSleep;
@@ -16,7 +16,7 @@ pub(super) struct Deadline<Fut> {
     fetch: Fut,
     timeout: Duration,
     clock: Option<VirtualSleep>,
-    /// Made at the first poll, inside the fetch's panic catch: Tokio's
+    /// Made at the first poll, inside the fetch's panic catch. Tokio's
     /// timer panics outside a runtime, and that panic is the fetch's.
     sleep: Option<Sleep>,
 }
@@ -37,7 +37,7 @@ impl<Fut: Future + Unpin> Future for Deadline<Fut> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        // Whether the job waits on virtual time is the fetch's to say: a
+        // Whether the job waits on virtual time is the fetch's to say. A
         // fetch waiting on I/O must not let the deadline's sleep tell
         // `advance` to move time without it.
         let (fetched, fetch_parked) = parks_on_virtual_time(|| Pin::new(&mut this.fetch).poll(cx));

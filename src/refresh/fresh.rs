@@ -1,6 +1,6 @@
-//! How fresh a refresher's value is: when a fetch last confirmed it, the
-//! freshness that follows from its age, the readiness waiters, and the
-//! report of each change of freshness.
+//! How fresh a refresher's value is. This module keeps when a fetch last
+//! confirmed the value, and the freshness that follows from its age. It
+//! holds the readiness waiters and reports each change of freshness.
 
 use crate::clock::Clock;
 use crate::sync::{
@@ -15,15 +15,15 @@ use std::task::Waker;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
-/// How fresh the value a refresher serves is, by the time since a fetch
-/// last confirmed it (a good or "unchanged" answer), against
-/// [`stale_after`](crate::RefreshBuilder::stale_after) and
-/// [`expire_after`](crate::RefreshBuilder::expire_after). A stale or
-/// expired value is still served: the service decides what it means.
+/// How fresh the value a refresher serves is. It goes by the time since a
+/// fetch last confirmed the value with a good or "unchanged" answer. That
+/// time is held against [`stale_after`](crate::RefreshBuilder::stale_after)
+/// and [`expire_after`](crate::RefreshBuilder::expire_after). A stale or
+/// expired value is still served, and the service decides what it means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum Freshness {
-    /// Confirmed within `stale_after` (or no `stale_after` is set).
+    /// Confirmed within `stale_after`, or no `stale_after` is set.
     Fresh,
     /// Not confirmed for `stale_after` or longer.
     Stale,
@@ -38,43 +38,45 @@ pub enum Freshness {
 pub enum Origin {
     /// A fetch returned it.
     Fetch,
-    /// It was read from the local copy at start
-    /// ([`Refresh::local_copy`](crate::Refresh::local_copy)); no fetch
-    /// has returned a value since (one may have confirmed it, "unchanged").
+    /// It was read from the local copy at start, as
+    /// [`Refresh::local_copy`](crate::Refresh::local_copy) does. No fetch
+    /// has returned a value since. One may have confirmed it with
+    /// "unchanged".
     LocalCopy,
 }
 
-/// [`Meta::reported`]: no value held.
+/// [`Meta::reported`] when no value is held.
 const EMPTY: u32 = 0;
 const FRESH: u32 = 1;
 const STALE: u32 = 2;
 const EXPIRED: u32 = 3;
 
 /// The part of a refresher's shared state that does not depend on the
-/// value's type: confirmation, freshness, readiness.
+/// value's type. It keeps confirmation, freshness and readiness.
 pub(crate) struct Meta {
     clock: Clock,
-    /// The wall clock when [`clock`](Self::clock) read zero (the
-    /// scheduler's, read once): the schedule runs on the monotonic clock.
+    /// The wall clock when [`clock`](Self::clock) read zero. It is the
+    /// scheduler's, read once, since the schedule runs on the monotonic
+    /// clock.
     wall_at_zero: SystemTime,
     stale_after: Option<Duration>,
     expire_after: Option<Duration>,
-    /// The clock's time in ns, plus one, of the last confirmation; zero
+    /// The clock's time in ns, plus one, of the last confirmation, or zero
     /// until the first.
     confirmed: AtomicU64,
-    /// The freshness last reported (traced, counted, exported).
+    /// The freshness last reported, which was traced, counted and exported.
     reported: StatU32,
     pub(crate) transitions: StatU64,
-    /// Readiness waiters: the async ones' wakers, and a condvar for the
-    /// blocking ones.
+    /// Readiness waiters. The async ones leave their wakers here, and the
+    /// blocking ones wait on the condvar.
     waiters: Mutex<Vec<Waker>>,
     ready: Condvar,
     /// The trigger's name, for traces and metric labels.
     name: Option<String>,
-    /// A value carried over from the local copy: its address (to tell it
-    /// from a fetched one), the clock's time it was installed at, and its
-    /// age then. Its allocation is kept by the refresher, so the address
-    /// is never reused.
+    /// A value carried over from the local copy, with the clock's time it
+    /// was installed at and its age then. Its address, in `carried_at`,
+    /// tells it from a fetched one. Its allocation is kept by the
+    /// refresher, so the address is never reused.
     carried: std::sync::Mutex<Option<Carried>>,
     carried_at: std::sync::atomic::AtomicUsize,
 }
@@ -110,8 +112,8 @@ impl Meta {
         }
     }
 
-    /// A value carried over from the local copy is held: at `address`,
-    /// `age` old now.
+    /// A value carried over from the local copy is held at `address`, `age`
+    /// old now.
     pub(crate) fn carry(&self, address: usize, age: Duration) {
         let carried = Carried {
             installed_ns: self.clock.now_ns(),
@@ -121,8 +123,8 @@ impl Meta {
             .carried
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(carried);
-        // Relaxed: the value itself is published by the cell; this only
-        // names it, and a reader that misses it sees `Fetch` for a value
+        // Relaxed: the value itself is published by the cell, and this only
+        // names it. A reader that misses it sees `Fetch` for a value
         // installed as it read.
         self.carried_at.store(address, Ordering::Relaxed);
     }
@@ -153,12 +155,12 @@ impl Meta {
         self.clock.now_ns()
     }
 
-    /// The value held is confirmed now: renews its freshness, and wakes
+    /// The value held is confirmed now. This renews its freshness, and wakes
     /// the readiness waiters on the first confirmation.
     pub(crate) fn confirm(&self) {
         let now = self.clock.now_ns().saturating_add(1);
-        // Release: a reader that sees this confirmation (Acquire in
-        // `confirmed_ns`) sees the value stored before it. A later
+        // Release: a reader that sees this confirmation with the Acquire in
+        // `confirmed_ns` sees the value stored before it. A later
         // confirmation carries the same edge for its own value.
         let before = self.confirmed.swap(now, Ordering::Release);
         crate::metrics::confirmed(self.name.as_deref(), self.unix_secs(now));
@@ -171,7 +173,7 @@ impl Meta {
         }
     }
 
-    /// The clock's time of the last confirmation, plus one; zero if none.
+    /// The clock's time of the last confirmation, plus one, or zero if none.
     fn confirmed_ns(&self) -> u64 {
         // Acquire: pairs with `confirm`'s Release.
         self.confirmed.load(Ordering::Acquire)
@@ -213,9 +215,9 @@ impl Meta {
         }
     }
 
-    /// The age of the value held: since its last confirmation, or, for
-    /// a value carried over from the local copy and never confirmed, since
-    /// it was saved.
+    /// The age of the value held, counted from its last confirmation. A
+    /// value carried over from the local copy and never confirmed counts
+    /// from when it was saved.
     pub(crate) fn value_age(&self) -> Option<Duration> {
         self.age().or_else(|| self.carried_age())
     }
@@ -244,9 +246,9 @@ impl Meta {
     }
 
     /// Reports the freshness if it changed since the last report, and
-    /// returns when to look again: at the next limit the value's age
-    /// reaches (past the last, at the shortest limit's pace, so a value
-    /// confirmed meanwhile is watched again).
+    /// returns when to look again. That is at the next limit the value's age
+    /// reaches. Past the last limit it is at the shortest limit's pace, so a
+    /// value confirmed meanwhile is watched again.
     pub(crate) fn observe(&self, has_value: bool) -> Option<Duration> {
         let age = self.value_age();
         let now = match (has_value, age) {
@@ -294,7 +296,7 @@ impl Meta {
     }
 
     /// Blocks until a fetch has confirmed a value, or for at most
-    /// `timeout`; returns whether one has.
+    /// `timeout`. Returns whether one has.
     pub(crate) fn wait_confirmed(&self, timeout: Duration) -> bool {
         if self.is_confirmed() {
             return true;
@@ -313,7 +315,7 @@ impl Meta {
                     }
                     wait_timeout(&self.ready, &self.waiters, waiters, left)
                 }
-                // A timeout past the clock's range: no timer at all.
+                // A timeout past the clock's range needs no timer at all.
                 None => wait(&self.ready, waiters),
             };
         }
@@ -349,8 +351,8 @@ impl Future for Confirmed<'_> {
             return Poll::Ready(());
         }
         let mut wakers = lock(&self.meta.waiters);
-        // Checked again under the lock: `confirm` takes the wakers under
-        // it after storing the confirmation.
+        // Checked again under the lock, since `confirm` takes the wakers
+        // under it after storing the confirmation.
         if self.meta.is_confirmed() {
             return Poll::Ready(());
         }

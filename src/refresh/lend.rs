@@ -1,8 +1,8 @@
 //! The async fetch's state, lent to one fetch at a time. The refresher owns
-//! the state; each fetch's future borrows it from a [`Lease`] that puts it
-//! back when the future completes or is dropped, so a fetch cut short (by
-//! `shutdown_now`, or its runtime shutting down) loses nothing, and the
-//! next fetch starts from the state as the cut one left it.
+//! the state. Each fetch's future borrows it from a [`Lease`] that puts it
+//! back when the future completes or is dropped. So a fetch cut short by
+//! `shutdown_now`, or by its runtime shutting down, loses nothing. The next
+//! fetch starts from the state as the cut one left it.
 
 use super::deadline::Deadline;
 use super::{Course, Ended, FetchFuture, Fetched, Latest, Pace, Validator};
@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// What a fetch borrows: the user's state and fetch, and the fetch-side
-/// course (the back-off, the validator: per refresher, like the user's).
+/// What a fetch borrows. It holds the user's state and fetch, and the
+/// fetch-side course with the back-off and the validator. The course is per
+/// refresher, like the user's state.
 pub(super) struct Parts<S, F> {
     pub(super) state: S,
     fetch: F,
@@ -23,8 +24,8 @@ pub(super) struct Parts<S, F> {
 }
 
 /// The parts, in their slot between fetches. The lock is taken twice per
-/// fetch and never contended: fetches never overlap (G1), and the slot is
-/// refilled before the iteration that borrowed it ends.
+/// fetch and never contended. Fetches never overlap, by guarantee G1, and
+/// the slot is refilled before the iteration that borrowed it ends.
 pub(super) struct Lent<S, F>(Mutex<Option<Parts<S, F>>>);
 
 impl<S, F> Lent<S, F> {
@@ -37,12 +38,12 @@ impl<S, F> Lent<S, F> {
     }
 
     pub(super) fn slot(&self) -> std::sync::MutexGuard<'_, Option<Parts<S, F>>> {
-        // Nothing user-written runs under the lock: poison is moot.
+        // Nothing user-written runs under the lock, so poison is moot.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// The parts on loan to one fetch; dropped, it puts them back.
+/// The parts on loan to one fetch. Dropping it puts them back.
 struct Lease<S, F> {
     parts: Option<Parts<S, F>>,
     lent: Arc<Lent<S, F>>,
@@ -55,10 +56,10 @@ impl<S, F> Drop for Lease<S, F> {
     }
 }
 
-/// One iteration of an async refresher: borrow the parts, run the fetch
-/// (against its deadline, if it has one), settle its outcome. Catches a
-/// panic in the fetch (building its future or polling it) as a failure, as
-/// the blocking refresher does.
+/// One iteration of an async refresher. It borrows the parts, runs the fetch
+/// against its deadline if it has one, and settles its outcome. It catches a
+/// panic in the fetch as a failure, as the blocking refresher does. The
+/// panic may come from building the fetch's future or from polling it.
 pub(super) async fn fetch_once<S, F, T, E>(
     lent: Arc<Lent<S, F>>,
     latest: Arc<Latest<T, E>>,
@@ -70,8 +71,8 @@ where
     let parts = lent.slot().take();
     let mut lease = Lease { parts, lent };
     let Some(parts) = lease.parts.as_mut() else {
-        // Only a future leaked while it held the lease (`mem::forget` by
-        // an executor) leaves the slot empty: no fetch can run.
+        // Only a future leaked while it held the lease leaves the slot
+        // empty, as an executor's `mem::forget` would. Then no fetch can run.
         let payload =
             Box::new("the async fetch's state was not given back: a fetch's future leaked");
         return latest.settle(
@@ -93,7 +94,7 @@ where
     }
     let fetching = latest.fetching();
     let validator = latest.validator_for(course);
-    // `state` moves into the closure (FnOnce): the future borrows it
+    // `state` moves into the `FnOnce` closure, so the future borrows it
     // for the whole fetch, not for the call.
     let build = move || {
         let state = state;

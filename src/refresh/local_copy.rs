@@ -1,12 +1,13 @@
-//! A refresher's local copy: the last good value on disk, so a process
-//! that starts while its store is down has a value to serve (G22).
+//! A refresher's local copy, the last good value on disk. With it, a
+//! process that starts while its store is down has a value to serve, as
+//! guarantee G22 promises.
 //!
 //! The file holds a magic line, the schema id the service sets, the time
 //! it was saved, the value's validator, the encoded value, and a checksum
-//! over all of it: a file that is not this value's, a torn or corrupt one,
-//! is an error, never a wrong value. It is replaced atomically: a
-//! temporary created exclusively, owner-only from its first byte, synced,
-//! renamed over the copy, the directory synced.
+//! over all of it. So a file that is not this value's, or a torn or corrupt
+//! one, is an error, never a wrong value. It is replaced atomically. A
+//! temporary is created exclusively and owner-only from its first byte. It
+//! is synced and renamed over the copy, and then the directory is synced.
 
 use super::Validator;
 use std::error::Error as StdError;
@@ -24,20 +25,21 @@ pub type BoxError = Box<dyn StdError + Send + Sync>;
 type Encode<T> = Arc<dyn Fn(&T) -> Result<Vec<u8>, BoxError> + Send + Sync>;
 type Decode<T> = Arc<dyn Fn(&[u8]) -> Result<T, BoxError> + Send + Sync>;
 
-/// The first bytes of every local copy (format version 1).
+/// The first bytes of every local copy, in format version 1.
 const MAGIC: &[u8; 8] = b"CTCOPY1\n";
 
 /// A header field's length that says "no validator".
 const NO_VALIDATOR: u32 = u32::MAX;
 
-/// Where and how a refresher keeps a local copy of its last good value:
-/// a file, a schema id, and a pair of functions that encode and decode
-/// the value ([`json`](Self::json) under the `serde` feature). Give it to
-/// a refresher with [`Refresh::local_copy`](crate::Refresh::local_copy).
+/// Where and how a refresher keeps a local copy of its last good value. It
+/// names a file, a schema id, and a pair of functions that encode and
+/// decode the value. Under the `serde` feature, [`json`](Self::json) gives
+/// that pair. Give it to a refresher with
+/// [`Refresh::local_copy`](crate::Refresh::local_copy).
 ///
-/// The schema id names the value's shape: change it when the type
-/// changes, and a copy saved by an older build is refused
-/// ([`LocalCopyError::Schema`]) instead of decoded wrongly.
+/// The schema id names the value's shape. Change it when the type changes.
+/// A copy saved by an older build is then refused with
+/// [`LocalCopyError::Schema`] instead of decoded wrongly.
 ///
 /// # Examples
 ///
@@ -91,25 +93,25 @@ impl<T> fmt::Debug for LocalCopy<T> {
 pub struct Saved<T> {
     /// The value.
     pub value: T,
-    /// Its validator, if it had one: the first fetch after a start hands
-    /// it on, so it may answer "unchanged".
+    /// Its validator, if it had one. It goes to the first fetch after a
+    /// start, which may then answer "unchanged".
     pub validator: Option<Validator>,
-    /// When it was saved (the wall clock of the process that saved it).
+    /// When it was saved, by the wall clock of the process that saved it.
     pub saved_at: SystemTime,
 }
 
 /// Why a [`LocalCopy`] could not be read or written. A local copy that
-/// cannot be read serves nothing: the refresher starts without a value.
+/// cannot be read serves nothing, so the refresher starts without a value.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LocalCopyError {
-    /// The file could not be read or written (a missing file is not an
-    /// error: it is a first start).
+    /// The file could not be read or written. A missing file is not an
+    /// error, since it is a first start.
     Io(io::Error),
-    /// The file is not a whole local copy: torn, truncated, or altered
-    /// (its checksum does not match).
+    /// The file is not a whole local copy. It is torn, truncated or
+    /// altered, and its checksum does not match.
     Corrupt(&'static str),
-    /// The file holds a value of another shape: saved under another
+    /// The file holds a value of another shape, saved under another
     /// schema id.
     Schema {
         /// The schema id this build expects.
@@ -182,7 +184,7 @@ impl<T> LocalCopy<T> {
         }
     }
 
-    /// A local copy encoded as JSON (feature `serde`).
+    /// A local copy encoded as JSON, with the `serde` feature.
     ///
     /// # Examples
     ///
@@ -221,15 +223,15 @@ impl<T> LocalCopy<T> {
         &self.path
     }
 
-    /// Reads the copy back: `Ok(None)` if there is no file (a first
-    /// start). Leftover temporaries of an interrupted save are removed
-    /// first.
+    /// Reads the copy back. It returns `Ok(None)` if there is no file, as
+    /// on a first start. Leftover temporaries of an interrupted save are
+    /// removed first.
     ///
     /// # Errors
     ///
-    /// [`LocalCopyError`]: the file could not be read, is corrupt or
-    /// torn, was saved under another schema, or its value does not
-    /// decode.
+    /// [`LocalCopyError`] if the file could not be read, is corrupt or
+    /// torn, was saved under another schema, or holds a value that does
+    /// not decode.
     pub fn load(&self) -> Result<Option<Saved<T>>, LocalCopyError> {
         self.remove_leftovers();
         let mut bytes = Vec::new();
@@ -253,14 +255,14 @@ impl<T> LocalCopy<T> {
         }))
     }
 
-    /// Saves `value` (with its validator) atomically: the old copy or the
+    /// Saves `value` with its validator atomically. The old copy or the
     /// new one is on disk at every instant, whatever crashes.
     ///
     /// # Errors
     ///
-    /// [`LocalCopyError::Encode`] if the value does not encode;
-    /// [`LocalCopyError::Io`] if the file cannot be written (a full disk,
-    /// a read-only directory): the old copy stays.
+    /// [`LocalCopyError::Encode`] if the value does not encode.
+    /// [`LocalCopyError::Io`] if the file cannot be written, as on a full
+    /// disk or a read-only directory. The old copy then stays.
     pub fn save(&self, value: &T, validator: Option<&Validator>) -> Result<(), LocalCopyError> {
         let payload = (self.encode)(value).map_err(LocalCopyError::Encode)?;
         let bytes = compose(
@@ -293,7 +295,8 @@ impl<T> LocalCopy<T> {
         }
     }
 
-    /// The prefix of this copy's temporaries: hidden, beside it.
+    /// The prefix of this copy's temporaries, which are hidden and sit
+    /// beside it.
     fn temporary_prefix(&self) -> String {
         let name = self
             .path
@@ -302,7 +305,7 @@ impl<T> LocalCopy<T> {
         format!(".{name}.tmp-")
     }
 
-    /// A name no other save (of this process or another) is using.
+    /// A name no other save is using, in this process or another.
     fn temporary(&self) -> PathBuf {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let unique = format!(
@@ -358,8 +361,8 @@ fn sync_directory(directory: &Path) -> io::Result<()> {
     }
 }
 
-/// A local copy's bytes: magic, schema, saved time, validator, payload,
-/// then the checksum of everything before it.
+/// A local copy's bytes. They are magic, schema, saved time, validator and
+/// payload, then the checksum of everything before it.
 fn compose(
     schema: &[u8],
     saved_at: SystemTime,
@@ -449,8 +452,8 @@ fn parse(bytes: &[u8]) -> Result<Parsed<'_>, LocalCopyError> {
     })
 }
 
-/// 64-bit FNV-1a: a checksum whose value never changes between Rust
-/// releases or platforms (the file outlives the build that wrote it).
+/// 64-bit FNV-1a, a checksum whose value never changes between Rust
+/// releases or platforms. The file outlives the build that wrote it.
 pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0100_0000_01b3;

@@ -1,20 +1,20 @@
-//! The refresher: a value kept fresh by a trigger. [`Refresh`] runs a
-//! fetch on a period (or when fired), keeps the latest good value for
-//! readers (a [`Reader`]'s read writes no shared cache line), keeps it
-//! through failed fetches, which it reports and retries with a back-off,
-//! and tells how fresh it is ([`Freshness`], [`RefreshStats`]).
+//! The refresher, a value kept fresh by a trigger. [`Refresh`] runs a fetch
+//! on a period, or when fired. It keeps the latest good value for readers,
+//! and a [`Reader`]'s read writes no shared cache line. It keeps the value
+//! through failed fetches, which it reports and retries with a back-off. It
+//! tells how fresh the value is with [`Freshness`] and [`RefreshStats`].
 //!
-//! The types here are what a refresher's fetch answers ([`Fetched`],
-//! [`Validator`]) and what its readers see ([`Current`], [`Freshness`],
-//! [`Origin`], [`RefreshStats`]); [`Refresh`], [`RefreshBuilder`] and
-//! [`Reader`] are at the crate's root too.
+//! The types here are what a refresher's fetch answers and what its readers
+//! see. A fetch answers with [`Fetched`] and [`Validator`]. Readers see
+//! [`Current`], [`Freshness`], [`Origin`] and [`RefreshStats`]. [`Refresh`],
+//! [`RefreshBuilder`] and [`Reader`] are at the crate's root too.
 //!
 //! # A fleet's client
 //!
 //! A refresher gives each client of a fleet what the fleet needs. Its
 //! slots keep a phase across restarts, its back-off is jittered, a
 //! [`Budget`] caps the fetches of all the namespaces of one store, and a
-//! [`LocalCopy`] serves the last good value while the store is down:
+//! [`LocalCopy`] serves the last good value while the store is down.
 //!
 //! ```no_run
 //! use circulation_trigger::refresh::{Budget, LocalCopy, StartPolicy};
@@ -44,7 +44,7 @@
 //! period, the client retries on its slots only, so a store that returns
 //! meets the fleet's usual load. A fetch over the shared budget waits for
 //! its turn, and every "refresh now" meanwhile is served by it. A store
-//! that says "retry after" is obeyed ([`Refresh::retry_after`]). Keys
+//! that says "retry after" is obeyed through [`Refresh::retry_after`]. Keys
 //! spread a fleet like random draws. A fleet that numbers its members
 //! spreads evenly with [`PhaseKeeper::ordinal`](crate::PhaseKeeper::ordinal).
 
@@ -86,13 +86,13 @@ pub(crate) use fresh::Meta;
 pub(crate) use pace::{Course, Pace};
 pub(crate) use shared::{Ended, Latest};
 
-/// The future an async fetch returns (see
-/// [`RefreshBuilder::bind_async`]): boxed, `Send`, borrowing the state the
-/// refresher lends it for `'s`.
+/// The future an async fetch returns, as [`RefreshBuilder::bind_async`]
+/// takes it. It is boxed and `Send`, and borrows the state the refresher
+/// lends it for `'s`.
 ///
 /// # Examples
 ///
-/// A fetch written as a function:
+/// A fetch written as a function.
 ///
 /// ```
 /// use circulation_trigger::{FetchFuture, Refresh, Scheduler};
@@ -117,52 +117,52 @@ pub(crate) use shared::{Ended, Latest};
 pub type FetchFuture<'s, T, E> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send + 's>>;
 
-/// A refresher's statistics and state, read at once
-/// ([`Refresh::stats`]).
+/// A refresher's statistics and state, read at once by [`Refresh::stats`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct RefreshStats {
-    /// A value is held (readers get one).
+    /// A value is held, so readers get one.
     pub has_value: bool,
-    /// A fetch has confirmed a value (a good or "unchanged" answer) since
-    /// the refresher started: what readiness waits for.
+    /// A fetch has confirmed a value since the refresher started, with a
+    /// good or "unchanged" answer. Readiness waits for this.
     pub confirmed: bool,
-    /// The wall-clock time of the last confirmation: the wall clock read
-    /// when the scheduler was built, plus the monotonic time since.
+    /// The wall-clock time of the last confirmation. It is the wall clock
+    /// read when the scheduler was built, plus the monotonic time since.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_confirmed: Option<SystemTime>,
     /// The time since the last confirmation.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub age: Option<Duration>,
-    /// How fresh the value held is; `None` with no value.
+    /// How fresh the value held is, or `None` with no value.
     pub freshness: Option<Freshness>,
-    /// Fetches that ended, of every kind: each counts in exactly one of
+    /// Fetches that ended, of every kind. Each counts in exactly one of
     /// `refreshes`, `unchanged` and `failures`.
     pub fetches: u64,
     /// Fetches that returned a new value.
     pub refreshes: u64,
-    /// Fetches that answered "unchanged" with a value held (or returned a
-    /// value equal to it, with [`Refresh::compare_values`]).
+    /// Fetches that answered "unchanged" with a value held. With
+    /// [`Refresh::compare_values`], a fetch that returned a value equal to
+    /// it counts too.
     pub unchanged: u64,
-    /// Fetches that failed: an error, a panic, a timeout, or "unchanged"
+    /// Fetches that failed with an error, a panic, a timeout, or "unchanged"
     /// with no value held.
     pub failures: u64,
-    /// Fetches that panicked (counted in `failures` too).
+    /// Fetches that panicked. They count in `failures` too.
     pub panics: u64,
-    /// Fetches that overran [`RefreshBuilder::fetch_timeout`]: an async
-    /// one dropped (counted in `failures` too), a blocking one reported
-    /// (its late result counts).
+    /// Fetches that overran [`RefreshBuilder::fetch_timeout`]. An async one
+    /// is dropped and counts in `failures` too. A blocking one is reported,
+    /// and its late result counts.
     pub timeouts: u64,
     /// Calls refused because the refresher was paused.
     pub refused_fires: u64,
-    /// Changes of [`freshness`](Self::freshness) reported (traced, and
-    /// counted in the `metrics` feature's
-    /// `circulation_trigger_refresh_transitions_total`).
+    /// Changes of [`freshness`](Self::freshness) reported. They are traced,
+    /// and counted in the `metrics` feature's
+    /// `circulation_trigger_refresh_transitions_total`.
     pub transitions: u64,
     /// The last fetch failed.
     pub failing: bool,
-    /// Where the value held came from; `None` with none.
+    /// Where the value held came from, or `None` with none.
     pub origin: Option<Origin>,
     /// The time this refresher's fetches waited for a shared
     /// [`Budget`], in total.
@@ -173,21 +173,22 @@ pub struct RefreshStats {
     pub copy_failures: u64,
 }
 
-/// A value kept fresh by a trigger: the fetch runs on a period, on
-/// demand ([`refresh_now`](Self::refresh_now)), never twice at once;
-/// readers get the latest good value without a lock (on the hot path,
-/// through a [`reader`](Self::reader)); a failed fetch keeps the last
-/// good value, is reported ([`last_error`](Self::last_error)) and retried
-/// with a back-off; [`stats`](Self::stats) tells how fresh the value is.
+/// A value kept fresh by a trigger. The fetch runs on a period and on
+/// demand through [`refresh_now`](Self::refresh_now), never twice at once.
+/// Readers get the latest good value without a lock. On the hot path they
+/// read through a [`reader`](Self::reader). A failed fetch keeps the last
+/// good value. It is reported through [`last_error`](Self::last_error) and
+/// retried with a back-off. [`stats`](Self::stats) tells how fresh the value
+/// is.
 ///
 /// # Events with a periodic safety net
 ///
-/// The usual shape of a service whose store publishes changes (Redis
-/// pub/sub, a webhook, a watch stream): every event calls
-/// [`refresh_now`](Self::refresh_now) — a burst costs at most two fetches
-/// (G18) — and the period catches whatever an event lost while the
-/// listener was disconnected. The listener reconnects after a jittered
-/// back-off ([`RetryBackoff`](crate::RetryBackoff) with jitter), so a
+/// This is the usual shape of a service whose store publishes changes, as
+/// through Redis pub/sub, a webhook or a watch stream. Every event calls
+/// [`refresh_now`](Self::refresh_now). A burst costs at most two fetches, as
+/// guarantee G18 promises. The period catches whatever an event lost while
+/// the listener was disconnected. The listener reconnects after a jittered
+/// back-off, a [`RetryBackoff`](crate::RetryBackoff) with jitter. So a
 /// fleet whose store restarts does not reconnect in step.
 /// `examples/redis_config_refresh.rs` in the repository is this shape on
 /// Redis.
@@ -225,8 +226,8 @@ pub struct RefreshStats {
 /// ```
 ///
 /// Cloning gives another handle to the same value and trigger. The
-/// trigger is a plain [`Trigger`]: `fire`, `fire_and_wait`, `pause`,
-/// `resume`, statistics — all as documented there.
+/// trigger is a plain [`Trigger`]. Its `fire`, `fire_and_wait`, `pause`,
+/// `resume` and statistics work as documented there.
 ///
 /// # Examples
 ///
@@ -292,28 +293,28 @@ impl<T, E> fmt::Debug for Refresh<T, E> {
 }
 
 impl<T, E> Refresh<T, E> {
-    /// The latest good value, if a fetch has succeeded yet, owned: it
-    /// stays valid for as long as the caller holds the `Arc`, whatever
-    /// refreshes meanwhile. Lock-free; each call moves the value's
-    /// reference count, so a hot path reads through a
-    /// [`reader`](Self::reader) instead.
+    /// The latest good value, owned, if a fetch has succeeded yet. It stays
+    /// valid for as long as the caller holds the `Arc`, whatever refreshes
+    /// meanwhile. It is lock-free. Each call moves the value's reference
+    /// count, so a hot path reads through a [`reader`](Self::reader)
+    /// instead.
     pub fn get(&self) -> Option<Arc<T>> {
         self.latest.value.load_full()
     }
 
-    /// The error the fetch itself returned last (an `E`), if the last
-    /// fetch failed with one; `None` once a fetch succeeds again. A
-    /// failure that is not an `E` — a panic, a timeout, "unchanged" with
-    /// no value held — leaves it as it was:
+    /// The error of type `E` the fetch itself returned last, if the last
+    /// fetch failed with one. It is `None` once a fetch succeeds again. A
+    /// failure that is not an `E` leaves it as it was. Such failures are a
+    /// panic, a timeout, and "unchanged" with no value held.
     /// [`last_failure`](Self::last_failure) reports every kind.
     pub fn last_error(&self) -> Option<Arc<E>> {
         self.latest.error.load_full()
     }
 
-    /// Why the last fetch failed, whatever the kind
-    /// ([`RefreshError::Failed`] with its error, `Panicked`, `TimedOut`,
-    /// `NothingHeld`, `NoRuntime`); `None` if it succeeded or none has
-    /// ended yet.
+    /// Why the last fetch failed, whatever the kind. It is
+    /// [`RefreshError::Failed`] with its error, `Panicked`, `TimedOut`,
+    /// `NothingHeld` or `NoRuntime`. It is `None` if the last fetch
+    /// succeeded or none has ended yet.
     ///
     /// # Examples
     ///
@@ -340,27 +341,27 @@ impl<T, E> Refresh<T, E> {
         self.latest.refreshes.load(Relaxed)
     }
 
-    /// Fetches that failed so far (an error, or a panic).
+    /// Fetches that failed so far, as with an error or a panic.
     pub fn failures(&self) -> u64 {
         self.latest.failures.load(Relaxed)
     }
 
-    /// Fetches that panicked so far (counted in
-    /// [`failures`](Self::failures) too: the value stays, and the fetch is
-    /// retried as after an error; [`last_error`](Self::last_error) keeps
-    /// the last error).
+    /// Fetches that panicked so far. They count in
+    /// [`failures`](Self::failures) too. The value stays, and the fetch is
+    /// retried as after an error. [`last_error`](Self::last_error) keeps the
+    /// last error.
     pub fn panics(&self) -> u64 {
         self.latest.panics.load(Relaxed)
     }
 
-    /// The trigger that runs the fetch: `fire()` to refresh now,
-    /// `fire_and_wait` to refresh and wait, `pause`/`resume` for a
-    /// feature switch, `stats()`.
+    /// The trigger that runs the fetch. Its `fire()` refreshes now, and
+    /// `fire_and_wait` refreshes and waits. Its `pause` and `resume` make a
+    /// feature switch, and `stats()` reads its statistics.
     pub fn trigger(&self) -> &Trigger {
         &self.trigger
     }
 
-    /// A reader's handle, for the hot path: [`Reader::read`] lends the
+    /// A reader's handle, for the hot path. [`Reader::read`] lends the
     /// latest value after one load, writing nothing another thread reads.
     /// Keep one per thread or task. It neither fires nor keeps the fetch
     /// alive.
@@ -368,11 +369,11 @@ impl<T, E> Refresh<T, E> {
         Reader::new(Arc::clone(&self.latest))
     }
 
-    /// A receiver of the latest good value: `changed().await` waits until
-    /// a fetch has stored a newer one (every good fetch does, even one
-    /// equal to the last), `borrow()` reads it (feature `tokio`). Like
-    /// any `watch` channel it keeps only the latest: a reader that was
-    /// slow sees the newest value, not each one in between.
+    /// A receiver of the latest good value, with the `tokio` feature.
+    /// `changed().await` waits until a fetch has stored a newer one. Every
+    /// good fetch stores one, even one equal to the last. `borrow()` reads
+    /// it. Like any `watch` channel it keeps only the latest. So a reader
+    /// that was slow sees the newest value, not each one in between.
     ///
     /// # Examples
     ///
@@ -395,9 +396,10 @@ impl<T, E> Refresh<T, E> {
     /// ```
     ///
     /// Once the scheduler has shut down and its last iteration has ended,
-    /// no newer value can come: the channel closes, and `changed()`
-    /// returns an error (a receiver subscribed then gets the last value
-    /// and a closed channel) — a reader's loop ends with the service.
+    /// no newer value can come. The channel then closes, and `changed()`
+    /// returns an error. A receiver subscribed after that gets the last
+    /// value and a closed channel. So a reader's loop ends with the
+    /// service.
     ///
     /// ```
     /// use circulation_trigger::{Refresh, Scheduler};
@@ -415,33 +417,34 @@ impl<T, E> Refresh<T, E> {
     #[cfg(feature = "tokio")]
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Option<Arc<T>>> {
         if self.trigger.scheduler_terminated() {
-            // Terminated: the scheduler tells this refresh's hook once its
+            // Terminated. The scheduler tells this refresh's hook once its
             // live count is zero, but only after releasing that count's
-            // lock — a caller back from `await_termination` may come
-            // first. Close the channel now, as the hook will (twice is
-            // harmless; a fetch still in flight closes it as it ends).
+            // lock. So a caller back from `await_termination` may come
+            // first. Close the channel now, as the hook will. Closing twice
+            // is harmless, and a fetch still in flight closes it as it ends.
             self.latest.watch.close_at_termination();
         }
         if let Some(sender) = self.latest.watch.lock().sender.as_ref() {
             return sender.subscribe();
         }
-        // Terminated: the last value, on a channel already closed.
+        // Terminated, so hand out the last value on a channel already closed.
         tokio::sync::watch::channel(self.get()).1
     }
 }
 
 impl<T, E> Refresh<T, E> {
-    /// Refreshes now: [`Trigger::fire`] on the fetch's trigger. The first
-    /// call after a quiet spell fetches at once; a burst of calls during a
-    /// fetch or its cooldown (1 s by default, see
-    /// [`RefreshBuilder::trigger`]) costs one more fetch, at the
-    /// cooldown's end (G18).
+    /// Refreshes now with [`Trigger::fire`] on the fetch's trigger. The
+    /// first call after a quiet spell fetches at once. A burst of calls
+    /// during a fetch or its cooldown costs one more fetch, at the
+    /// cooldown's end, as guarantee G18 promises. The cooldown is one second
+    /// by default. See [`RefreshBuilder::trigger`].
     ///
     /// # Errors
     ///
-    /// As [`Trigger::fire`]: shut down, or paused (counted in
-    /// [`refused_fires`](Self::refused_fires); or, for a debounced
-    /// trigger, a window past the clock's range).
+    /// As [`Trigger::fire`], when the scheduler shut down or the refresh is
+    /// paused. A call refused while paused counts in
+    /// [`refused_fires`](Self::refused_fires). A debounced trigger also
+    /// refuses a window past the clock's range.
     ///
     /// # Examples
     ///
@@ -468,20 +471,20 @@ impl<T, E> Refresh<T, E> {
         fired
     }
 
-    /// Pauses the refresh ([`Trigger::pause`]): no fetch starts until
+    /// Pauses the refresh with [`Trigger::pause`]. No fetch starts until
     /// [`resume`](Self::resume), and `refresh_now` is refused with
-    /// [`FireError::Paused`]. The value stays readable. A feature switch's
-    /// "off".
+    /// [`FireError::Paused`]. The value stays readable. This is a feature
+    /// switch's "off".
     pub fn pause(&self) {
         self.trigger.pause();
     }
 
-    /// Resumes a paused refresh ([`Trigger::resume`]): back on its
+    /// Resumes a paused refresh with [`Trigger::resume`], back on its
     /// schedule. Returns whether it was paused.
     ///
     /// # Errors
     ///
-    /// As [`Trigger::resume`]: the scheduler shut down.
+    /// As [`Trigger::resume`], when the scheduler shut down.
     pub fn resume(&self) -> Result<bool, FireError> {
         self.trigger.resume()
     }
@@ -493,9 +496,9 @@ impl<T, E> Refresh<T, E> {
 
     /// Calls of [`refresh_now`](Self::refresh_now) and
     /// [`refresh_and_wait`](Self::refresh_and_wait) refused because the
-    /// refresh was paused (the scheduler's
+    /// refresh was paused. The scheduler's
     /// [`SchedulerStats::refused_paused`](crate::SchedulerStats::refused_paused)
-    /// counts every trigger's).
+    /// counts those of every trigger.
     pub fn refused_fires(&self) -> u64 {
         self.latest.refused.load(Relaxed)
     }
@@ -506,29 +509,31 @@ impl<T, E> Refresh<T, E> {
         }
     }
 
-    /// Refreshes now and waits for the fetch: its value, or why there is
-    /// none — what a service wants before it starts serving, or a "reload
-    /// now" endpoint before it answers. [`Trigger::fire_and_wait`] on the
-    /// fetch's trigger, then how the fetch that served the call ended (or
-    /// a later one, if one ended meanwhile: the latest news either way).
+    /// Refreshes now and waits for the fetch's value, or for why there is
+    /// none. A service wants this before it starts serving, and a "reload
+    /// now" endpoint before it answers. It calls [`Trigger::fire_and_wait`]
+    /// on the fetch's trigger. Then it returns how the fetch that served the
+    /// call ended. If a later fetch ended meanwhile, it returns how that one
+    /// ended, the latest news either way.
     ///
     /// A failed fetch is an error here even though [`get`](Self::get)
-    /// still returns the last good value: the caller asked for a fresh
-    /// one. (`fire_and_wait` alone reports `Outcome::Completed` for a
-    /// failed fetch too — the fetch's task ran to its end.)
+    /// still returns the last good value. The caller asked for a fresh
+    /// one. `fire_and_wait` alone reports `Outcome::Completed` for a
+    /// failed fetch, since the fetch's task ran to its end.
     ///
     /// # Errors
     ///
     /// * [`RefreshError::Failed`] with the fetch's error, and
-    ///   [`RefreshError::Panicked`] if it panicked: retried with the
-    ///   back-off as always.
-    /// * [`RefreshError::Wait`] if no fetch served the call: the timeout
-    ///   passed (the fire stands), the trigger was paused or suspended,
-    ///   the scheduler shut down, a debounce window lies past the clock's
-    ///   range, or the call came from inside the fetch itself (see
-    ///   [`WaitError`](crate::WaitError)). On a
+    ///   [`RefreshError::Panicked`] if it panicked. The fetch is retried
+    ///   with the back-off as always.
+    /// * [`RefreshError::Wait`] if no fetch served the call. The timeout may
+    ///   have passed, and the fire then stands. The trigger may have been
+    ///   paused or suspended, or the scheduler shut down. A debounce window
+    ///   may lie past the clock's range. The call may have come from inside
+    ///   the fetch itself. [`WaitError`](crate::WaitError) tells which. On a
     ///   [`VirtualScheduler`](crate::VirtualScheduler) the fetch runs when
-    ///   another thread advances time; with none, the call times out.
+    ///   another thread advances time. With no such thread, the call times
+    ///   out.
     ///
     /// # Examples
     ///
@@ -560,8 +565,8 @@ impl<T, E> Refresh<T, E> {
         served
     }
 
-    /// The awaitable [`refresh_and_wait`](Self::refresh_and_wait)
-    /// (feature `tokio`): fires when called, not when first polled, and
+    /// The awaitable [`refresh_and_wait`](Self::refresh_and_wait), with the
+    /// `tokio` feature. It fires when called, not when first polled, and
     /// waits without blocking a thread. Like every path to a fetch, it may
     /// first wait out the cooldown.
     ///
@@ -571,8 +576,8 @@ impl<T, E> Refresh<T, E> {
     ///
     /// # Panics
     ///
-    /// As [`Trigger::fire_and_wait_async`]: awaited outside a Tokio
-    /// runtime with the time driver enabled, unless the timeout is
+    /// As [`Trigger::fire_and_wait_async`]. It panics when awaited outside a
+    /// Tokio runtime with the time driver enabled, unless the timeout is
     /// `Duration::MAX`.
     ///
     /// # Examples
@@ -614,16 +619,16 @@ impl<T, E> Refresh<T, E> {
 
 /// Readiness and freshness.
 impl<T, E> Refresh<T, E> {
-    /// How fresh the value held is (`None` with none): by the time since
-    /// a fetch last confirmed it, against
+    /// How fresh the value held is, or `None` with none. It goes by the time
+    /// since a fetch last confirmed the value, against
     /// [`stale_after`](RefreshBuilder::stale_after) and
     /// [`expire_after`](RefreshBuilder::expire_after).
     pub fn freshness(&self) -> Option<Freshness> {
         self.latest.freshness()
     }
 
-    /// The refresher's state and counters, read at once (a
-    /// [`RefreshStats`], in [`circulation_trigger::refresh`](self)).
+    /// The refresher's state and counters, read at once. They come as a
+    /// [`RefreshStats`], from [`circulation_trigger::refresh`](self).
     ///
     /// # Examples
     ///
@@ -659,21 +664,22 @@ impl<T, E> Refresh<T, E> {
         self.latest.stats()
     }
 
-    /// Blocks until a fetch has confirmed a value (a good or "unchanged"
-    /// answer) since the refresher started, or for at most `timeout`.
-    /// Readiness: what a service waits for before it serves. It does not
-    /// fire: call [`refresh_now`](Self::refresh_now) first (nothing runs
-    /// before the first fire), or it waits for the schedule.
+    /// Blocks until a fetch has confirmed a value since the refresher
+    /// started, or for at most `timeout`. A good or "unchanged" answer
+    /// confirms one. This is readiness, what a service waits for before it
+    /// serves. It does not fire. Call [`refresh_now`](Self::refresh_now)
+    /// first, since nothing runs before the first fire, or it waits for the
+    /// schedule.
     ///
     /// # Errors
     ///
     /// [`WaitError::Timeout`](crate::WaitError::Timeout) if none did in
-    /// time (the fetch's last error, if any, is in
-    /// [`last_error`](Self::last_error));
-    /// [`WaitError::OnRuntime`](crate::WaitError::OnRuntime) at once, if
-    /// not yet ready and called where a Tokio runtime is entered (feature
-    /// `tokio`): the runtime's thread may be the one that would poll the
-    /// fetch. Await [`ready`](Self::ready) there instead.
+    /// time. The fetch's last error, if any, is in
+    /// [`last_error`](Self::last_error).
+    /// [`WaitError::OnRuntime`](crate::WaitError::OnRuntime) comes at once
+    /// if not yet ready and called where a Tokio runtime is entered, with
+    /// the `tokio` feature. The runtime's thread may be the one that would
+    /// poll the fetch. Await [`ready`](Self::ready) there instead.
     ///
     /// # Examples
     ///
@@ -693,9 +699,9 @@ impl<T, E> Refresh<T, E> {
     }
 
     /// Waits until a fetch has confirmed a value, or for at most
-    /// `timeout`, without blocking a thread: the async
-    /// [`wait_ready`](Self::wait_ready) (feature `tokio`). It does not
-    /// fire either.
+    /// `timeout`, without blocking a thread. It is the async
+    /// [`wait_ready`](Self::wait_ready), with the `tokio` feature. It does
+    /// not fire either.
     ///
     /// # Errors
     ///
@@ -704,8 +710,8 @@ impl<T, E> Refresh<T, E> {
     ///
     /// # Panics
     ///
-    /// Awaited outside a Tokio runtime with the time driver enabled,
-    /// unless `timeout` is `Duration::MAX` (no timer).
+    /// Panics when awaited outside a Tokio runtime with the time driver
+    /// enabled, unless `timeout` is `Duration::MAX`, which needs no timer.
     ///
     /// # Examples
     ///
@@ -729,10 +735,10 @@ impl<T, E> Refresh<T, E> {
         self.latest.ready(timeout).await
     }
 
-    /// Compares a new value with the one held (`T: PartialEq`): an equal
-    /// one counts as "unchanged" — freshness renewed, nothing published,
-    /// no subscriber woken. Set it when building; it applies from the
-    /// next fetch.
+    /// Compares a new value with the one held, for `T: PartialEq`. An equal
+    /// one counts as "unchanged". Freshness is renewed, nothing is
+    /// published, and no subscriber is woken. Set it when building. It
+    /// applies from the next fetch.
     ///
     /// # Examples
     ///
@@ -760,21 +766,23 @@ impl<T, E> Refresh<T, E> {
         self
     }
 
-    /// Keeps a local copy of the last good value (G22): reads it now —
-    /// so a process that starts while its store is down serves the value
-    /// it saved last, marked [`Origin::LocalCopy`], until its first good
-    /// fetch — and saves every new value to it afterwards. The copy's
-    /// validator goes to the first fetch, which may answer "unchanged" and
-    /// so confirm the copy without a transfer.
+    /// Keeps a local copy of the last good value, as guarantee G22
+    /// promises. It reads the copy now, and saves every new value to it
+    /// afterwards. So a process that starts while its store is down serves
+    /// the value it saved last, until its first good fetch. That value is
+    /// marked [`Origin::LocalCopy`]. The copy's validator goes to the first
+    /// fetch. That fetch may answer "unchanged" and so confirm the copy
+    /// without a transfer.
     ///
     /// No file is a first start, not an error. A copy that cannot be read
-    /// (corrupt, torn, another schema, its value not decoding) serves
-    /// nothing and is reported ([`local_copy_error`](Self::local_copy_error),
-    /// a `tracing` warning); a save that fails (a full disk, a read-only
-    /// directory) is counted in [`RefreshStats::copy_failures`] and never
-    /// stops the refresh. Saves run on the fetch's thread, after the value
-    /// is published, and only when it changed. Set it when building,
-    /// before the first fire; then [`start`](Self::start).
+    /// serves nothing and is reported. It may be corrupt, torn, of another
+    /// schema, or hold a value that does not decode. The report is in
+    /// [`local_copy_error`](Self::local_copy_error) and a `tracing` warning.
+    /// A save that fails, as on a full disk or a read-only directory, is
+    /// counted in [`RefreshStats::copy_failures`]. It never stops the
+    /// refresh. Saves run on the fetch's thread, after the value is
+    /// published, and only when it changed. Set it when building, before
+    /// the first fire. Then call [`start`](Self::start).
     ///
     /// # Examples
     ///
@@ -821,18 +829,18 @@ impl<T, E> Refresh<T, E> {
             .clone()
     }
 
-    /// Starts the refresh — its first fetch — and waits as `policy` says;
-    /// returns where the value served comes from. The explicit start of a
-    /// service with a [`local_copy`](Self::local_copy).
+    /// Starts the refresh with its first fetch, and waits as `policy` says.
+    /// Returns where the value served comes from. This is the explicit start
+    /// of a service with a [`local_copy`](Self::local_copy).
     ///
     /// # Errors
     ///
     /// [`RefreshError::Wait`] with `Timeout` if the policy waited for a
-    /// fetch in vain and has nothing to serve instead (the fetch's last
-    /// error is in [`last_failure`](Self::last_failure)); with `Shutdown`
-    /// or `Paused` if the fetch could not be started;
-    /// `WaitError::OnRuntime` if it would block inside a Tokio runtime
-    /// (await [`start_async`](Self::start_async) there).
+    /// fetch in vain and has nothing to serve instead. The fetch's last
+    /// error is in [`last_failure`](Self::last_failure). The error holds
+    /// `Shutdown` or `Paused` if the fetch could not be started. It holds
+    /// `WaitError::OnRuntime` if the call would block inside a Tokio
+    /// runtime. Await [`start_async`](Self::start_async) there.
     pub fn start(&self, policy: StartPolicy) -> Result<Origin, RefreshError<E>> {
         self.refresh_now().map_err(start_refused)?;
         let waited = match policy.waits() {
@@ -842,7 +850,7 @@ impl<T, E> Refresh<T, E> {
         self.started(policy, waited)
     }
 
-    /// The async [`start`](Self::start) (feature `tokio`).
+    /// The async [`start`](Self::start), with the `tokio` feature.
     ///
     /// # Errors
     ///
@@ -884,14 +892,15 @@ impl<T, E> Refresh<T, E> {
         }
     }
 
-    /// Reads "retry after" from a fetch's error (an HTTP 429 or 503's
-    /// `Retry-After`, a store's throttling reply): after such an error the
-    /// next fetch waits at least that long — capped at the back-off's
-    /// maximum (with no back-off, the period), spread over up to a tenth
-    /// more (or the back-off's jitter, if larger) so a fleet told the same
-    /// delay does not come back at once. A `refresh_now` inside that
-    /// window is served by one fetch at its end; a `refresh_and_wait`
-    /// there returns the store's error at once. Set it when building.
+    /// Reads "retry after" from a fetch's error, such as an HTTP 429 or
+    /// 503's `Retry-After` or a store's throttling reply. After such an
+    /// error the next fetch waits at least that long. The wait is capped at
+    /// the back-off's maximum, or at the period with no back-off. It is
+    /// spread over up to a tenth more, or over the back-off's jitter if that
+    /// is larger. So a fleet told the same delay does not come back at once.
+    /// A `refresh_now` inside that window is served by one fetch at its end.
+    /// A `refresh_and_wait` there returns the store's error at once. Set it
+    /// when building.
     ///
     /// # Examples
     ///
@@ -942,13 +951,13 @@ impl<T, E> Refresh<T, E> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StartPolicy {
-    /// Do not wait: serve the local copy (if any) at once, the first
-    /// fetch running meanwhile. Never an error but a refused fire.
+    /// Do not wait. Serve the local copy, if any, at once, while the first
+    /// fetch runs. Only a refused fire makes this an error.
     Immediately,
-    /// Wait up to this long for a fetch to confirm a value; then serve
+    /// Wait up to this long for a fetch to confirm a value. Then serve
     /// the local copy, or fail if there is none.
     WaitThenCopy(Duration),
-    /// Wait up to this long for a fetch to confirm a value; fail if none
+    /// Wait up to this long for a fetch to confirm a value. Fail if none
     /// did, whatever the local copy holds.
     WaitForFetch(Duration),
 }

@@ -1,19 +1,19 @@
-//! The refresher's shared state for the loom models: the real value cell,
-//! confirmation, readiness waiters and outcome, driven as a fetch and its
-//! readers drive them. Only under `--cfg loom`.
+//! The refresher's shared state for the loom models. It holds the real value
+//! cell, confirmation, readiness waiters and outcome. The models drive them
+//! as a fetch and its readers do. It exists only under `--cfg loom`.
 
 use super::{Course, Ended, Fetched, Latest, Meta, Pace};
 use crate::clock::{Clock, ManualTime};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A value whose contents loom tracks: a reader that reaches it without
-/// a happens-before edge to its writer fails the model (a causality
-/// violation), as a torn read would in a real run.
+/// A value whose contents loom tracks. A reader that reaches it without a
+/// happens-before edge to its writer fails the model with a causality
+/// violation. That is the model's view of a torn read in a real run.
 pub struct Payload(loom::cell::UnsafeCell<u32>);
 
-// SAFETY: the contents are written once, at creation, and only read after:
-// what the models check is that every read happens after that write.
+// SAFETY: the contents are written once, at creation, and only read after.
+// The models check that every read happens after that write.
 unsafe impl Sync for Payload {}
 
 impl std::fmt::Debug for Payload {
@@ -28,12 +28,13 @@ impl Payload {
     }
 
     fn get(&self) -> u32 {
-        // SAFETY: no thread writes the contents after creation (above).
+        // SAFETY: no thread writes the contents after creation, as the
+        // `Sync` impl above states.
         self.0.with(|value| unsafe { *value })
     }
 }
 
-/// A refresher without a trigger: the model's threads play its fetch and
+/// A refresher without a trigger. The model's threads play its fetch and
 /// its readers.
 pub struct RefreshModel {
     latest: Arc<Latest<Payload, String>>,
@@ -92,7 +93,7 @@ impl RefreshModel {
     }
 
     /// Installs a value into an empty refresher, as reading the local copy
-    /// at start does; returns whether the cell was empty.
+    /// at start does. Returns whether the cell was empty.
     pub fn carry(&self, value: u32) -> bool {
         self.latest
             .value
@@ -127,15 +128,15 @@ impl RefreshModel {
             .map(|age| self.time.now_us() - u64::try_from(age.as_micros()).unwrap())
     }
 
-    /// Blocks until a value is confirmed (no timeout: a lost wake-up is a
-    /// deadlock the model reports).
+    /// Blocks until a value is confirmed, with no timeout. A lost wake-up is
+    /// then a deadlock the model reports.
     pub fn wait_ready(&self) {
         assert!(self.latest.meta.wait_confirmed(Duration::MAX));
     }
 
-    /// What `refresh_and_wait` reports of the last fetch: `None` if none
-    /// has ended, else its value or why there is none (`Failed(error)` as
-    /// the error's text, any other reason by its name).
+    /// What `refresh_and_wait` reports of the last fetch. It is `None` if
+    /// none has ended, else its value or why there is none. `Failed(error)`
+    /// comes as the error's text, and any other reason by its name.
     pub fn last_outcome(&self) -> Option<Result<u32, String>> {
         self.latest.last_outcome().map(|outcome| match outcome {
             Ok(value) => Ok(value.get()),
@@ -145,7 +146,7 @@ impl RefreshModel {
     }
 }
 
-/// A [`RefreshModel`]'s reader: the real `Reader`, its cache and all.
+/// A [`RefreshModel`]'s reader, which is the real `Reader`, its cache and all.
 pub struct ModelReader(super::Reader<Payload, String>);
 
 impl std::fmt::Debug for ModelReader {

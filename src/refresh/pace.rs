@@ -1,13 +1,14 @@
-//! A refresher's fetch-side course: when the next fetch comes (the period,
-//! the back-off, a retry-after) and the validator handed to it.
+//! A refresher's fetch-side course. It decides when the next fetch comes,
+//! by the period, the back-off or a retry-after. It keeps the validator
+//! handed to that fetch.
 
 use super::{Budget, Validator};
 use crate::jitter::RetryBackoff;
 use crate::phase::PhaseKeeper;
 use std::time::Duration;
 
-/// When the next fetch comes: the period after a success, the back-off
-/// after a failure.
+/// When the next fetch comes. It is the period after a success, and the
+/// back-off after a failure.
 pub(crate) struct Pace {
     pub(super) every: Duration,
     pub(super) retry: Option<RetryBackoff>,
@@ -24,15 +25,15 @@ impl Pace {
         }
     }
 
-    /// The delay after a good fetch, unless it named one: to the next
-    /// slot of the phase, or the period.
+    /// The delay after a good fetch, unless it named one. It runs to the
+    /// next slot of the phase, or else it is the period.
     pub(super) fn period(&self) -> Duration {
         self.phase.map_or(self.every, |phase| phase.next_delay())
     }
 
-    /// The delay after a good fetch: the one it named, or the period
-    /// (spread by the back-off's jitter, if any) — or, on a phase, the
-    /// next slot as it is: the grid is the spread.
+    /// The delay after a good fetch. It is the one the fetch named, or else
+    /// the period, spread by the back-off's jitter if any. On a phase it
+    /// runs to the next slot as it is, since the grid is the spread.
     pub(super) fn succeeded(&mut self, named: Option<Duration>) -> Option<Duration> {
         if let (None, Some(phase)) = (named, self.phase) {
             if let Some(backoff) = &mut self.retry {
@@ -47,10 +48,10 @@ impl Pace {
         }
     }
 
-    /// The delay before the next fetch after a failure: the back-off's
-    /// (with none, the period). A back-off past its retry limit stops the
-    /// refresh until it is fired again — and that fire starts a fresh
-    /// round.
+    /// The delay before the next fetch after a failure. It is the
+    /// back-off's, or the period with no back-off. A back-off past its
+    /// retry limit stops the refresh until it is fired again. That fire
+    /// starts a fresh round.
     pub(super) fn failed(&mut self) -> Option<Duration> {
         let Some(backoff) = &mut self.retry else {
             return Some(self.period());
@@ -61,7 +62,7 @@ impl Pace {
         }
         // A retry never waits past the next slot of the phase. Once the
         // back-off has climbed to the period, it retries on the slots
-        // only: a retry between them adds a fetch per period while the
+        // only. A retry between them would add a fetch per period while the
         // store is down, and a second fetch in the period it returns.
         match (next, self.phase) {
             (Some(_), Some(phase)) if backoff.last_nominal() >= phase.period() => {
@@ -72,8 +73,9 @@ impl Pace {
         }
     }
 
-    /// The delay after the store asked for `wait`: at least `wait`, capped
-    /// at the back-off's maximum (with none, the period), spread upward.
+    /// The delay after the store asked for `wait`. It is at least `wait`,
+    /// capped at the back-off's maximum, and spread upward. With no
+    /// back-off the cap is the period.
     pub(super) fn told_to_wait(&mut self, wait: Duration) -> Duration {
         let period = self.period();
         match &mut self.retry {
@@ -85,18 +87,18 @@ impl Pace {
     }
 }
 
-/// One refresher's fetch-side state: touched only by its fetch, which
-/// never runs twice at once (G1).
+/// One refresher's fetch-side state. Only its fetch touches it, and the
+/// fetch never runs twice at once, by guarantee G1.
 pub(crate) struct Course {
     pub(super) pace: Pace,
     /// The validator the last answer gave, handed to the next fetch.
     pub(super) validator: Option<Validator>,
-    /// The clock's time in ns before which no fetch starts: the end of a
-    /// retry-after.
+    /// The clock's time in ns before which no fetch starts, which is the end
+    /// of a retry-after.
     pub(super) not_before_ns: u64,
     /// The fetch's deadline, if any.
     pub(super) timeout: Option<Duration>,
-    /// A fetch has run: the local copy's validator was taken.
+    /// A fetch has run, so the local copy's validator was taken.
     pub(super) started: bool,
     /// The budget the fetches share with other refreshers, if any.
     pub(super) budget: Option<Budget>,
@@ -117,8 +119,8 @@ impl Course {
         }
     }
 
-    /// How long a run at `now_ns` must wait before it may fetch (a
-    /// retry-after's window); `None` if it may fetch now.
+    /// How long a run at `now_ns` must wait before it may fetch, in a
+    /// retry-after's window. It is `None` if the run may fetch now.
     pub(super) fn holding(&self, now_ns: u64) -> Option<Duration> {
         (now_ns < self.not_before_ns).then(|| Duration::from_nanos(self.not_before_ns - now_ns))
     }

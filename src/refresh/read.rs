@@ -1,6 +1,6 @@
-//! The hot-path read: a reader's handle that keeps its own copy of the
-//! value and revalidates it with one load, and the value it reads, with
-//! where it came from and how fresh it is.
+//! The hot-path read. A reader's handle keeps its own copy of the value and
+//! revalidates it with one load. The value it reads tells where it came
+//! from and how fresh it is.
 
 use super::{Freshness, Latest, Meta, Origin, RefreshStats};
 use crate::sync::{HoldsCell, ValueCache, ValueCell};
@@ -9,7 +9,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// The cache's way to the value cell: a handle on the shared state.
+/// The cache's way to the value cell, through a handle on the shared state.
 struct Holder<T, E>(Arc<Latest<T, E>>);
 
 impl<T, E> HoldsCell for Holder<T, E> {
@@ -21,16 +21,17 @@ impl<T, E> HoldsCell for Holder<T, E> {
     }
 }
 
-/// A reader's handle on a [`Refresh`](crate::Refresh)'s value
-/// ([`Refresh::reader`](crate::Refresh::reader)): the hot path of a service
-/// that reads its configuration on every request.
+/// A reader's handle on a [`Refresh`](crate::Refresh)'s value, from
+/// [`Refresh::reader`](crate::Refresh::reader). It is the hot path of a
+/// service that reads its configuration on every request.
 ///
 /// [`read`](Self::read) checks with one load that the value this handle
-/// last saw is still the latest, and lends it: it writes nothing another
-/// thread reads (no reference count, no lock), so readers on many cores
-/// never contend. A new value is loaded once per handle, at its first read.
-/// Keep one handle per thread or task (a clone is another handle); between
-/// reads a handle keeps the value it last saw alive.
+/// last saw is still the latest, and lends it. It writes nothing another
+/// thread reads, neither a reference count nor a lock. So readers on many
+/// cores never contend. A new value is loaded once per handle, at its first
+/// read. Keep one handle per thread or task, and note that a clone is
+/// another handle. Between reads a handle keeps the value it last saw
+/// alive.
 ///
 /// It neither fires nor keeps the fetch alive. [`get`](Self::get) gives
 /// an owned `Arc` of the latest value instead.
@@ -74,7 +75,7 @@ impl<T, E> Reader<T, E> {
         Self { latest, cache }
     }
 
-    /// The latest value, read in place (`None` until one is held): one
+    /// The latest value, read in place, or `None` until one is held. One
     /// load checks that the handle's copy is still the latest.
     #[inline]
     pub fn read(&mut self) -> Option<Current<'_, T>> {
@@ -82,9 +83,9 @@ impl<T, E> Reader<T, E> {
         self.cache.load().map(|value| Current { value, meta })
     }
 
-    /// The latest value, owned: it stays valid for as long as it is held,
+    /// The latest value, owned. It stays valid for as long as it is held,
     /// whatever is published meanwhile. Each call moves the value's
-    /// reference count; [`read`](Self::read) moves none.
+    /// reference count, and [`read`](Self::read) moves none.
     pub fn get(&self) -> Option<Arc<T>> {
         self.latest.value.load_full()
     }
@@ -113,7 +114,7 @@ impl<T, E> Reader<T, E> {
         self.latest.wait_ready(timeout)
     }
 
-    /// As [`Refresh::ready`](crate::Refresh::ready) (feature `tokio`).
+    /// As [`Refresh::ready`](crate::Refresh::ready), with the `tokio` feature.
     ///
     /// # Errors
     ///
@@ -144,7 +145,7 @@ impl<T, E> fmt::Debug for Reader<T, E> {
     }
 }
 
-/// The value a [`Reader`] read: it dereferences to the value, and tells
+/// The value a [`Reader`] read. It dereferences to the value, and tells
 /// where the value came from and how fresh it is.
 pub struct Current<'a, T> {
     value: &'a T,
@@ -152,14 +153,15 @@ pub struct Current<'a, T> {
 }
 
 impl<T> Current<'_, T> {
-    /// Where the value came from: a fetch, or the local copy read at
-    /// start.
+    /// Where the value came from, which is a fetch or the local copy read
+    /// at start.
     pub fn origin(&self) -> Origin {
         self.meta.origin_of(std::ptr::from_ref(self.value) as usize)
     }
 
-    /// The wall-clock time a fetch last confirmed the value held (now, not
-    /// when it was read: an "unchanged" answer since renews it).
+    /// The wall-clock time a fetch last confirmed the value held. It is read
+    /// now, not when the value was read, since an "unchanged" answer renews
+    /// it.
     pub fn confirmed_at(&self) -> Option<SystemTime> {
         self.meta.confirmed_at()
     }

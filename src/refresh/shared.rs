@@ -1,6 +1,6 @@
-//! What a refresher's fetch and its readers share: the value, the last
-//! error and outcome, freshness, counters, hooks — and how the end of a
-//! fetch is recorded in them ([`Latest::settle`]).
+//! What a refresher's fetch and its readers share. They share the value,
+//! the last error and outcome, freshness, counters and hooks.
+//! [`Latest::settle`] records the end of a fetch in them.
 
 use super::local_copy::{LocalCopy, LocalCopyError};
 use super::pace::Course;
@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 /// Reads "retry after" from a fetch's error.
 pub(super) type RetryAfter<E> = Arc<dyn Fn(&E) -> Option<Duration> + Send + Sync>;
 
-/// Hooks a refresher's owner sets after binding (they name `T` and `E`).
+/// Hooks a refresher's owner sets after binding, since they name `T` and `E`.
 pub(crate) struct Hooks<T, E> {
     pub(super) retry_after: Option<RetryAfter<E>>,
     /// Compares a new value with the one held.
@@ -27,17 +27,18 @@ pub(crate) struct Hooks<T, E> {
     pub(super) copy: Option<LocalCopy<T>>,
     /// The validator read from the local copy, for the first fetch.
     pub(super) carried_validator: Option<Validator>,
-    /// The allocation of the value read from the local copy: kept, so its
-    /// address (which tells it from a fetched value) is never reused.
+    /// The allocation of the value read from the local copy. It is kept so
+    /// that its address, which tells it from a fetched value, is never
+    /// reused.
     #[allow(dead_code)] // held for its allocation, never read
     pub(super) carried: Option<Weak<T>>,
 }
 
-/// What readers share: the latest good value, the last error, freshness,
-/// counters.
+/// What readers share. That is the latest good value, the last error,
+/// freshness and counters.
 pub(crate) struct Latest<T, E> {
     pub(super) value: ValueCell<T>,
-    /// The error of the last fetch, if it failed (cleared by a success).
+    /// The error of the last fetch, if it failed. A success clears it.
     pub(super) error: ValueCell<E>,
     pub(super) meta: Meta,
     pub(super) refreshes: StatU64,
@@ -54,35 +55,37 @@ pub(crate) struct Latest<T, E> {
     pub(super) copy_failures: StatU64,
     /// The last error reading or writing the local copy.
     pub(super) copy_error: std::sync::Mutex<Option<Arc<LocalCopyError>>>,
-    /// How the last fetch ended ([`NO_FETCH`] until one has), written
-    /// after the value or error it left; see [`Latest::served`].
+    /// How the last fetch ended, or [`NO_FETCH`] until one has. It is
+    /// written after the value or error the fetch left. See
+    /// [`Latest::served`].
     pub(super) outcome: AtomicU32,
     pub(super) hooks: std::sync::Mutex<Hooks<T, E>>,
     /// The trigger that reports changes of freshness as they happen, if
-    /// limits are set; started by the first confirmation.
+    /// limits are set. The first confirmation starts it.
     pub(super) watchdog: OnceLock<WeakTrigger>,
-    /// The watchdog has been started (it then re-arms itself).
+    /// The watchdog has been started, and it then re-arms itself.
     pub(super) watching: std::sync::atomic::AtomicBool,
     /// The channel of [`Refresh::subscribe`]'s receivers.
     #[cfg(feature = "tokio")]
     pub(super) watch: Subscribers<T>,
 }
 
-/// [`Latest::outcome`]: no fetch has ended yet.
+/// [`Latest::outcome`] when no fetch has ended yet.
 pub(super) const NO_FETCH: u32 = 0;
-/// [`Latest::outcome`]: the last fetch returned a value, or "unchanged".
+/// [`Latest::outcome`] when the last fetch returned a value, or "unchanged".
 pub(super) const SUCCEEDED: u32 = 1;
-/// [`Latest::outcome`]: the last fetch returned an error.
+/// [`Latest::outcome`] when the last fetch returned an error.
 pub(super) const FAILED: u32 = 2;
-/// [`Latest::outcome`]: the last fetch panicked.
+/// [`Latest::outcome`] when the last fetch panicked.
 pub(super) const PANICKED: u32 = 3;
-/// [`Latest::outcome`]: the last (async) fetch panicked for want of a
-/// Tokio runtime around its poll.
+/// [`Latest::outcome`] when the last fetch, an async one, panicked for want
+/// of a Tokio runtime around its poll.
 pub(super) const NO_RUNTIME: u32 = 4;
-/// [`Latest::outcome`]: the last (async) fetch was dropped at its deadline.
+/// [`Latest::outcome`] when the last fetch, an async one, was dropped at its
+/// deadline.
 pub(super) const TIMED_OUT: u32 = 5;
-/// [`Latest::outcome`]: the last fetch answered "unchanged" with no value
-/// held.
+/// [`Latest::outcome`] when the last fetch answered "unchanged" with no
+/// value held.
 pub(super) const NOTHING_HELD: u32 = 6;
 
 /// How one fetch ended.
@@ -90,14 +93,14 @@ pub(crate) enum Ended<T, E> {
     Answered(Fetched<T>),
     Error(E),
     Panic(Box<dyn Any + Send>),
-    /// Dropped at its deadline (async fetches only).
+    /// Dropped at its deadline, which only an async fetch can be.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     TimedOut,
 }
 
-/// Whether a panic's message is Tokio's "no runtime here" (an async fetch
-/// polled outside any runtime: a virtual scheduler advanced by a plain
-/// `#[test]`, say).
+/// Whether a panic's message is Tokio's "no runtime here". An async fetch
+/// polled outside any runtime panics so. A virtual scheduler advanced by a
+/// plain `#[test]` is one such case.
 pub(super) fn wants_runtime(payload: &(dyn Any + Send)) -> bool {
     let message = payload
         .downcast_ref::<&str>()
@@ -140,7 +143,7 @@ impl<T, E> Latest<T, E> {
     }
 
     pub(super) fn hooks(&self) -> std::sync::MutexGuard<'_, Hooks<T, E>> {
-        // Nothing user-written runs under the lock: poison is moot.
+        // Nothing user-written runs under the lock, so poison is moot.
         self.hooks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -155,17 +158,17 @@ impl<T, E> Latest<T, E> {
         held.get().is_some_and(|held| same(held, value))
     }
 
-    /// A run of the fetch starts at `now_ns`: the delay before it may
-    /// fetch, if a retry-after holds it (the run then re-arms for that
-    /// delay, so every fire inside the window is served by one fetch at
-    /// its end).
+    /// A run of the fetch starts at `now_ns`. Returns the delay before it
+    /// may fetch, if a retry-after holds it. The run then re-arms for that
+    /// delay, so every fire inside the window is served by one fetch at its
+    /// end.
     pub(super) fn held_back(&self, course: &Course) -> Option<Duration> {
         course.holding(self.meta.now_ns())
     }
 
-    /// Whether the budget holds the run that passed [`held_back`]: the
-    /// delay to its slot, reserved now (the run re-arms for it, and the
-    /// run at the slot fetches without asking again).
+    /// Whether the budget holds the run that passed [`held_back`]. Returns
+    /// the delay to its slot, reserved now. The run re-arms for it, and the
+    /// run at the slot fetches without asking again.
     pub(super) fn over_budget(&self, course: &mut Course) -> Option<Duration> {
         let budget = course.budget.as_ref()?;
         if std::mem::take(&mut course.reserved) {
@@ -181,8 +184,8 @@ impl<T, E> Latest<T, E> {
         Some(Duration::from_nanos(at - now))
     }
 
-    /// The validator to hand the fetch about to run: the last answer's,
-    /// or, before the first fetch, the local copy's.
+    /// The validator to hand the fetch about to run. It is the last
+    /// answer's, or the local copy's before the first fetch.
     pub(super) fn validator_for(&self, course: &mut Course) -> Option<Validator> {
         if !course.started {
             course.started = true;
@@ -193,9 +196,9 @@ impl<T, E> Latest<T, E> {
         course.validator.clone()
     }
 
-    /// Reads the local copy into an empty refresher: its value, marked as
-    /// carried over, and its validator for the first fetch. An error is
-    /// recorded, never fatal.
+    /// Reads the local copy into an empty refresher. Its value is marked as
+    /// carried over, and its validator is kept for the first fetch. An error
+    /// is recorded, never fatal.
     pub(super) fn carry_over(&self, copy: &LocalCopy<T>) {
         match copy.load() {
             Ok(None) => {}
@@ -219,9 +222,9 @@ impl<T, E> Latest<T, E> {
         }
     }
 
-    /// Saves a new value to the local copy, if there is one. A failure
-    /// (a full disk, a read-only directory, an encoding that panics) is
-    /// counted and recorded; the value is served all the same.
+    /// Saves a new value to the local copy, if there is one. A failure is
+    /// counted and recorded, and the value is served all the same. A full
+    /// disk, a read-only directory or an encoding that panics may cause one.
     fn save_copy(&self, value: &T, validator: Option<&Validator>) {
         let Some(copy) = self.hooks().copy.clone() else {
             return;
@@ -250,9 +253,9 @@ impl<T, E> Latest<T, E> {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(error));
     }
 
-    /// Records how a fetch ended — the value, the error, the counters, the
-    /// subscribers' news, the freshness — and returns the delay before the
-    /// next one.
+    /// Records how a fetch ended, and returns the delay before the next one.
+    /// It records the value, the error, the counters, the subscribers' news
+    /// and the freshness.
     pub(super) fn settle(
         &self,
         ended: Ended<T, E>,
@@ -270,7 +273,7 @@ impl<T, E> Latest<T, E> {
                 course.validator = validator;
                 let value = Arc::new(value);
                 // The replaced value and error are dropped after the
-                // outcome is recorded: their destructors are user code.
+                // outcome is recorded, since their destructors are user code.
                 let replaced = self.value.swap(Some(Arc::clone(&value)));
                 let cleared = self.error.swap(None);
                 self.refreshes.fetch_add(1, Relaxed);
@@ -347,7 +350,7 @@ impl<T, E> Latest<T, E> {
                 self.panics.fetch_add(1, Relaxed);
                 let no_runtime = wants_runtime(&*payload);
                 self.ended(if no_runtime { NO_RUNTIME } else { PANICKED });
-                // User code (the payload's and the log's) only once the
+                // The payload's and the log's user code runs only once the
                 // outcome is recorded.
                 crate::sync::drop_payload(payload);
                 #[cfg(feature = "tracing")]
@@ -379,34 +382,35 @@ impl<T, E> Latest<T, E> {
         }
     }
 
-    /// A fetch ended as `outcome`, after storing what it left. Release:
-    /// a caller of `refresh_and_wait` that reads this outcome — that of
-    /// the fetch which served it, or of a later one — also reads the value
-    /// or error stored before it.
+    /// A fetch ended as `outcome`, after storing what it left.
+    /// Release: a caller of `refresh_and_wait` that reads this outcome also
+    /// reads the value or error stored before it. The outcome may be that of
+    /// the fetch which served the caller, or of a later one.
     pub(super) fn ended(&self, outcome: u32) {
         self.outcome.store(outcome, Release);
     }
 
     /// What `refresh_and_wait` returns once the iteration serving it has
-    /// ended as `run`: how the last fetch ended (the serving one, or a
-    /// later one). An iteration that panicked past the fetch's own catch
-    /// (in a `tracing` subscriber, say) may have recorded no outcome: it
-    /// is a panic, whatever an earlier fetch left.
+    /// ended as `run`. That is how the last fetch ended, the serving one or
+    /// a later one. An iteration that panicked past the fetch's own catch
+    /// may have recorded no outcome. A panic in a `tracing` subscriber is
+    /// one such case. The call then reports a panic, whatever an earlier
+    /// fetch left.
     pub(super) fn served(&self, run: crate::Outcome) -> Result<Arc<T>, RefreshError<E>> {
         if run == crate::Outcome::Panicked {
             return Err(RefreshError::Panicked);
         }
-        // A served wait never meets "no fetch yet": the fetch that served
-        // it wrote its outcome before the wait ended.
+        // A served wait never meets "no fetch yet", since the fetch that
+        // served it wrote its outcome before the wait ended.
         self.last_outcome().unwrap_or(Err(RefreshError::Panicked))
     }
 
-    /// How the last fetch ended, as `refresh_and_wait` reports it; `None`
-    /// if none has.
+    /// How the last fetch ended, as `refresh_and_wait` reports it, or
+    /// `None` if none has.
     pub(super) fn last_outcome(&self) -> Option<Result<Arc<T>, RefreshError<E>>> {
         // Acquire: pairs with `ended`'s Release, for an outcome a later
-        // fetch wrote (the serving fetch's stores are visible anyway: the
-        // wait ends through the waiters' lock, after the run).
+        // fetch wrote. The serving fetch's stores are visible anyway, since
+        // the wait ends through the waiters' lock, after the run.
         let failed = match self.outcome.load(Acquire) {
             NO_FETCH => return None,
             PANICKED => RefreshError::Panicked,
@@ -415,12 +419,12 @@ impl<T, E> Latest<T, E> {
             NOTHING_HELD => RefreshError::NothingHeld,
             FAILED => match self.error.load_full() {
                 Some(error) => RefreshError::Failed(error),
-                // A later fetch succeeded meanwhile: it cleared the error
-                // after storing its value, which this thread, having read
-                // the cleared error (an Acquire load), now sees.
+                // A later fetch succeeded meanwhile. It cleared the error
+                // after storing its value. This thread read the cleared
+                // error with an Acquire load, so it now sees that value.
                 None => return Some(self.value.load_full().ok_or(RefreshError::Panicked)),
             },
-            // SUCCEEDED: the value stored before the outcome.
+            // On SUCCEEDED, the answer is the value stored before the outcome.
             _ => return Some(self.value.load_full().ok_or(RefreshError::Panicked)),
         };
         Some(Err(failed))
@@ -510,7 +514,7 @@ impl<T, E> Latest<T, E> {
         scheduler.shared.when_terminated(hook);
     }
 
-    /// A fetch starts (see [`Subscribers::fetching`]).
+    /// A fetch starts, as [`Subscribers::fetching`] describes.
     pub(super) fn fetching(&self) -> Fetching<'_, T> {
         self.watch.fetching()
     }

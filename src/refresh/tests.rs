@@ -1,5 +1,5 @@
-//! What only the crate can force: a subscriber between termination and
-//! the telling of the termination hooks.
+//! What only the crate can force, such as a subscriber between termination
+//! and the telling of the termination hooks.
 
 use super::Refresh;
 use crate::scheduler::{OnTerminated, Scheduler};
@@ -24,9 +24,9 @@ impl OnTerminated for Gate {
 #[test]
 fn a_subscriber_after_termination_gets_a_closed_channel_before_the_hooks_are_told() {
     // The last thread to exit tells the hooks after releasing the live
-    // count's lock, in the order they came: the gate, registered before
-    // the refresh's, holds it there — terminated, the refresh's hook not
-    // yet told — while the test subscribes.
+    // count's lock, in the order they came. The gate, registered before the
+    // refresh's hook, holds that thread there while the test subscribes. The
+    // scheduler has then terminated, and the refresh's hook is not yet told.
     let scheduler = Scheduler::builder().workers(1).build().unwrap();
     let (entered_tx, entered_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel();
@@ -103,7 +103,7 @@ fn the_fetch_after_a_dropped_one_sees_the_state_as_the_dropped_one_left_it() {
     assert!(first.as_mut().poll(&mut cx).is_pending());
     drop(first);
 
-    // The next starts from [0]: the first's step, without its end.
+    // The next starts from [0], the first's step without its end.
     let mut second = Box::pin(fetch_once(Arc::clone(&lent), Arc::clone(&latest), None));
     assert!(second.as_mut().poll(&mut cx).is_pending());
     assert_eq!(

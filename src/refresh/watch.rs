@@ -1,15 +1,15 @@
-//! [`Refresh::subscribe`](super::Refresh::subscribe)'s channel: sent a
-//! value at each publish, closed once the scheduler has terminated and no
-//! fetch runs.
+//! [`Refresh::subscribe`](super::Refresh::subscribe)'s channel. It is sent
+//! a value at each publish, and closed once the scheduler has terminated and
+//! no fetch runs.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// The subscribers' channel: its sender is dropped — which closes it, so a
-/// reader awaiting `changed()` learns that no newer value can come — once
-/// the scheduler has terminated and no fetch runs. A virtual scheduler
-/// counts no thread for a sync fetch in flight, so its termination may
-/// come first: that fetch then sends its value, and closes the channel as
-/// it ends.
+/// The subscribers' channel. Its sender is dropped once the scheduler has
+/// terminated and no fetch runs. That closes the channel, so a reader
+/// awaiting `changed()` learns that no newer value can come. A virtual
+/// scheduler counts no thread for a sync fetch in flight, so its
+/// termination may come first. That fetch then sends its value, and closes
+/// the channel as it ends.
 pub(crate) struct Subscribers<T>(Mutex<Watch<T>>);
 
 /// What [`Subscribers`] guards.
@@ -29,12 +29,12 @@ impl<T> Subscribers<T> {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Watch<T>> {
-        // A panic cannot leave the flags half written: poison is moot.
+        // A panic cannot leave the flags half written, so poison is moot.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The scheduler has terminated: closes the channel — now, or as the
-    /// fetch in flight ends. Idempotent.
+    /// The scheduler has terminated, so this closes the channel. It closes
+    /// it now, or as the fetch in flight ends. Idempotent.
     pub(super) fn close_at_termination(&self) {
         let mut watch = self.lock();
         watch.terminated = true;
@@ -47,17 +47,17 @@ impl<T> Subscribers<T> {
         drop(closed);
     }
 
-    /// A fetch starts: until it ends ([`Fetching`]'s drop, or `sent`), a
-    /// termination leaves the channel open for it.
+    /// A fetch starts. Until it ends, a termination leaves the channel open
+    /// for it. [`Fetching`]'s drop or `sent` ends it.
     pub(super) fn fetching(&self) -> Fetching<'_, T> {
         self.lock().fetching = true;
         Fetching(self)
     }
 }
 
-/// A fetch in flight (see [`Subscribers::fetching`]); dropped, it ends
-/// having sent nothing — also when the iteration unwinds past the fetch's
-/// catch.
+/// A fetch in flight, as [`Subscribers::fetching`] starts it. Dropped, it
+/// ends having sent nothing. That holds also when the iteration unwinds
+/// past the fetch's catch.
 pub(crate) struct Fetching<'a, T>(&'a Subscribers<T>);
 
 impl<T> Fetching<'_, T> {
@@ -79,8 +79,8 @@ impl<T> Fetching<'_, T> {
             None
         };
         drop(watch);
-        // Outside the lock: a value's destructor is user code (it may
-        // subscribe), and dropping the sender wakes the receivers.
+        // Outside the lock, since a value's destructor is user code that may
+        // subscribe. Dropping the sender also wakes the receivers.
         drop((replaced, closed));
     }
 }

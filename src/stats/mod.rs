@@ -1,7 +1,8 @@
 //! Per-trigger statistics, always on and off the fire path's critical
-//! cost: fires are *derived* from the version counter (no counter bump per
-//! fire); everything else is written by the one worker holding the RUNNING
-//! bit, or by the timer, with Relaxed stores to trigger-local fields.
+//! cost. Fires are *derived* from the version counter, so a fire bumps no
+//! counter. Everything else is written by the one worker holding the RUNNING
+//! bit, or by the timer. Both write with Relaxed stores to trigger-local
+//! fields.
 
 use crate::request::{Kind, Word};
 use crate::state::{Snapshot, VERSION_MASK};
@@ -16,18 +17,18 @@ const NONE: u32 = u32::MAX;
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum TriggerState {
-    /// Never fired, or stopped (its task returned `None` or panicked).
+    /// Never fired, or stopped because its task returned `None` or panicked.
     Idle,
     /// The latest call was `suspend`.
     Suspended,
-    /// Paused: no fire starts a run until `resume` (G17).
+    /// Paused. No fire starts a run until `resume`, as guarantee G17 promises.
     Paused,
-    /// The scheduler has shut down and no iteration is in flight: nothing
+    /// The scheduler has shut down and no iteration is in flight, so nothing
     /// will run again.
     ShutDown,
     /// A run is due now and waits for a worker.
     Due,
-    /// A run is armed for this time (since the scheduler started).
+    /// A run is armed for this time, counted from the scheduler's start.
     Armed(#[cfg_attr(feature = "serde", serde(with = "humantime_serde"))] Duration),
     /// An iteration is in flight.
     Running,
@@ -35,7 +36,7 @@ pub enum TriggerState {
     RunningWithRerun,
 }
 
-/// A snapshot of one trigger's statistics; see [`Trigger::stats`](crate::Trigger::stats).
+/// A snapshot of one trigger's statistics. See [`Trigger::stats`](crate::Trigger::stats).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -44,53 +45,53 @@ pub struct TriggerStats {
     pub name: Option<String>,
     /// `fire`, `fire_after` and `fire_within` calls.
     pub fires: u64,
-    /// Fires that got no iteration of their own: served together with
-    /// others, or superseded (latest wins).
+    /// Fires that got no iteration of their own. They were served together
+    /// with others, or superseded because the latest fire wins.
     pub coalesced_fires: u64,
     /// Iterations run.
     pub iterations: u64,
     /// Iterations that panicked.
     pub panics: u64,
-    /// When the last iteration started (since the scheduler started).
+    /// When the last iteration started, counted from the scheduler's start.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_start: Option<Duration>,
-    /// When the last iteration ended (since the scheduler started).
+    /// When the last iteration ended, counted from the scheduler's start.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_end: Option<Duration>,
-    /// Start minus deadline of the last timed run — a delayed request, or
-    /// the next run a task asked for, a zero delay counting from its
-    /// return (kept in whole microseconds up to about 71 minutes; a larger
-    /// lateness reads as that).
+    /// Start minus deadline of the last timed run. A timed run is a delayed
+    /// request, or the next run a task asked for. A zero delay counts from
+    /// the task's return. Lateness is kept in whole microseconds up to about
+    /// 71 minutes, and a larger one reads as that.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_lateness: Option<Duration>,
-    /// The largest lateness seen (as `last_lateness`).
+    /// The largest lateness seen, kept as `last_lateness` is.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub max_lateness: Option<Duration>,
     /// What the trigger is doing now.
     pub state: TriggerState,
     /// The run in flight has been running longer than the trigger's
-    /// [`stuck_after`](crate::TriggerBuilder::stuck_after) (and was
-    /// reported); false again once that run ends.
+    /// [`stuck_after`](crate::TriggerBuilder::stuck_after), and was reported.
+    /// It is false again once that run ends.
     pub stuck: bool,
 }
 
-/// The counters of one trigger. In a fixed order (`repr(C)`), the timer's
-/// `due_*` pair first: the core puts it in its hot cache line.
+/// The counters of one trigger. `repr(C)` fixes their order, with the
+/// timer's `due_*` pair first. The core puts that pair in its hot cache line.
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Counters {
-    /// The deadline of the run last marked due (by the timer, or a
-    /// zero-delay re-arm), and for which version (`NONE` once the worker
-    /// consumed it). The only
-    /// statistics the loom models see (loom atomics under `--cfg loom`):
-    /// the timer hands them to the worker through `Request::expire`'s
-    /// Release, and `loom_dispatch`'s lateness model checks that edge.
+    /// The deadline of the run last marked due, and for which version. The
+    /// timer marks it, or a zero-delay re-arm does. The version is `NONE`
+    /// once the worker consumed it. These are the only statistics the loom
+    /// models see, since they are loom atomics under `--cfg loom`. The timer
+    /// hands them to the worker through `Request::expire`'s Release.
+    /// `loom_dispatch`'s lateness model checks that edge.
     due_at_us: crate::sync::AtomicU64,
     due_version: crate::sync::AtomicU32,
-    /// Worker side (the holder of RUNNING) from here on; this one beside
-    /// `due_version`, which a run's start reads with it (and no padding).
+    /// The holder of RUNNING writes the fields from here on. This one sits
+    /// beside `due_version`, with no padding, since a run's start reads both.
     last_version: AtomicU32,
-    /// What the `metrics` counters were last told (worker side).
+    /// What the `metrics` counters were last told, on the worker side.
     #[cfg(feature = "metrics")]
     reported_fires: AtomicU64,
     #[cfg(feature = "metrics")]
@@ -99,24 +100,27 @@ pub(crate) struct Counters {
     served_fires: AtomicU64,
     last_start_us: AtomicU64,
     last_end_us: AtomicU64,
-    /// Lateness in µs, saturating at `LATENESS_MAX`; `NONE` if unknown.
+    /// Lateness in microseconds, saturating at `LATENESS_MAX`, or `NONE` if
+    /// unknown.
     last_lateness_us: AtomicU32,
     max_lateness_us: AtomicU32,
 }
 
-/// Units of an encoded delay, by the top two bits: µs, ms, s.
+/// Units of an encoded delay, by the top two bits. They are microseconds,
+/// milliseconds and seconds.
 const DELAY_UNITS_NS: [u64; 3] = [1_000, 1_000_000, 1_000_000_000];
 const DELAY_VALUE_BITS: u32 = 30;
 
-/// A delay in 32 bits, rounded **up** (a resumed run is never early,
-/// G15): the top two bits pick the unit — µs below about 17.9 minutes, ms
-/// below about 12.4 days, s up to about 34 years — and the low 30 bits
-/// count them. `NONE` (all ones) is no delay; a longer delay encodes as
-/// `NONE` too (shortening it would make the resumed run early): such a
-/// trigger resumes idle, as one that returned `None`.
+/// A delay in 32 bits, rounded **up** so a resumed run is never early, as
+/// guarantee G15 requires. The top two bits pick the unit, and the low 30
+/// bits count them. The unit is microseconds below about 17.9 minutes,
+/// milliseconds below about 12.4 days, and seconds up to about 34 years.
+/// `NONE`, all ones, is no delay. A longer delay encodes as `NONE` too, since
+/// shortening it would make the resumed run early. Such a trigger resumes
+/// idle, as one that returned `None`.
 fn encode_delay(delay: Duration) -> u32 {
-    // In 64 bits (every run's end encodes its delay: no 128-bit division);
-    // a delay past 584 years saturates, and encodes as `NONE` either way.
+    // In 64 bits, with no 128-bit division, since every run's end encodes its
+    // delay. A delay past 584 years saturates, and encodes as `NONE` either way.
     let nanos = delay
         .as_secs()
         .checked_mul(1_000_000_000)
@@ -141,12 +145,12 @@ fn decode_delay(encoded: u32) -> Option<Duration> {
     Some(Duration::from_nanos(count * unit_ns))
 }
 
-/// The delay the last iteration returned, in 32 bits (see
-/// [`encode_delay`]): what `resume` re-arms. Worker side (the holder of
-/// RUNNING writes it); Relaxed: `resume` reads it after an Acquire RMW of
-/// the state word that read the iteration's Release `exit`. A loom atomic
-/// under `--cfg loom`, unlike the other statistics, so that a model sees
-/// that edge (`loom_pause`'s resume during an iteration).
+/// The delay the last iteration returned, in 32 bits as [`encode_delay`]
+/// packs it. It is what `resume` re-arms. The holder of RUNNING writes it.
+/// Relaxed: `resume` reads it after an Acquire RMW of the state word that
+/// read the iteration's Release `exit`. It is a loom atomic under
+/// `--cfg loom`, unlike the other statistics, so that a model sees that
+/// edge. That model is `loom_pause`'s resume during an iteration.
 #[derive(Debug)]
 pub(crate) struct LastDelay(crate::sync::AtomicU32);
 
@@ -158,7 +162,7 @@ impl LastDelay {
     /// The iteration that just ended returned `next`.
     pub(crate) fn returned(&self, next: Option<Duration>) {
         let encoded = next.map_or(NONE, encode_delay);
-        // Most tasks return the same delay every time: no store then.
+        // Most tasks return the same delay every time, and then need no store.
         if self.0.load(Relaxed) != encoded {
             self.0.store(encoded, Relaxed);
         }
@@ -170,27 +174,29 @@ impl LastDelay {
     }
 }
 
-/// The counters most triggers never move — suspends, pauses and resumes,
-/// panics, version wraps — kept apart from [`Counters`], in a block the
-/// core allocates on first use (absent: all zero, start version 0).
+/// The counters most triggers never move, kept apart from [`Counters`].
+/// They count suspends, pauses and resumes, panics and version wraps. The
+/// core allocates their block on first use. An absent block reads as all
+/// zero, with start version 0.
 #[derive(Debug)]
 pub(crate) struct RareCounters {
-    /// Times the 30-bit version wrapped to 0 (fire side).
+    /// Times the 30-bit version wrapped to 0, written on the fire side.
     wraps: AtomicU32,
-    /// The version the last `suspend` installed. A loom atomic under
-    /// `--cfg loom`, unlike the other statistics: a pause reads it after
-    /// its Acquire install replaced the suspend's IDLE word (G6), and
-    /// `loom_pause`'s suspend-against-pause models check that edge.
+    /// The version the last `suspend` installed. It is a loom atomic under
+    /// `--cfg loom`, unlike the other statistics. A pause reads it after its
+    /// Acquire install replaced the suspend's IDLE word, an edge of guarantee
+    /// G6. `loom_pause`'s suspend-against-pause models check that edge.
     suspend_version: crate::sync::AtomicU32,
-    /// Advances that are not fires (suspend, pause, resume), plus the
-    /// version the trigger started at: fires are the advances less these.
+    /// Advances that are not fires, such as a suspend, a pause or a resume,
+    /// plus the version the trigger started at. Fires are the advances less
+    /// these.
     suspends: AtomicU64,
-    /// Saturates at `u32::MAX` (a trigger panicking a thousand times a
-    /// second would need seven weeks to get there).
+    /// Saturates at `u32::MAX`. A trigger panicking a thousand times a
+    /// second would need seven weeks to get there.
     panics: AtomicU32,
 }
 
-// Relaxed, as every statistic (see `Counters`).
+// Relaxed, as every statistic. The comment on `impl Counters` says why.
 impl RareCounters {
     pub(crate) fn new(start_version: u32) -> Self {
         Self {
@@ -201,12 +207,12 @@ impl RareCounters {
         }
     }
 
-    /// The version wrapped to 0 (fire side).
+    /// The version wrapped to 0, seen on the fire side.
     pub(crate) fn wrapped(&self) {
         self.wraps.fetch_add(1, Relaxed);
     }
 
-    /// An advance that is not a fire (a resume's): not counted as one.
+    /// A resume's advance, which is not a fire and is not counted as one.
     pub(crate) fn not_a_fire(&self) {
         self.suspends.fetch_add(1, Relaxed);
     }
@@ -217,44 +223,46 @@ impl RareCounters {
         self.suspend_version.store(version, Relaxed);
     }
 
-    /// Whether the IDLE request of `version` is a suspend's (nothing fired
-    /// since).
+    /// Whether the IDLE request of `version` is a suspend's, with nothing
+    /// fired since.
     pub(crate) fn is_suspend(&self, version: u32) -> bool {
         self.suspend_version.load(Relaxed) == version
     }
 
-    /// Whether a suspend (or a pause) advanced past `version` — the last
-    /// one recorded is newer.
+    /// Whether a suspend or a pause advanced past `version`. It did if the
+    /// last one recorded is newer.
     pub(crate) fn suspended_since(&self, version: u32) -> bool {
         crate::request::is_newer(self.suspend_version.load(Relaxed), version)
     }
 
-    /// A resume left a suspended trigger idle at `version`: still
-    /// suspended (the advance itself was counted by `not_a_fire`).
+    /// A resume left a suspended trigger idle at `version`, so it is still
+    /// suspended. `not_a_fire` counted the advance itself.
     pub(crate) fn still_suspended(&self, version: u32) {
         self.suspend_version.store(version, Relaxed);
     }
 
-    /// An iteration panicked (worker side, the holder of RUNNING: the only
-    /// writer, so a load and a store do).
+    /// An iteration panicked. The holder of RUNNING is the only writer, so a
+    /// load and a store do.
     pub(crate) fn panicked(&self) {
         let panics = self.panics.load(Relaxed);
         self.panics.store(panics.saturating_add(1), Relaxed);
     }
 }
 
-/// The largest lateness the statistics keep, in µs (about 71.6 minutes).
+/// The largest lateness the statistics keep, in microseconds. It is about
+/// 71.6 minutes.
 const LATENESS_MAX: u32 = u32::MAX - 1;
 
-// Every access below is Relaxed: these are statistics. Each field has one
-// writer at a time (the firer for `wraps`/`suspends`, the timer for `due_*`
-// before its Release expire — or an ending iteration re-arming with zero
-// delay, before its Release install —, the RUNNING holder for the rest),
-// and readers only want a recent value. (The one overlap: a `fire_after`
-// between a zero-delay re-arm's `exit` and its mark, found due by the timer
-// at once, may see its lateness measured from the re-arm's mark; the
-// re-arm's own run is then stale.) The `due_*` pair is handed from timer to worker
-// by the expire → take_due Release/Acquire edge on the request word.
+// Every access below is Relaxed, since these are statistics. Each field has
+// one writer at a time, and readers only want a recent value. The firer
+// writes `wraps` and `suspends`. The timer writes `due_*` before its Release
+// expire. An ending iteration that re-arms with zero delay writes them
+// instead, before its Release install. The RUNNING holder writes the rest.
+// There is one overlap. A `fire_after` between a zero-delay re-arm's `exit`
+// and its mark, found due by the timer at once, may see its lateness
+// measured from the re-arm's mark. The re-arm's own run is then stale. The
+// `due_*` pair is handed from timer to worker by the expire → take_due
+// Release/Acquire edge on the request word.
 impl Counters {
     pub(crate) fn new(start_version: u32) -> Self {
         Self {
@@ -274,10 +282,10 @@ impl Counters {
         }
     }
 
-    /// Fires so far, derived from the version counter: every advance to
-    /// `version` (the state word's now, wraps counted) that was not a
-    /// suspend, pause or resume, less the start version (`rare`: the
-    /// trigger's rare counters, if it has any).
+    /// Fires so far, derived from the version counter. They are the advances
+    /// to `version` that were not a suspend, pause or resume, less the start
+    /// version. `version` is the state word's now, and wraps are counted.
+    /// `rare` holds the trigger's rare counters, if it has any.
     fn fires(version: u32, rare: Option<&RareCounters>) -> u64 {
         let Some(rare) = rare else {
             return u64::from(version);
@@ -287,8 +295,8 @@ impl Counters {
         advances.saturating_sub(rare.suspends.load(Relaxed))
     }
 
-    /// The version of the last iteration that started (the start version
-    /// before any).
+    /// The version of the last iteration that started, or the start version
+    /// before any.
     pub(crate) fn last_started_version(&self) -> u32 {
         self.last_version.load(Relaxed)
     }
@@ -298,25 +306,25 @@ impl Counters {
         self.iterations.load(Relaxed) > 0
     }
 
-    /// The run of `version` was due at `due_at_us`: the timer found it
+    /// The run of `version` was due at `due_at_us`. Either the timer found it
     /// due, or an iteration re-armed with zero delay.
     pub(crate) fn marked_due(&self, version: u32, due_at_us: u64) {
         self.due_at_us.store(due_at_us, Relaxed);
         self.due_version.store(version, Relaxed);
     }
 
-    /// Whether the last run marked due is `version`'s and has not
-    /// started (the shutdown scan, telling a fresh claim of a periodic
-    /// run from what an ended iteration leaves: see
-    /// `Core::claim_unstarted`). Relaxed: the scan's Acquire close orders it.
+    /// Whether the last run marked due is `version`'s and has not started.
+    /// The shutdown scan asks, to tell a fresh claim of a periodic run from
+    /// what an ended iteration leaves. See `Core::claim_unstarted`.
+    /// Relaxed: the scan's Acquire close orders it.
     pub(crate) fn is_marked_due(&self, version: u32) -> bool {
         self.due_version.load(Relaxed) == version
     }
 
-    /// Worker side: an iteration of `version` starts at `now_us`. The
+    /// On the worker side, an iteration of `version` starts at `now_us`. The
     /// worker holding RUNNING is these fields' only writer, so a load and a
-    /// store do what an RMW would, cheaper.
-    /// Returns this run's lateness (µs, saturating) if it was a timed run.
+    /// store do what an RMW would, cheaper. Returns this run's lateness in
+    /// microseconds, saturating, if it was a timed run.
     pub(crate) fn started(&self, version: u32, now_us: u64) -> Option<u32> {
         bump(&self.iterations);
         if self.last_version.load(Relaxed) != version {
@@ -337,28 +345,29 @@ impl Counters {
         None
     }
 
-    /// Worker side: the iteration ended at `now_us` (a panic is counted
-    /// in [`RareCounters`]). Returns how long it ran (µs).
+    /// On the worker side, the iteration ended at `now_us`. A panic is
+    /// counted in [`RareCounters`], not here. Returns how long it ran, in
+    /// microseconds.
     pub(crate) fn ended(&self, now_us: u64) -> u64 {
         self.last_end_us.store(now_us, Relaxed);
         now_us.saturating_sub(self.last_start_us.load(Relaxed))
     }
 
-    /// Fires and coalesced fires since the last call (worker side, at the
-    /// end of an iteration; `version` is the state word's now, `pending`
-    /// whether a request newer than this iteration's still waits for its
-    /// run), for the `metrics` counters, which only go up.
+    /// Fires and coalesced fires since the last call, for the `metrics`
+    /// counters, which only go up. The worker calls it at the end of an
+    /// iteration. `version` is the state word's now. `pending` tells whether
+    /// a request newer than this iteration's still waits for its run.
     ///
-    /// A fire still waiting for its run is not coalesced (yet): it is one
-    /// of the fires not served, so it is taken off — counted as coalesced
-    /// at once, it would be counted again when its run, serving it, brings
-    /// the difference back down. So counted, fires less served less
-    /// pending only grows: a fire into a pending request, or a suspend
-    /// that drops one, adds one; a fire that makes one pending, or the run
-    /// serving it, leaves it. Both totals are reported as the largest
-    /// value seen, so a reading torn by a concurrent fire (the version and
-    /// the rare counters are read apart) never makes a later one count
-    /// twice.
+    /// A fire still waiting for its run is not coalesced yet. It is one of
+    /// the fires not served, so it is taken off. Counted as coalesced at
+    /// once, it would be counted again when its run, serving it, brings the
+    /// difference back down. So counted, fires less served less pending only
+    /// grows. A fire into a pending request adds one, and so does a suspend
+    /// that drops one. A fire that makes one pending leaves it, and so does
+    /// the run serving it. Both totals are reported as the largest value
+    /// seen. The version and the rare counters are read apart, so a
+    /// concurrent fire may tear a reading. Reporting the largest value keeps
+    /// a torn reading from making a later one count twice.
     #[cfg(feature = "metrics")]
     pub(crate) fn fires_since_reported(
         &self,
@@ -370,7 +379,7 @@ impl Counters {
         let coalesced = fires
             .saturating_sub(self.served_fires.load(Relaxed))
             .saturating_sub(u64::from(pending));
-        // The holder of RUNNING is the only writer: a load and a store do.
+        // The holder of RUNNING is the only writer, so a load and a store do.
         let raise = |reported: &AtomicU64, now: u64| {
             let before = reported.load(Relaxed);
             if now > before {
@@ -384,15 +393,15 @@ impl Counters {
         )
     }
 
-    /// When the last iteration started (µs), if one has.
+    /// When the last iteration started, in microseconds, if one has.
     pub(crate) fn last_start_us(&self) -> Option<u64> {
         let start = self.last_start_us.load(Relaxed);
         (start != u64::MAX).then_some(start)
     }
 
-    /// How long the last finished iteration ran (µs; 0 while one is in
-    /// flight, `None` if none has finished): the timer role holder's
-    /// estimate of a due run.
+    /// How long the last finished iteration ran, in microseconds. It is 0
+    /// while one is in flight, and `None` if none has finished. The timer
+    /// role holder takes it as its estimate of a due run.
     pub(crate) fn last_run_us(&self) -> Option<u64> {
         let (start, end) = (
             self.last_start_us.load(Relaxed),
@@ -404,8 +413,8 @@ impl Counters {
         Some(end.saturating_sub(start))
     }
 
-    /// A snapshot, given the state and request words read just before
-    /// (and the trigger's rare counters, if it has any).
+    /// A snapshot, given the state and request words read just before.
+    /// `rare` holds the trigger's rare counters, if it has any.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn snapshot(
         &self,
@@ -446,8 +455,8 @@ impl Counters {
             return TriggerState::ShutDown;
         }
         if state.is_running() {
-            // A follow-up is pending once a due run found it busy (RESERVED)
-            // or is queued for a worker (DUE).
+            // A follow-up is pending once a due run found it busy and set
+            // RESERVED, or while one is queued for a worker as DUE.
             return if state.is_reserved() || request.kind() == Kind::Due {
                 TriggerState::RunningWithRerun
             } else {
@@ -460,7 +469,7 @@ impl Counters {
             )),
             Kind::Due => TriggerState::Due,
             // Claimed by a worker that is about to enter, or left by the
-            // iteration that just ended: not running either way.
+            // iteration that just ended. It is not running either way.
             Kind::Taken => TriggerState::Idle,
             Kind::Idle
                 if rare.is_some_and(|rare| {
@@ -484,13 +493,13 @@ fn lateness(field: &AtomicU32) -> Option<Duration> {
     (us != NONE).then(|| Duration::from_micros(u64::from(us)))
 }
 
-/// Adds one to a counter whose only writer is the caller (see `started`).
+/// Adds one to a counter whose only writer is the caller, as in `started`.
 #[inline]
 fn bump(counter: &AtomicU64) {
     counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
 }
 
-/// Statistics of a whole scheduler; see [`Scheduler::stats`](crate::Scheduler::stats).
+/// Statistics of a whole scheduler. See [`Scheduler::stats`](crate::Scheduler::stats).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -503,18 +512,18 @@ pub struct SchedulerStats {
     pub coalesced_fires: u64,
     /// Sum of the triggers' iterations.
     pub iterations: u64,
-    /// Panics caught in tasks (including triggers since dropped).
+    /// Panics caught in tasks, including those of triggers since dropped.
     pub panics: u64,
-    /// Fires (`fire*`, `fire_and_wait*`) refused because their trigger was
-    /// paused (including triggers since dropped).
+    /// Fires refused because their trigger was paused, including those of
+    /// triggers since dropped. Both `fire*` and `fire_and_wait*` count.
     pub refused_paused: u64,
-    /// Worker threads now (the core workers plus extra ones started
-    /// because every worker was busy; see [`Builder::max_workers`](crate::Builder::max_workers)).
+    /// Worker threads now. They are the core workers plus extra ones started
+    /// because every worker was busy. See [`Builder::max_workers`](crate::Builder::max_workers).
     pub workers: usize,
     /// The most worker threads there have been at once.
     pub peak_workers: usize,
     /// Times work had to wait because every worker was busy and the
-    /// worker limit was reached (one count per such episode).
+    /// worker limit was reached. Each such episode counts once.
     pub worker_limit_hits: u64,
 }
 
@@ -561,14 +570,14 @@ impl WorkerCounts {
         self.current
     }
 
-    /// A worker is counted (started, or about to be).
+    /// A worker is counted, as started or about to be.
     pub(crate) fn started(&mut self) {
         self.current += 1;
         self.peak = self.peak.max(self.current);
         crate::metrics::workers(1.0);
     }
 
-    /// A counted worker is gone (exited, retired, or never started).
+    /// A counted worker is gone. It exited, retired or never started.
     pub(crate) fn gone(&mut self) {
         if self.current > 0 {
             self.current -= 1;

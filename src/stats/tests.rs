@@ -7,7 +7,7 @@ fn snapshot(counters: &Counters) -> TriggerStats {
 
 fn snapshot_with(counters: &Counters, rare: Option<&RareCounters>) -> TriggerStats {
     let word = Word::new(1, Kind::Idle);
-    // Version 1, idle (the version sits above the two bits).
+    // Version 1, idle. The version sits above the two bits.
     counters.snapshot(
         rare,
         None,
@@ -32,7 +32,7 @@ fn an_encoded_delay_is_never_shorter_and_close() {
     ] {
         let decoded = decode_delay(encode_delay(delay)).unwrap();
         assert!(decoded >= delay, "{delay:?} -> {decoded:?}");
-        // Rounded up by under one unit: 1 µs, 1 ms or 1 s, and by
+        // Rounded up by under one unit of 1 µs, 1 ms or 1 s, and by
         // under a millionth of the delay past the first unit.
         assert!(decoded - delay < Duration::from_secs(1));
         assert!(decoded - delay <= Duration::from_micros(1) + delay / 1_000_000);
@@ -76,12 +76,12 @@ fn rare_counters_count_panics_suspends_and_wraps() {
         rare.panicked();
     }
     assert_eq!(snapshot_with(&counters, Some(&rare)).panics, 3);
-    // Version 1 was a suspend's: no fire, and the idle word at it
+    // Version 1 was a suspend's. It made no fire, and the idle word at it
     // reads as suspended.
     rare.suspended(1);
     let stats = snapshot_with(&counters, Some(&rare));
     assert_eq!((stats.fires, stats.state), (0, TriggerState::Suspended));
-    // A wrap later, at version 1 again: 2^30 more advances, all fires.
+    // A wrap later, at version 1 again, come 2^30 more advances, all fires.
     rare.wrapped();
     let fires = snapshot_with(&counters, Some(&rare)).fires;
     assert_eq!(fires, u64::from(VERSION_MASK) + 1);

@@ -1,5 +1,5 @@
-//! [`TriggerBuilder`]: a trigger with options — a name, a minimum interval,
-//! stuck detection, a panic policy, an async runtime.
+//! [`TriggerBuilder`] builds a trigger with options. They are a name, a
+//! minimum interval, stuck detection, a panic policy and an async runtime.
 
 use super::Trigger;
 use crate::core::TaskCell;
@@ -9,7 +9,7 @@ use crate::sync::Arc;
 use crate::task::Task;
 use std::time::Duration;
 
-/// Builds a [`Trigger`] with options; see [`Trigger::builder`].
+/// Builds a [`Trigger`] with options. See [`Trigger::builder`].
 ///
 /// # Examples
 ///
@@ -67,22 +67,22 @@ impl<'a> TriggerBuilder<'a> {
         }
     }
 
-    /// Names the trigger (shown in `Debug`, statistics, shutdown and panic
-    /// reports).
+    /// Names the trigger. `Debug`, statistics, shutdown reports and panic
+    /// reports show the name.
     ///
     /// # Edge cases
     ///
-    /// None: any string is a name, the empty one and very long ones
-    /// included; it is stored as given.
+    /// None. Any string is a name, the empty one and very long ones
+    /// included. It is stored as given.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into().into_boxed_str());
         self
     }
 
-    /// Starts the 30-bit version counter at `version` (masked to 30 bits)
-    /// instead of 0. Behaviour does not depend on it: it exists to test
-    /// code that reads versions (or the crate itself) across the
-    /// wrap-around (G12) without a billion fires first.
+    /// Starts the 30-bit version counter at `version`, masked to 30 bits,
+    /// instead of 0. Behaviour does not depend on it, as guarantee G12
+    /// promises. It exists to test code that reads versions, or the crate
+    /// itself, across the wrap-around without a billion fires first.
     ///
     /// # Examples
     ///
@@ -101,12 +101,12 @@ impl<'a> TriggerBuilder<'a> {
         self
     }
 
-    /// Binds `task` and returns the (idle) trigger; see [`Trigger::bind`]
-    /// — dropping the last handle suspends the trigger.
+    /// Binds `task` and returns the trigger, which starts idle. Dropping the
+    /// last handle suspends the trigger. See [`Trigger::bind`].
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
     pub fn bind(mut self, task: impl Task) -> Trigger {
-        // Moved, not cloned: a clone of a `RetryBackoff` draws a fresh
-        // generator, which would lose a seed the user gave it.
+        // Moved, not cloned, since a clone of a `RetryBackoff` draws a fresh
+        // generator. That would lose a seed the user gave it.
         let on_panic = std::mem::replace(&mut self.on_panic, PanicPolicy::Stop);
         self.bind_cell(TaskCell::new(task, on_panic), None)
     }
@@ -139,15 +139,15 @@ impl<'a> TriggerBuilder<'a> {
         spawner: Arc<dyn crate::async_task::Spawn>,
         task: impl crate::async_task::AsyncTask,
     ) -> Trigger {
-        // Moved, not cloned: see `bind`.
+        // Moved, not cloned, for the reason `bind` gives.
         let on_panic = std::mem::replace(&mut self.on_panic, PanicPolicy::Stop);
         let body = crate::async_task::AsyncBody { task };
         self.bind_cell(TaskCell::new_async(body, on_panic), Some(spawner))
     }
 
     /// The Tokio runtime whose threads poll the iterations of a trigger
-    /// bound with [`bind_async`](Self::bind_async); by default, the runtime
-    /// `bind_async` is called in.
+    /// bound with [`bind_async`](Self::bind_async). By default it is the
+    /// runtime `bind_async` is called in.
     ///
     /// # Examples
     ///
@@ -172,15 +172,15 @@ impl<'a> TriggerBuilder<'a> {
         self
     }
 
-    /// Binds an async `task`: each iteration is the future it returns,
-    /// polled on a Tokio runtime (see [`runtime`](Self::runtime)) — on a
-    /// virtual scheduler without one, by its `advance` — while the
+    /// Binds an async `task`. Each iteration is the future it returns,
+    /// polled on a Tokio runtime as [`runtime`](Self::runtime) explains. A
+    /// virtual scheduler without a runtime polls it in its `advance`. The
     /// scheduler decides when iterations start. See
     /// [`Trigger::bind_async`].
     ///
     /// # Panics
     ///
-    /// Like [`tokio::spawn`]: if no runtime was given with
+    /// Panics like [`tokio::spawn`] if no runtime was given with
     /// [`runtime`](Self::runtime) and this is called, for a real
     /// scheduler, outside the context of a Tokio runtime.
     #[cfg(feature = "tokio")]
@@ -207,13 +207,14 @@ impl<'a> TriggerBuilder<'a> {
         self.bind_spawned(spawner, task)
     }
 
-    /// A cooldown: no iteration starts sooner than `interval` after the
-    /// previous one started. A run due earlier — a fire, a re-run after a
-    /// reservation, a shorter delay the task returned — waits for the
-    /// cooldown's end, and all that come meanwhile coalesce into that one
-    /// run; a `fire_after` beyond the cooldown is served at its deadline as
-    /// usual (latest wins). A storm of "refresh now" messages then costs at
-    /// most one run per `interval`. `Duration::ZERO` (the default): none.
+    /// A cooldown. No iteration starts sooner than `interval` after the
+    /// previous one started. A run due earlier waits for the cooldown's end.
+    /// Such a run may come from a fire, a re-run after a reservation, or a
+    /// shorter delay the task returned. All that come meanwhile coalesce
+    /// into that one run. A `fire_after` beyond the cooldown is served at its
+    /// deadline as usual, and the latest wins. A storm of "refresh now"
+    /// messages then costs at most one run per `interval`. `Duration::ZERO`,
+    /// the default, sets no cooldown.
     ///
     /// ```text
     /// run ──┐ fire fire fire            fire_after(30 s) ─┐
@@ -247,15 +248,15 @@ impl<'a> TriggerBuilder<'a> {
         self
     }
 
-    /// Debounces `fire` (trailing edge): a burst of fires becomes one run
-    /// `window` after its **last** fire — each fire pushes the run back —
-    /// and no later than `max_wait` after its **first**, so a steady
-    /// stream of fires still runs every `max_wait`. A burst begins with
-    /// the first fire after a worker claimed a run (the claim ends the
-    /// burst before, even one the run then finds superseded or holds for
-    /// `min_interval`). Compare
+    /// Debounces `fire` on the trailing edge. A burst of fires becomes one
+    /// run `window` after its **last** fire, since each fire pushes the run
+    /// back. The run comes no later than `max_wait` after the burst's
+    /// **first** fire. So a steady stream of fires still runs every
+    /// `max_wait`. A burst begins with the first fire after a worker claimed
+    /// a run. The claim ends the burst before it, even one the run then finds
+    /// superseded or holds for `min_interval`. Compare
     /// [`min_interval`](Self::min_interval), which runs the first fire at
-    /// once and caps the rate after it:
+    /// once and caps the rate after it.
     ///
     /// ```text
     /// fires:         f  f   f    f                 f
@@ -263,9 +264,10 @@ impl<'a> TriggerBuilder<'a> {
     /// min_interval:  ●─────────┤d├● ─────────────────● ...   first at once, then one per d
     /// ```
     ///
-    /// `suspend` and `pause` end a burst too: the next fire begins a new
-    /// one (window 200 ms, a fire at 0, `suspend` at 0.1 s, a fire at 10 s:
-    /// the run comes at 10.2 s, not at once for a burst begun at 0).
+    /// `suspend` and `pause` end a burst too, and the next fire begins a new
+    /// one. Take a window of 200 milliseconds, a fire at 0, `suspend` at 0.1
+    /// seconds and a fire at 10 seconds. The run comes at 10.2 seconds, not
+    /// at once for a burst begun at 0.
     ///
     /// ```
     /// use circulation_trigger::{Scheduler, Trigger};
@@ -285,20 +287,20 @@ impl<'a> TriggerBuilder<'a> {
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     ///
-    /// Only `fire` (and `fire_and_wait`, whose wait ends with that run) is
-    /// debounced; `fire_after`, `fire_at` and `fire_within` name their own
+    /// Only `fire` is debounced, with `fire_and_wait`, whose wait ends with
+    /// that run. `fire_after`, `fire_at` and `fire_within` name their own
     /// time. Combined with `min_interval`, the debounced run also waits
     /// for the cooldown.
     ///
     /// # Edge cases
     ///
-    /// A zero `window` turns debouncing off; a `max_wait` under `window`
-    /// runs every burst `max_wait` after its first fire; both are rounded
-    /// up to the microsecond, and `Duration::MAX` saturates (a `max_wait`
-    /// that long never caps). A window that puts the run past the clock's
+    /// A zero `window` turns debouncing off. A `max_wait` under `window`
+    /// runs every burst `max_wait` after its first fire. Both are rounded
+    /// up to the microsecond, and `Duration::MAX` saturates. A `max_wait`
+    /// that long never caps. A window that puts the run past the clock's
     /// range, uncapped by `max_wait`, makes `fire` return
     /// [`FireError::DelayTooLong`](crate::FireError::DelayTooLong), as
-    /// `fire_after` would: nothing is requested.
+    /// `fire_after` would. Nothing is requested then.
     ///
     /// # Examples
     ///
@@ -324,17 +326,17 @@ impl<'a> TriggerBuilder<'a> {
         self
     }
 
-    /// Reports a run still in flight `after` it started, once per run: to
-    /// the scheduler's [`stuck_hook`](crate::Builder::stuck_hook), as a
-    /// `tracing` warning (feature `tracing`), and as
-    /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) until that run
-    /// ends. The run is not interrupted (a sync task cannot be).
-    /// The scheduler's monitor checks every half
+    /// Reports a run still in flight `after` it started, once per run. The
+    /// report goes to the scheduler's [`stuck_hook`](crate::Builder::stuck_hook).
+    /// With the `tracing` feature it is also a `tracing` warning.
+    /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) shows it until
+    /// that run ends. The run is not interrupted, since a sync task cannot
+    /// be. The scheduler's monitor checks every half
     /// [stall threshold](crate::Builder::stall_threshold), so a report
     /// comes within about that much after `after`. On a
     /// [`VirtualScheduler`](crate::VirtualScheduler) time does not move
-    /// during a run, so no run becomes stuck. `Duration::ZERO` (the
-    /// default): never reported.
+    /// during a run, so no run becomes stuck. `Duration::ZERO`, the default,
+    /// never reports.
     ///
     /// # Examples
     ///
@@ -364,17 +366,18 @@ impl<'a> TriggerBuilder<'a> {
         self
     }
 
-    /// What a panic in the task does: stop circulating (the default, G8)
-    /// or retry after a back-off ([`PanicPolicy`]). The panic is caught,
-    /// counted and reported either way.
+    /// What a panic in the task does, as a [`PanicPolicy`]. By default the
+    /// trigger stops circulating, as guarantee G8 says. It may instead retry
+    /// after a back-off. The panic is caught, counted and reported either
+    /// way.
     pub fn on_panic(mut self, policy: PanicPolicy) -> Self {
         self.on_panic = policy;
         self
     }
 
-    /// Applies every policy `policies` sets (a field left `None` keeps the
-    /// builder's setting), e.g. from a config file (see
-    /// [`TriggerPolicies`](crate::TriggerPolicies)).
+    /// Applies every policy `policies` sets, such as policies read from a
+    /// config file. A field left `None` keeps the builder's setting. See
+    /// [`TriggerPolicies`](crate::TriggerPolicies).
     pub fn policies(mut self, policies: &crate::policy::TriggerPolicies) -> Self {
         if let Some(name) = &policies.name {
             self = self.name(name.clone());

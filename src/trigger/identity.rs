@@ -1,6 +1,6 @@
-//! A trigger's identity: equality and hashing by the trigger, not by
-//! its task (two handles are equal when they drive the same trigger, as
-//! `Arc::ptr_eq`), and the non-owning handle.
+//! A trigger's identity, and the non-owning handle. Equality and hashing go
+//! by the trigger, not by its task. Two handles are equal when they drive
+//! the same trigger, as `Arc::ptr_eq` tells.
 
 use super::{Trigger, TriggerCore};
 use crate::sync::Weak;
@@ -8,8 +8,8 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// Two handles are equal when they are handles to the same trigger (a
-/// clone, or an upgraded [`WeakTrigger`]): triggers can be map keys.
+/// Two handles are equal when they are handles to the same trigger, such as
+/// a clone or an upgraded [`WeakTrigger`]. So triggers can be map keys.
 ///
 /// # Examples
 ///
@@ -39,7 +39,7 @@ impl Hash for Trigger {
     }
 }
 
-/// A non-owning handle to a [`Trigger`]: does not keep it alive.
+/// A non-owning handle to a [`Trigger`], which does not keep it alive.
 ///
 /// # Examples
 ///
@@ -70,8 +70,8 @@ impl WeakTrigger {
     /// The trigger, if some handle to it is still alive.
     pub fn upgrade(&self) -> Option<Trigger> {
         let core = self.core.upgrade()?;
-        // The core may outlive its handles (a run in flight holds it): a
-        // handle comes back only while another is alive.
+        // The core may outlive its handles, since a run in flight holds it.
+        // A handle comes back only while another is alive.
         core.upgrade_handle().then(|| Trigger { core })
     }
 }

@@ -1,4 +1,4 @@
-//! The public trigger handle: bind a task to a scheduler, then `fire`,
+//! The public trigger handle. Bind a task to a scheduler, then `fire`,
 //! `fire_after` and `suspend` it from any thread.
 
 use crate::error::FireError;
@@ -19,20 +19,21 @@ pub use identity::WeakTrigger;
 /// A task bound to a scheduler, re-triggerable from any thread.
 ///
 /// Cloning gives another handle to the same trigger. When the last handle
-/// is dropped the trigger is suspended and its task is dropped as soon as no
-/// iteration is in flight — in the drop, for a trigger that never asked for
-/// a deadline; for one that did (`fire_after`, a returned delay), as a
-/// rule by a scheduler thread as soon as the timer lets go of it, which
-/// the drop asks for at once (on a
-/// [`VirtualScheduler`](crate::VirtualScheduler), in the drop, or by an
-/// advance running at that moment). A task that needs its own trigger captures a
-/// [`WeakTrigger`] (a strong one would keep itself alive forever).
+/// is dropped, the trigger is suspended. Its task is dropped as soon as no
+/// iteration is in flight. For a trigger that never asked for a deadline,
+/// that happens in the drop. For one that did, through `fire_after` or a
+/// returned delay, a scheduler thread as a rule drops the task once the
+/// timer lets go of it. The drop asks the timer to let go at once. On a
+/// [`VirtualScheduler`](crate::VirtualScheduler), the task is dropped in the
+/// drop, or by an advance running at that moment. A task that needs its own
+/// trigger captures a [`WeakTrigger`]. A strong one would keep itself alive
+/// forever.
 ///
 /// # Guarantees
 ///
-/// The task never runs concurrently with itself (so it may be `FnMut`
-/// without a lock), the latest `fire`/`fire_after`/`suspend` wins, fires
-/// during a run coalesce into one follow-up, and no fire is lost. See the
+/// The task never runs concurrently with itself, so it may be `FnMut`
+/// without a lock. The latest `fire`/`fire_after`/`suspend` wins. Fires
+/// during a run coalesce into one follow-up. No fire is lost. See the
 /// [crate docs](crate#guarantees).
 ///
 /// # Examples
@@ -57,8 +58,8 @@ pub use identity::WeakTrigger;
 /// # Ok::<(), circulation_trigger::FireError>(())
 /// ```
 pub struct Trigger {
-    /// The trigger itself; the core counts its handles (see
-    /// `Core::release_handle`): dropping the last one suspends.
+    /// The trigger itself. The core counts its handles, and dropping the last
+    /// one suspends. See `Core::release_handle`.
     core: Arc<TriggerCore>,
 }
 
@@ -77,8 +78,8 @@ impl Drop for Trigger {
             return;
         }
         // The last handle going while the first run is pending is almost
-        // always `Trigger::bind(..).fire()` with the handle not kept: say
-        // so, in debug builds (and through `tracing` in any build).
+        // always `Trigger::bind(..).fire()` with the handle not kept. Say
+        // so in debug builds, and through `tracing` in any build.
         if self.core.has_pending_first_run() {
             #[cfg(loom)]
             self.core
@@ -103,75 +104,77 @@ impl Drop for Trigger {
 }
 
 impl Trigger {
-    /// Binds `task` to `scheduler`. The trigger starts idle: nothing runs
+    /// Binds `task` to `scheduler`. The trigger starts idle, and nothing runs
     /// until it is fired.
     ///
-    /// Keep the returned handle (or a clone): dropping the last handle
+    /// Keep the returned handle or a clone, since dropping the last handle
     /// suspends the trigger. `Trigger::bind(&scheduler, task);` never runs
-    /// `task`, and `Trigger::bind(&scheduler, task).fire()?;` runs it at
-    /// most once: the temporary handle is dropped at the end of the
+    /// `task`. `Trigger::bind(&scheduler, task).fire()?;` runs it at most
+    /// once, since the temporary handle is dropped at the end of the
     /// statement.
     ///
     /// Binding to a scheduler that has shut down works, and gives a
     /// trigger whose fires return [`FireError::Shutdown`].
     ///
     /// `scheduler` is a [`Scheduler`] or a
-    /// [`VirtualScheduler`](crate::VirtualScheduler) (anything that is
-    /// `AsRef<Scheduler>`).
+    /// [`VirtualScheduler`](crate::VirtualScheduler). Anything that is
+    /// `AsRef<Scheduler>` will do.
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
     pub fn bind<S: AsRef<Scheduler> + ?Sized>(scheduler: &S, task: impl Task) -> Self {
         Self::builder(scheduler).bind(task)
     }
 
-    /// Binds an async `task` to `scheduler`: each iteration is the whole
-    /// future the task returns, polled on the Tokio runtime this is called
-    /// in (or the one given with [`TriggerBuilder::runtime`]); the
+    /// Binds an async `task` to `scheduler`. Each iteration is the whole
+    /// future the task returns. It is polled on the Tokio runtime this is
+    /// called in, or on the one given with [`TriggerBuilder::runtime`]. The
     /// scheduler's own timing wheel decides when iterations start. The
-    /// returned trigger is the same type as [`bind`](Self::bind)'s, and
-    /// every method and guarantee works unchanged, from sync or async code
-    /// (on a real scheduler; virtual time is below):
+    /// returned trigger is the same type as [`bind`](Self::bind)'s. Every
+    /// method and guarantee works unchanged, from sync or async code. On a
+    /// real scheduler that means the points below. Virtual time comes after
+    /// them.
     ///
-    /// * the RUNNING bit is held from the moment the future is spawned until
-    ///   it completes: two iterations are never in flight at once, and fires
-    ///   during an `.await` coalesce into exactly one follow-up;
+    /// * The RUNNING bit is held from the moment the future is spawned until
+    ///   it completes. So two iterations are never in flight at once, and
+    ///   fires during an `.await` coalesce into exactly one follow-up.
     /// * `suspend` during an `.await` lets that iteration finish and ignores
-    ///   the delay it returns;
-    /// * a panic while the future is polled is caught and reported;
+    ///   the delay it returns.
+    /// * A panic while the future is polled is caught and reported.
     /// * [`Scheduler::shutdown_now`] drops in-flight futures at their next
-    ///   `.await` and lists them as [`Cancelled`](crate::Outcome::Cancelled);
-    ///   graceful shutdown and drop wait for them up to the grace period,
-    ///   and a future dropped by its runtime (shut down) ends its iteration
-    ///   as cancelled;
-    /// * inside the future, [`is_cancelled`](crate::is_cancelled) and
+    ///   `.await` and lists them as [`Cancelled`](crate::Outcome::Cancelled).
+    ///   Graceful shutdown and drop wait for them up to the grace period. A
+    ///   future dropped by its runtime because that runtime shut down ends
+    ///   its iteration as cancelled.
+    /// * Inside the future, [`is_cancelled`](crate::is_cancelled) and
     ///   [`scheduler_time`](crate::scheduler_time) answer as in a sync task.
     ///
-    /// Keep the returned handle: dropping the last one suspends the
-    /// trigger (as for [`bind`](Self::bind)) and then frees the task.
+    /// Keep the returned handle. Dropping the last one suspends the trigger,
+    /// as for [`bind`](Self::bind), and then frees the task.
     ///
-    /// Shut down with the async shutdowns
-    /// ([`Scheduler::shutdown_async`], [`shutdown_now_async`](Scheduler::shutdown_now_async),
-    /// [`shutdown_and_join_async`](Scheduler::shutdown_and_join_async)):
-    /// they wait without blocking the runtime's threads, which the
-    /// in-flight futures may need — the blocking ones (drop, `shutdown_now`,
-    /// `await_termination`) called on a runtime thread can wait on an
+    /// Shut down with the async shutdowns, which are
+    /// [`Scheduler::shutdown_async`],
+    /// [`shutdown_now_async`](Scheduler::shutdown_now_async) and
+    /// [`shutdown_and_join_async`](Scheduler::shutdown_and_join_async).
+    /// They wait without blocking the runtime's threads, which the in-flight
+    /// futures may need. The blocking ones are drop, `shutdown_now` and
+    /// `await_termination`. Called on a runtime thread, they can wait on an
     /// iteration that thread should be polling. Inside an async task, the
     /// task's own iteration counts as in flight.
     ///
     /// On a [`VirtualScheduler`](crate::VirtualScheduler) the futures run
-    /// on virtual time, with no runtime:
+    /// on virtual time, with no runtime.
     /// [`advance`](crate::VirtualScheduler::advance) polls them on the
-    /// calling thread, and each iteration ends (and re-arms) at the virtual
-    /// time its future completes. A future that waits should wait with
-    /// [`VirtualClock::sleep`](crate::VirtualClock::sleep) there (a Tokio
-    /// timer would wait in real time, and `advance` does not wait for it);
+    /// calling thread. Each iteration ends and re-arms at the virtual time
+    /// its future completes. A future that waits should wait with
+    /// [`VirtualClock::sleep`](crate::VirtualClock::sleep) there. A Tokio
+    /// timer would wait in real time, and `advance` does not wait for it.
     /// README's "Testing" section has the recipe. To poll them on a Tokio
     /// runtime instead, name it with [`TriggerBuilder::runtime`].
     ///
     /// # Panics
     ///
-    /// Like [`tokio::spawn`]: when called outside the context of a Tokio
-    /// runtime, on a real scheduler. Use [`TriggerBuilder::runtime`] to
-    /// name one instead.
+    /// Panics like [`tokio::spawn`] when called outside the context of a
+    /// Tokio runtime, on a real scheduler. Use [`TriggerBuilder::runtime`]
+    /// to name one instead.
     ///
     /// # Examples
     ///
@@ -213,14 +216,14 @@ impl Trigger {
         Self::builder(scheduler).bind_async(task)
     }
 
-    /// A builder for a trigger with a name (shown in `Debug` and in panic
-    /// reports); `scheduler` as in [`bind`](Self::bind).
+    /// A builder for a trigger with a name, which `Debug` and panic reports
+    /// show. `scheduler` is as in [`bind`](Self::bind).
     #[must_use = "a builder does nothing until `bind` is called"]
     pub fn builder<S: AsRef<Scheduler> + ?Sized>(scheduler: &S) -> TriggerBuilder<'_> {
         TriggerBuilder::new(scheduler.as_ref())
     }
 
-    /// The handle of a core just made (its handle count starts at 1).
+    /// The handle of a core just made, whose handle count starts at 1.
     pub(crate) fn from_core(core: Arc<TriggerCore>) -> Self {
         Self { core }
     }
@@ -230,52 +233,52 @@ impl Trigger {
         &self.core
     }
 
-    /// Whether this trigger's scheduler has terminated (see
-    /// `Shared::has_terminated`).
+    /// Whether this trigger's scheduler has terminated, as
+    /// `Shared::has_terminated` tells.
     #[cfg(feature = "tokio")]
     pub(crate) fn scheduler_terminated(&self) -> bool {
         self.core.runtime.has_terminated()
     }
 
     /// Runs the task as soon as a worker is free. Fired while an iteration
-    /// runs, exactly one more iteration starts right after it ends (however
-    /// many fires arrive meanwhile). Supersedes every earlier request.
+    /// runs, exactly one more iteration starts right after it ends, however
+    /// many fires arrive meanwhile. Supersedes every earlier request.
     ///
-    /// **What a burst becomes.** Fires that arrive together coalesce: a
-    /// burst at one instant, or during a run, is one run (G5). A burst that
-    /// arrives *paced* — a fire every few milliseconds, as from a bounded
-    /// channel — runs on every fire that finds the trigger idle. To turn it
-    /// into one run, debounce it
-    /// ([`TriggerBuilder::debounce`]: one run a window after the last fire)
-    /// or cap its rate ([`TriggerBuilder::min_interval`]: the first at
-    /// once, then one per interval).
+    /// **What a burst becomes.** Fires that arrive together coalesce. A
+    /// burst at one instant, or during a run, is one run, as guarantee G5
+    /// promises. A burst that arrives *paced* runs on every fire that finds
+    /// the trigger idle. Such a burst has a fire every few milliseconds, as
+    /// from a bounded channel. To turn it into one run, debounce it or cap
+    /// its rate. [`TriggerBuilder::debounce`] gives one run a window after
+    /// the last fire. [`TriggerBuilder::min_interval`] runs the first at
+    /// once, then one per interval.
     ///
     /// **A storm gives way.** A fire that only lands on a run already
-    /// pending — a re-run reserved during an iteration, or a run queued and
-    /// not yet taken — has nothing left to do. Every 256th such fire on a
-    /// thread yields that thread's CPU once ([`std::thread::yield_now`]),
-    /// so threads firing in a loop on a machine with fewer cores than busy
-    /// threads leave the worker that runs the task its core. A thread that
-    /// does other work between fires, or whose fires find the trigger idle,
-    /// never gets there. ([`fire_after`](Self::fire_after) and
-    /// [`fire_within`](Self::fire_within) with a zero delay, and
-    /// [`fire_and_wait`](Self::fire_and_wait), fire the same way.)
+    /// pending has nothing left to do. That run is a re-run reserved during
+    /// an iteration, or a run queued and not yet taken. Every 256th such
+    /// fire on a thread yields that thread's CPU once, with
+    /// [`std::thread::yield_now`]. So threads firing in a loop on a machine
+    /// with fewer cores than busy threads leave the worker that runs the task
+    /// its core. A thread that does other work between fires, or whose fires
+    /// find the trigger idle, never gets there. [`fire_after`](Self::fire_after)
+    /// and [`fire_within`](Self::fire_within) with a zero delay fire the same
+    /// way, and so does [`fire_and_wait`](Self::fire_and_wait).
     ///
     /// # Errors
     ///
-    /// [`FireError::Shutdown`] once the scheduler has shut down;
-    /// [`FireError::Paused`] while the trigger is [paused](Self::pause);
-    /// for a [debounced](TriggerBuilder::debounce) trigger,
+    /// [`FireError::Shutdown`] once the scheduler has shut down.
+    /// [`FireError::Paused`] while the trigger is [paused](Self::pause). For
+    /// a [debounced](TriggerBuilder::debounce) trigger,
     /// [`FireError::DelayTooLong`] if its window puts the run past the
-    /// clock's range (nothing is requested then).
+    /// clock's range. Nothing is requested then.
     #[inline]
     pub fn fire(&self) -> Result<(), FireError> {
         self.core.fire()
     }
 
-    /// Runs the task once `delay` has passed (never earlier), superseding
-    /// every earlier request — the latest call wins, whether its deadline is
-    /// earlier or later:
+    /// Runs the task once `delay` has passed, never earlier. It supersedes
+    /// every earlier request. The latest call wins, whether its deadline is
+    /// earlier or later.
     ///
     /// ```text
     /// fire_after(5s) ──┐  fire_after(1s) ──┐
@@ -283,26 +286,26 @@ impl Trigger {
     ///                  └──────────────────────── superseded, never runs
     /// ```
     ///
-    /// `fire_after(Duration::ZERO)` is `fire()` as on a trigger without
-    /// a debounce: a run now, never debounced. Note that `fire()` followed
-    /// by `fire_after(1 h)` cancels the immediate run unless it already
-    /// started, and that any `fire_after` during a periodic chain replaces
-    /// the chain's next run.
+    /// `fire_after(Duration::ZERO)` is `fire()` as on a trigger without a
+    /// debounce. It is a run now, never debounced. Note that `fire()`
+    /// followed by `fire_after(1 h)` cancels the immediate run unless it
+    /// already started. Any `fire_after` during a periodic chain replaces the
+    /// chain's next run.
     ///
     /// # Errors
     ///
     /// [`FireError::DelayTooLong`] if the deadline lies past the clock's
-    /// range, about 584 years after the scheduler started (e.g.
-    /// `Duration::MAX` or `Duration::from_secs(u64::MAX)`): the trigger is
-    /// left exactly as it was. [`FireError::Shutdown`] once the scheduler
-    /// has shut down; [`FireError::Paused`] while the trigger is paused.
-    /// Every other delay is accepted: `Duration::ZERO` is a run now (never
-    /// debounced), and a delay that is not a whole number of ticks rounds
+    /// range, about 584 years after the scheduler started. `Duration::MAX`
+    /// and `Duration::from_secs(u64::MAX)` are such delays. The trigger is
+    /// then left exactly as it was. [`FireError::Shutdown`] once the
+    /// scheduler has shut down. [`FireError::Paused`] while the trigger is
+    /// paused. Every other delay is accepted. `Duration::ZERO` is a run now,
+    /// never debounced. A delay that is not a whole number of ticks rounds
     /// up.
     ///
-    /// A delay over about 67 s (2^26 µs) is kept to within 2^-24 of itself
-    /// (about 5 ms a day), rounded up: such a run may start that much
-    /// late, never early.
+    /// A delay over about 67 seconds, which is 2^26 microseconds, is kept to
+    /// within 2^-24 of itself, rounded up. That is about five milliseconds a
+    /// day. Such a run may start that much late, never early.
     ///
     /// # Examples
     ///
@@ -323,32 +326,36 @@ impl Trigger {
         self.core.fire_after(delay)
     }
 
-    /// "Refresh now and tell me when it is done": fires, then blocks until
-    /// an iteration that serves this fire — one that started after the
-    /// call, seeing everything the caller wrote before it — has finished,
-    /// and returns its [`Outcome`](crate::Outcome) (`Completed`,
-    /// `Panicked`, or `Cancelled` if it saw [`is_cancelled`](crate::is_cancelled)).
-    /// An iteration already in flight at the call does not count: its
-    /// follow-up does. Concurrent callers share one run (fires coalesce as
-    /// always).
+    /// "Refresh now and tell me when it is done." It fires, then blocks until
+    /// an iteration that serves this fire has finished. Such an iteration
+    /// started after the call and sees everything the caller wrote before
+    /// it. The call returns that iteration's [`Outcome`](crate::Outcome). The
+    /// outcome is `Completed`, `Panicked`, or `Cancelled` if the iteration
+    /// saw [`is_cancelled`](crate::is_cancelled). An iteration already in
+    /// flight at the call does not count, but its follow-up does. Concurrent
+    /// callers share one run, since fires coalesce as always.
     ///
     /// On a [`VirtualScheduler`](crate::VirtualScheduler) the run happens
-    /// when another thread advances time; with none, the call times out
-    /// (and with `Duration::MAX` waits for ever).
+    /// when another thread advances time. With no such thread, the call
+    /// times out. With `Duration::MAX` it then waits for ever.
     ///
     /// # Errors
     ///
-    /// No hang beyond the timeout: [`WaitError::Timeout`](crate::WaitError::Timeout) after `timeout` (the fire
-    /// stands; any duration is accepted, `Duration::MAX` waits without
-    /// limit), [`WaitError::Suspended`](crate::WaitError::Suspended) if a `suspend` or a `pause`
-    /// superseded the fire before a run serving it started (one that
-    /// started first runs to its end and answers),
-    /// [`WaitError::Shutdown`](crate::WaitError::Shutdown) if the scheduler shut down before such a
-    /// run started, [`WaitError::OwnTask`](crate::WaitError::OwnTask) when called from inside
-    /// this trigger's own task, and the refusals of [`fire`](Self::fire):
-    /// [`WaitError::Paused`](crate::WaitError::Paused) while the trigger is paused,
-    /// [`WaitError::DelayTooLong`](crate::WaitError::DelayTooLong) for a debounce window past the
-    /// clock's range.
+    /// No hang beyond the timeout. [`WaitError::Timeout`](crate::WaitError::Timeout)
+    /// comes after `timeout`, and the fire stands. Any duration is accepted,
+    /// and `Duration::MAX` waits without limit.
+    /// [`WaitError::Suspended`](crate::WaitError::Suspended) comes if a
+    /// `suspend` or a `pause` superseded the fire before a run serving it
+    /// started. A run that started first runs to its end and answers.
+    /// [`WaitError::Shutdown`](crate::WaitError::Shutdown) comes if the
+    /// scheduler shut down before such a run started.
+    /// [`WaitError::OwnTask`](crate::WaitError::OwnTask) comes when called
+    /// from inside this trigger's own task. The refusals of
+    /// [`fire`](Self::fire) come too.
+    /// [`WaitError::Paused`](crate::WaitError::Paused) comes while the
+    /// trigger is paused.
+    /// [`WaitError::DelayTooLong`](crate::WaitError::DelayTooLong) comes for
+    /// a debounce window past the clock's range.
     ///
     /// # Examples
     ///
@@ -376,23 +383,23 @@ impl Trigger {
     }
 
     /// The awaitable [`fire_and_wait`](Self::fire_and_wait), for sync and
-    /// async triggers alike: fires now (when called, not when first
-    /// polled), and the future resolves once an iteration that serves this
-    /// fire has finished, with its [`Outcome`](crate::Outcome). It waits
-    /// without blocking a thread; concurrent waiters share one run.
+    /// async triggers alike. It fires when called, not when first polled.
+    /// The future resolves once an iteration that serves this fire has
+    /// finished, with its [`Outcome`](crate::Outcome). It waits without
+    /// blocking a thread. Concurrent waiters share one run.
     ///
     /// # Errors
     ///
-    /// As [`fire_and_wait`](Self::fire_and_wait): `Timeout` (the fire
-    /// stands), `Suspended`, `Shutdown`, `OwnTask` when called from
-    /// inside this trigger's own task or future, `Paused` and
-    /// `DelayTooLong`.
+    /// As [`fire_and_wait`](Self::fire_and_wait). The errors are `Timeout`,
+    /// after which the fire stands, `Suspended`, `Shutdown`, `Paused` and
+    /// `DelayTooLong`. `OwnTask` comes when called from inside this
+    /// trigger's own task or future.
     ///
     /// # Panics
     ///
-    /// The timeout is a [`tokio::time::timeout`]: awaited outside a Tokio
-    /// runtime with the time driver enabled, it panics as that does —
-    /// except with `Duration::MAX`, which needs no timer.
+    /// The timeout is a [`tokio::time::timeout`]. Awaited outside a Tokio
+    /// runtime with the time driver enabled, it panics as that does.
+    /// `Duration::MAX` is the exception, since it needs no timer.
     ///
     /// # Examples
     ///
@@ -429,12 +436,12 @@ impl Trigger {
         }
     }
 
-    /// Runs the task at `deadline` (at once if it has passed), superseding
-    /// earlier requests like [`fire_after`](Self::fire_after): latest
-    /// wins, never early.
+    /// Runs the task at `deadline`, or at once if it has passed. It
+    /// supersedes earlier requests as [`fire_after`](Self::fire_after) does.
+    /// The latest wins, and the run is never early.
     ///
     /// On a [`VirtualScheduler`](crate::VirtualScheduler), whose time is
-    /// not the real clock's, `deadline` counts from the real now: the run is
+    /// not the real clock's, `deadline` counts from the real now. The run is
     /// due `deadline - Instant::now()` of virtual time later. Use
     /// [`fire_at_elapsed`](Self::fire_at_elapsed) to name a point of the
     /// scheduler's own time on either kind.
@@ -461,12 +468,13 @@ impl Trigger {
         self.core.fire_at(deadline)
     }
 
-    /// Runs the task when the scheduler's clock shows `at` — the time since
-    /// it was built, as [`VirtualScheduler::now`](crate::VirtualScheduler::now),
-    /// [`scheduler_time`](crate::scheduler_time) and the statistics count it
-    /// — or at once if it already has. Latest wins, never early, on the real
-    /// and the virtual scheduler alike (a point over about 67 s ahead is
-    /// rounded up as [`fire_after`](Self::fire_after) says).
+    /// Runs the task when the scheduler's clock shows `at`, or at once if it
+    /// already has. `at` is the time since the scheduler was built, as
+    /// [`VirtualScheduler::now`](crate::VirtualScheduler::now),
+    /// [`scheduler_time`](crate::scheduler_time) and the statistics count it.
+    /// The latest wins and the run is never early, on the real and the
+    /// virtual scheduler alike. A point over about 67 seconds ahead is
+    /// rounded up as [`fire_after`](Self::fire_after) says.
     ///
     /// # Errors
     ///
@@ -491,21 +499,21 @@ impl Trigger {
         self.core.fire_at_ns(at_ns)
     }
 
-    /// Runs the task after a uniformly random delay in `[0, window)`,
-    /// superseding earlier requests like [`fire_after`](Self::fire_after)
-    /// (whose rounding of the deadline up to the microsecond, or to the
-    /// [tick](crate::Builder::tick), applies as well).
+    /// Runs the task after a uniformly random delay in `[0, window)`. It
+    /// supersedes earlier requests as [`fire_after`](Self::fire_after) does.
+    /// That method's rounding of the deadline up to the microsecond, or to
+    /// the [tick](crate::Builder::tick), applies as well.
     /// A "refresh now" broadcast to a fleet spread over a window does not
     /// stampede the service every client calls.
     ///
     /// # Errors
     ///
     /// As [`fire_after`](Self::fire_after), judged on the end of the
-    /// window, so the answer does not depend on the random draw:
+    /// window, so the answer does not depend on the random draw.
     /// `fire_within(Duration::MAX)` returns
     /// `Err(FireError::DelayTooLong(Duration::MAX))` and leaves the trigger
     /// as it was. `fire_within(Duration::ZERO)` is `fire()` as on a
-    /// trigger without a debounce: a run now, never debounced.
+    /// trigger without a debounce. It is a run now, never debounced.
     ///
     /// # Examples
     ///
@@ -526,14 +534,14 @@ impl Trigger {
         self.core.fire_within(window)
     }
 
-    /// Cancels what is pending: no new iteration starts after `suspend`
-    /// returns — **until the next fire**, which starts the trigger again;
-    /// an iteration in flight finishes and its returned delay is ignored.
-    /// A pause and a [`resume`](Self::resume) do not undo it: suspended
-    /// before the pause or while paused, the trigger stays idle after the
-    /// resume until the next fire. Works after shutdown too. A switch that
-    /// must hold whatever fires arrive wants [`pause`](Self::pause) (see
-    /// [Pause and resume](#pause-and-resume)).
+    /// Cancels what is pending. No new iteration starts after `suspend`
+    /// returns, **until the next fire**, which starts the trigger again. An
+    /// iteration in flight finishes, and its returned delay is ignored. A
+    /// pause and a [`resume`](Self::resume) do not undo it. Suspended before
+    /// the pause or while paused, the trigger stays idle after the resume
+    /// until the next fire. It works after shutdown too. A switch that must
+    /// hold whatever fires arrive wants [`pause`](Self::pause). See
+    /// [Pause and resume](#pause-and-resume).
     #[inline]
     pub fn suspend(&self) {
         self.core.suspend();
@@ -551,9 +559,10 @@ impl Trigger {
         self.core.name()
     }
 
-    /// Statistics: fires, coalesced fires, iterations, panics, last start
-    /// and end, last and maximum lateness, and the current state. Cheap:
-    /// always on, nothing is counted on the fire path itself.
+    /// Statistics of fires, coalesced fires, iterations, panics, last start
+    /// and end, last and maximum lateness, and the current state. They are
+    /// cheap. They are always on, and nothing is counted on the fire path
+    /// itself.
     ///
     /// # Examples
     ///
@@ -576,8 +585,8 @@ impl Trigger {
         self.core.stats()
     }
 
-    /// The state word now (running, reserved, version), for diagnostics
-    /// and tests: one atomic load; see [`Snapshot`].
+    /// The state word now, with its running bit, reserved bit and version,
+    /// for diagnostics and tests. It costs one atomic load. See [`Snapshot`].
     pub fn snapshot(&self) -> Snapshot {
         self.core.snapshot()
     }

@@ -1,4 +1,5 @@
-//! The off switch: `pause`, `resume`, `resume_after`, `is_paused` (G17).
+//! The off switch of guarantee G17, with `pause`, `resume`, `resume_after`
+//! and `is_paused`.
 
 use super::Trigger;
 use crate::core::ResumeTo;
@@ -7,7 +8,8 @@ use std::time::Duration;
 
 /// # Pause and resume
 ///
-/// `pause` is a mode; `suspend` is not. Which one a feature switch wants:
+/// `pause` is a mode, and `suspend` is not. The timeline shows which one a
+/// feature switch wants.
 ///
 /// ```text
 ///            suspend()              fire() from the bus        period ends
@@ -16,21 +18,23 @@ use std::time::Duration;
 /// pause:     ──┤ pending run cancelled ──▶ nothing ─────────────▶ nothing … until resume()
 /// ```
 ///
-/// A feature switch, a maintenance window, an operator's "stop refreshing":
-/// `pause`. "Cancel what is pending, the next fire starts again": `suspend`.
+/// A feature switch, a maintenance window and an operator's "stop refreshing"
+/// want `pause`. "Cancel what is pending, and let the next fire start again"
+/// wants `suspend`.
 impl Trigger {
-    /// Pauses the trigger until [`resume`](Self::resume): once `pause`
-    /// returns, no iteration starts — every `fire`, `fire_after`,
-    /// `fire_at`, `fire_within` and `fire_and_wait` is refused with
-    /// [`FireError::Paused`] (or [`WaitError::Paused`](crate::WaitError::Paused)),
-    /// the pending run (due or armed) is cancelled, and a delay the
-    /// iteration in flight returns is remembered, not armed. An iteration
-    /// in flight finishes. A fire that races `pause` is either refused,
-    /// or accepted and then cancelled by it (as a fire just before a
-    /// `suspend`), never run after `pause` returns (G17).
+    /// Pauses the trigger until [`resume`](Self::resume). Once `pause`
+    /// returns, no iteration starts. Every `fire`, `fire_after`, `fire_at`,
+    /// `fire_within` and `fire_and_wait` is refused with
+    /// [`FireError::Paused`] or [`WaitError::Paused`](crate::WaitError::Paused).
+    /// The pending run, due or armed, is cancelled. A delay the iteration in
+    /// flight returns is remembered, not armed. An iteration in flight
+    /// finishes. A fire that races `pause` is either refused, or accepted
+    /// and then cancelled by it, as a fire just before a `suspend` is. It
+    /// never runs after `pause` returns, as guarantee G17 promises.
     ///
-    /// Idempotent; works after shutdown too. Fires never wait for it:
-    /// `pause` and `resume` take a lock of their own, the fire path none.
+    /// It is idempotent, and works after shutdown too. Fires never wait for
+    /// it. `pause` and `resume` take a lock of their own, and the fire path
+    /// takes none.
     ///
     /// # Examples
     ///
@@ -57,29 +61,29 @@ impl Trigger {
         self.core.pause();
     }
 
-    /// Takes a paused trigger back on its schedule: its next run is the
-    /// delay its last iteration returned, counted from now — or, if an
-    /// iteration that began before the pause is still in flight, from
-    /// when that iteration returns, with the delay it returns. A trigger
-    /// whose last iteration returned `None`, or that never ran, is
-    /// unpaused and stays idle until the next fire; so is one suspended
-    /// before the pause or while paused (a [`suspend`](Self::suspend)
-    /// holds until the next fire, whatever that iteration in flight
-    /// returns), and one whose last delay is over about 34 years.
+    /// Takes a paused trigger back on its schedule. Its next run is the
+    /// delay its last iteration returned, counted from now. If an iteration
+    /// that began before the pause is still in flight, the delay it returns
+    /// counts from when it returns. A trigger whose last iteration returned
+    /// `None`, or that never ran, is unpaused and stays idle until the next
+    /// fire. So is one suspended before the pause or while paused. A
+    /// [`suspend`](Self::suspend) holds until the next fire, whatever that
+    /// iteration in flight returns. A trigger whose last delay is over about
+    /// 34 years stays idle too.
     ///
-    /// Fires are accepted again from this call on. A fire that races it
-    /// is refused (it saw the pause), or served as a fire after the
-    /// resume; a fire that began before the pause took effect and ends
-    /// after the resume may have been cancelled by the pause, as a fire
-    /// just before a `suspend` is.
+    /// Fires are accepted again from this call on. A fire that races it is
+    /// refused because it saw the pause, or served as a fire after the
+    /// resume. A fire that began before the pause took effect and ends after
+    /// the resume may have been cancelled by the pause. A fire just before a
+    /// `suspend` is cancelled the same way.
     ///
-    /// Returns whether the trigger was paused; on a trigger that is not,
-    /// it changes nothing.
+    /// Returns whether the trigger was paused. On a trigger that is not, it
+    /// changes nothing.
     ///
     /// # Errors
     ///
-    /// [`FireError::Shutdown`] after shutdown (the trigger stays paused,
-    /// also when shutdown begins during the call).
+    /// [`FireError::Shutdown`] after shutdown. The trigger stays paused, also
+    /// when shutdown begins during the call.
     ///
     /// # Examples
     ///
@@ -99,14 +103,14 @@ impl Trigger {
         self.core.resume(ResumeTo::Schedule)
     }
 
-    /// Takes a paused trigger back with its next run `delay` from now
-    /// (`Duration::ZERO`: at once) — for a switch that turns back on with
-    /// a refresh, or on a schedule of its own. Otherwise as
+    /// Takes a paused trigger back with its next run `delay` from now.
+    /// `Duration::ZERO` means at once. It suits a switch that turns back on
+    /// with a refresh, or on a schedule of its own. Otherwise it works as
     /// [`resume`](Self::resume).
     ///
     /// # Errors
     ///
-    /// [`FireError::Shutdown`] after shutdown; [`FireError::DelayTooLong`]
+    /// [`FireError::Shutdown`] after shutdown. [`FireError::DelayTooLong`]
     /// if the deadline lies past the clock's range. The trigger stays
     /// paused either way.
     ///
@@ -128,7 +132,7 @@ impl Trigger {
         self.core.resume(ResumeTo::After(delay))
     }
 
-    /// Whether the trigger is paused (see [`pause`](Self::pause)).
+    /// Whether the trigger is paused by [`pause`](Self::pause).
     ///
     /// # Examples
     ///
