@@ -1,18 +1,19 @@
-//! A vector that grows by fixed chunks instead of doubling: the timing
-//! wheel's entries and the registry's slots, one per trigger.
+//! A vector that grows by fixed chunks instead of doubling. It holds the
+//! timing wheel's entries and the registry's slots, one per trigger.
 //!
-//! A doubling `Vec` of 100,000 entries has room for 131,072 (31 % more
-//! memory than used, per trigger), and each growth copies every element
-//! while the timer role or the registry lock is held — 3 MiB for the
-//! wheel at that size. Here at most one chunk is unused, growth past the
-//! first chunk allocates one chunk and copies nothing, and an index costs
-//! one more load (the chunk's pointer, from a table that stays in cache).
-//! The first chunk grows by doubling up to its full size, so a scheduler
-//! with a handful of triggers does not pay for a thousand.
+//! A doubling `Vec` of 100,000 entries has room for 131,072. That is almost
+//! a third more memory than used, per trigger. Each growth also copies
+//! every element while the timer role or the registry lock is held. For the
+//! wheel at that size, one growth copies 3 MiB. Here at most one chunk is
+//! unused. Growth past the first chunk allocates one chunk and copies
+//! nothing. An index costs one more load, of the chunk's pointer from a
+//! table that stays in cache. The first chunk grows by doubling up to its
+//! full size. So a scheduler with a handful of triggers does not pay for a
+//! thousand.
 
 use std::ops::{Index, IndexMut};
 
-/// Elements per chunk: 2^10.
+/// A chunk holds 2^10 elements.
 const CHUNK_SHIFT: u32 = 10;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
 const MASK: usize = CHUNK - 1;
@@ -51,7 +52,7 @@ impl<T> Chunked<T> {
             // The first chunk doubles as a `Vec` does, up to `CHUNK`.
             self.chunks.push(Vec::new());
         } else if self.len & MASK == 0 {
-            // Exactly one chunk's room: a later chunk never reallocates.
+            // Exactly one chunk's room, so a later chunk never reallocates.
             self.chunks.push(Vec::with_capacity(CHUNK));
         }
         let last = self.chunks.len() - 1;

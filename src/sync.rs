@@ -1,11 +1,11 @@
-//! The only file that names `std::sync` or `loom`: a shim so the model
-//! checker runs the crate's real code.
+//! The only file that names `std::sync` or `loom`. It is a shim, so that
+//! the model checker runs the crate's real code.
 //!
 //! Under `--cfg loom` the atomics, `Mutex`, `Condvar` and `UnsafeCell` come
-//! from loom, which records every access and permutes the interleavings.
-//! `Arc`/`Weak` stay std's in both builds: loom's `Arc` has no `Weak`, and the
-//! reference counts are not what the models check (the orderings of our own
-//! atomics are).
+//! from loom. Loom records every access and permutes the interleavings.
+//! `Arc`/`Weak` stay std's in both builds. Loom's `Arc` has no `Weak`. And
+//! the models check the orderings of our own atomics, not the reference
+//! counts.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
@@ -20,8 +20,9 @@ pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// Locks `mutex`, ignoring poisoning: no code of ours panics while holding a
-/// lock (tasks run outside every lock), so poison carries no information.
+/// Locks `mutex`, ignoring poisoning. No code of ours panics while holding
+/// a lock, because tasks run outside every lock. So poison carries no
+/// information.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     #[cfg(not(loom))]
     {
@@ -35,7 +36,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
-/// Waits on `condvar`, ignoring poisoning (see [`lock`]).
+/// Waits on `condvar`, ignoring poisoning as [`lock`] does.
 pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     #[cfg(not(loom))]
     {
@@ -50,11 +51,12 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
 }
 
 /// Waits on `condvar` for at most `timeout`. Loom has no timed wait, so
-/// under the model checker the timeout may run out at any point: the lock
-/// is released, other threads run, and the lock is taken again — whatever a
-/// notifier did meanwhile is found in the guarded state, exactly as a real
-/// waiter that timed out finds it. (Waits whose timeout the models must not
-/// see run out — the role holder's — get no timeout on the manual clock.)
+/// under the model checker the timeout may run out at any point. The lock
+/// is then released, other threads run, and the lock is taken again.
+/// Whatever a notifier did meanwhile is found in the guarded state. That is
+/// exactly what a real waiter that timed out finds. Waits whose timeout the
+/// models must not see run out get no timeout on the manual clock. The role
+/// holder's wait is one of them.
 pub(crate) fn wait_timeout<'a, T>(
     condvar: &Condvar,
     mutex: &'a Mutex<T>,
@@ -96,18 +98,18 @@ impl<T> UnsafeCell<T> {
 
 #[cfg(not(loom))]
 impl<T: ?Sized> UnsafeCell<T> {
-    /// Gives `f` a raw pointer for mutation; the caller upholds exclusivity.
+    /// Gives `f` a raw pointer for mutation. The caller upholds exclusivity.
     #[inline]
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         f(self.0.get())
     }
 }
 
-/// Spin-then-yield backoff: crossbeam's in normal builds, nothing under the
-/// model checker. Every loop that backs off retries an RMW, which reads the
-/// latest value, so it ends without yielding — and a loom yield would stop
-/// loom from exploring stale reads after it, hiding ordering bugs (the
-/// ordering audit found exactly that).
+/// Spin-then-yield backoff. It is crossbeam's in normal builds and does
+/// nothing under the model checker. Every loop that backs off retries an
+/// RMW, which reads the latest value. So the loop ends without yielding. A
+/// loom yield would stop loom from exploring stale reads after it, which
+/// hides ordering bugs. The ordering audit found exactly that.
 pub(crate) struct Backoff {
     #[cfg(not(loom))]
     inner: crossbeam_utils::Backoff,
@@ -130,15 +132,15 @@ impl Backoff {
     }
 }
 
-/// A `u32` owned by the timer role's holder (the trigger's wheel key). Not a
-/// loom atomic on purpose: one thread at a time reads and writes it, and the
-/// role passes between threads through the pool lock, which orders every
-/// access; Relaxed is always enough.
+/// The trigger's wheel key, a `u32` owned by the timer role's holder. It is
+/// not a loom atomic, on purpose. One thread at a time reads and writes it.
+/// The role passes between threads through the pool lock, which orders
+/// every access. So Relaxed is always enough.
 pub(crate) type TimerOwned = std::sync::atomic::AtomicU32;
 
-/// Statistics counters: std atomics even under loom, on purpose. They are
-/// Relaxed and order nothing, so modelling them would only grow the state
-/// space the models explore.
+/// Statistics counters, which are std atomics even under loom, on purpose.
+/// They are Relaxed and order nothing. So modelling them would only grow
+/// the state space the models explore.
 pub(crate) type StatU64 = std::sync::atomic::AtomicU64;
 /// See [`StatU64`].
 pub(crate) type StatU32 = std::sync::atomic::AtomicU32;
@@ -148,9 +150,9 @@ pub(crate) type StatU32 = std::sync::atomic::AtomicU32;
 #[cfg(not(loom))]
 pub(crate) use once_cell::race::OnceBox;
 
-/// Under loom, a `OnceBox` whose publication loom sees (`once_cell`'s uses
-/// std atomics, invisible to it): the loom atomics inside the value are
-/// then read by other threads after an edge the model knows.
+/// Under loom, a `OnceBox` whose publication loom sees. `once_cell`'s own
+/// uses std atomics, which loom cannot see. With this one, other threads
+/// read the loom atomics inside the value after an edge the model knows.
 #[cfg(loom)]
 pub(crate) struct OnceBox<T> {
     ptr: loom::sync::atomic::AtomicPtr<T>,
@@ -183,9 +185,9 @@ impl<T> OnceBox<T> {
             return value;
         }
         let new = Box::into_raw(init());
-        // Release on success: publishes the new value (what it replaces is
-        // null: nothing to acquire). Acquire on failure: reads a racing
-        // installer's value.
+        // Release on success: publishes the new value. The value it
+        // replaces is null, so there is nothing to acquire. Acquire on
+        // failure: reads a racing installer's value.
         let installed = match self.ptr.compare_exchange(
             std::ptr::null_mut(),
             new,
@@ -208,22 +210,23 @@ impl<T> OnceBox<T> {
 #[cfg(loom)]
 impl<T> Drop for OnceBox<T> {
     fn drop(&mut self) {
-        // A load, not `with_mut`: the value's owner is freed through a std
-        // `Arc`, whose hand-over loom does not see; `&mut self` is the
-        // exclusivity, and the load orders nothing it needs.
+        // A load, not `with_mut`, because the value's owner is freed
+        // through a std `Arc`. Loom does not see that `Arc`'s hand-over.
+        // `&mut self` is the exclusivity, and the load orders nothing it
+        // needs.
         let ptr = self.ptr.load(Ordering::Relaxed);
         if !ptr.is_null() {
-            // SAFETY: the pointer came from `Box::into_raw`; `&mut self`
+            // SAFETY: the pointer came from `Box::into_raw`. `&mut self`
             // means no reference to the value is left.
             drop(unsafe { Box::from_raw(ptr) });
         }
     }
 }
 
-/// Drops a caught panic's payload, whose own `Drop` may panic in turn: that
-/// panic is caught too and its payload leaked, so no unwind escapes past
-/// the code that must run after a task (handing RUNNING on, a worker's
-/// loop).
+/// Drops a caught panic's payload, whose own `Drop` may panic in turn. That
+/// panic is caught too, and its payload is leaked. So no unwind escapes
+/// past the code that must run after a task. Handing RUNNING on and a
+/// worker's loop are such code.
 pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
     let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
     if let Err(again) = dropped {
@@ -231,26 +234,26 @@ pub(crate) fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
     }
 }
 
-/// The refresher's value cell: `arc-swap`'s `ArcSwapOption` off loom.
+/// The refresher's value cell. Off loom it is `arc-swap`'s `ArcSwapOption`.
 /// Readers read it through a [`ValueCache`], which writes nothing shared.
 #[cfg(not(loom))]
 pub(crate) struct ValueCell<T>(arc_swap::ArcSwapOption<T>);
 
-/// A loaded [`ValueCell`]: the value stays valid while it is held.
+/// A loaded [`ValueCell`]. The value stays valid while it is held.
 #[cfg(not(loom))]
 pub(crate) struct ValueGuard<T>(arc_swap::Guard<Option<Arc<T>>>);
 
-/// What a [`ValueCache`] reads through: something that keeps a value cell
-/// alive (a reader's handle on the refresher's shared state).
+/// What a [`ValueCache`] reads through. It is something that keeps a value
+/// cell alive, such as a reader's handle on the refresher's shared state.
 pub(crate) trait HoldsCell {
     type Value;
     fn cell(&self) -> &ValueCell<Self::Value>;
 }
 
-/// A reader's own copy of a [`ValueCell`]'s value, revalidated at each read
-/// by one load of the cell's pointer: a read writes only the cache (the
-/// reader's own memory), and a new value costs one full load, once.
-/// Off loom, `arc-swap`'s `Cache`.
+/// A reader's own copy of a [`ValueCell`]'s value. Each read revalidates it
+/// by one load of the cell's pointer. A read writes only the cache, which
+/// is the reader's own memory. A new value costs one full load, once. Off
+/// loom it is `arc-swap`'s `Cache`.
 #[cfg(not(loom))]
 pub(crate) struct ValueCache<H: HoldsCell>(
     arc_swap::cache::Cache<CellOf<H>, Option<Arc<H::Value>>>,
@@ -276,7 +279,7 @@ impl<H: HoldsCell> ValueCache<H> {
         Self(arc_swap::cache::Cache::new(CellOf(holder)))
     }
 
-    /// The value held now (a new one is loaded once, then kept).
+    /// The value held now. A new value is loaded once, then kept.
     #[inline]
     pub(crate) fn load(&mut self) -> Option<&H::Value> {
         self.0.load().as_deref()
@@ -303,7 +306,7 @@ impl<T> ValueCell<T> {
         self.0.swap(value)
     }
 
-    /// Stores `value` if the cell is empty; returns whether it did.
+    /// Stores `value` if the cell is empty, and returns whether it did.
     pub(crate) fn install_if_empty(&self, value: Arc<T>) -> bool {
         let previous = self.0.compare_and_swap(&None::<Arc<T>>, Some(value));
         previous.is_none()
@@ -322,10 +325,10 @@ impl<T> ValueGuard<T> {
     }
 }
 
-/// Under loom, a stand-in for `arc-swap` that loom sees: a pointer swapped
-/// with Release and loaded with Acquire (`arc-swap`'s own are SeqCst). A
-/// replaced value is retired, not freed, until the cell drops: a reader
-/// may still be cloning it, and the models are short.
+/// Under loom, a stand-in for `arc-swap` that loom sees. It is a pointer
+/// swapped with Release and loaded with Acquire. `arc-swap`'s own swaps and
+/// loads are SeqCst. A replaced value is retired, not freed, until the cell
+/// drops. A reader may still be cloning it, and the models are short.
 #[cfg(loom)]
 pub(crate) struct ValueCell<T> {
     ptr: loom::sync::atomic::AtomicPtr<T>,
@@ -356,9 +359,9 @@ impl<T> ValueCell<T> {
         if ptr.is_null() {
             return None;
         }
-        // SAFETY: a non-null pointer came from `Arc::into_raw` in `swap`,
-        // and its count is given back only in `drop`, which `&self` rules
-        // out; the retired list keeps a replaced value's count up.
+        // SAFETY: a non-null pointer came from `Arc::into_raw` in `swap`.
+        // Its count is given back only in `drop`, which `&self` rules out.
+        // The retired list keeps a replaced value's count up.
         unsafe {
             Arc::increment_strong_count(ptr);
             Some(Arc::from_raw(ptr))
@@ -367,9 +370,10 @@ impl<T> ValueCell<T> {
 
     pub(crate) fn swap(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
         let new = value.map_or(std::ptr::null_mut(), |v| Arc::into_raw(v).cast_mut());
-        // Release: publishes the new value. The old one needs no Acquire:
-        // the fetch that stored it happens before this one (G2), and a
-        // stand-in weaker than `arc-swap` checks the code above it harder.
+        // Release: publishes the new value. The old one needs no Acquire,
+        // because the fetch that stored it happens before this one by
+        // guarantee G2. And a stand-in weaker than `arc-swap` checks the
+        // code above it harder.
         let old = self.ptr.swap(new, Ordering::Release);
         if old.is_null() {
             return None;
@@ -411,7 +415,7 @@ impl<T> ValueCell<T> {
 #[cfg(loom)]
 impl<T> Drop for ValueCell<T> {
     fn drop(&mut self) {
-        // A load: `&mut self` is the exclusivity (see `OnceBox`'s drop).
+        // A load, because `&mut self` is the exclusivity, as in `OnceBox`'s drop.
         let ptr = self.ptr.load(Ordering::Relaxed);
         if !ptr.is_null() {
             // SAFETY: the cell's own count, from `Arc::into_raw`.
@@ -431,7 +435,7 @@ impl<T> ValueGuard<T> {
     }
 }
 
-/// See the off-loom [`ValueCache`]: the same revalidation, on the loom
+/// The same revalidation as the off-loom [`ValueCache`], on the loom
 /// stand-in's pointer.
 #[cfg(loom)]
 pub(crate) struct ValueCache<H: HoldsCell> {
@@ -448,7 +452,7 @@ impl<H: HoldsCell> ValueCache<H> {
 
     pub(crate) fn load(&mut self) -> Option<&H::Value> {
         let cached = self.cached.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
-        // Relaxed: only whether the value changed is read here; a changed
+        // Relaxed: only whether the value changed is read here. A changed
         // one is loaded by `load_full`, whose Acquire reads its contents.
         let shared = self.holder.cell().ptr.load(Ordering::Relaxed);
         if !std::ptr::eq(cached, shared) {

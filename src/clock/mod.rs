@@ -1,51 +1,53 @@
-//! The time source: the real monotonic clock, or a manual clock that moves
-//! only when told to (for model checking and deterministic tests).
+//! The time source. It is the real monotonic clock, or a manual clock that
+//! moves only when told to. The manual clock serves model checking and
+//! deterministic tests.
 //!
-//! All scheduler time is `u64` microseconds since the clock's epoch; the
-//! fire path reads nanoseconds so a computed deadline can be rounded up
-//! (never early).
+//! All scheduler time is `u64` microseconds since the clock's epoch. The
+//! fire path reads nanoseconds, so that a computed deadline can be rounded
+//! up and is never early.
 
 use crate::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The latest time either clock can show, in µs: both count nanoseconds in
-/// a `u64` (about 584 years), so later microseconds have no clock reading.
+/// The latest time either clock can show, in µs. Both clocks count
+/// nanoseconds in a `u64`, which lasts about 584 years. So later
+/// microseconds have no clock reading.
 pub(crate) const HORIZON_US: u64 = u64::MAX / 1_000;
 
-/// The latest deadline a request may carry, in µs. The request word stores
-/// a deadline `d` µs away in units of up to `2^30` µs when `d` nears the
-/// horizon, rounding it up (see `request.rs`); this margin keeps the
-/// rounded deadline within the horizon, where a clock can reach it.
+/// The latest deadline a request may carry, in µs. When a deadline `d` µs
+/// away nears the horizon, the request word stores it in units of up to
+/// `2^30` µs, rounding it up. `request.rs` holds that encoding. This margin
+/// keeps the rounded deadline within the horizon, where a clock can reach
+/// it.
 pub(crate) const LAST_DEADLINE_US: u64 = HORIZON_US - (1 << 30);
 
-/// The time a runtime keeps: its clock, the tick its deadlines round up
-/// to, and whether delays that tasks return may share wake-ups.
+/// The time a runtime keeps. That is its clock, the tick its deadlines
+/// round up to, and whether delays that tasks return may share wake-ups.
 pub(crate) struct Timing {
     pub(crate) clock: Clock,
-    /// Deadlines are rounded up to a multiple of this (µs, ≥ 1).
+    /// Deadlines are rounded up to a multiple of this, in µs. It is at least 1.
     pub(crate) tick_us: u64,
-    /// Whether delays returned by tasks may share wake-ups (see
-    /// `Builder::coalesce_periodic`).
+    /// Whether delays returned by tasks may share wake-ups.
+    /// `Builder::coalesce_periodic` sets it.
     pub(crate) coalesce: bool,
 }
 
 /// Where a scheduler's time comes from.
 #[derive(Debug, Clone)]
 pub(crate) enum Clock {
-    /// The monotonic clock (the one `Instant` reads) relative to the
-    /// scheduler's creation.
+    /// The monotonic clock that `Instant` reads, relative to the scheduler's creation.
     Real(RealClock),
-    /// A clock moved by hand; see [`ManualTime`].
+    /// A clock moved by hand, a [`ManualTime`].
     Manual(Arc<ManualTime>),
 }
 
-/// The real clock's epoch, as an `Instant` and (Linux) as a raw
-/// `CLOCK_MONOTONIC` reading.
+/// The real clock's epoch, as an `Instant`. On Linux it is also kept as a
+/// raw `CLOCK_MONOTONIC` reading.
 #[derive(Debug, Clone)]
 pub(crate) struct RealClock {
     epoch: Instant,
-    /// Linux: `CLOCK_MONOTONIC` at `epoch`, in ns; see [`raw`].
+    /// On Linux, `CLOCK_MONOTONIC` at `epoch` in ns, as [`raw`] reads it.
     #[cfg(target_os = "linux")]
     raw_epoch_ns: Option<u64>,
 }
@@ -59,8 +61,9 @@ impl RealClock {
         }
     }
 
-    /// Nanoseconds since the epoch, not before the true time of the call
-    /// (see `tsc/mod.rs`); `now_ns` where the fast path does not run.
+    /// Nanoseconds since the epoch, not before the true time of the call.
+    /// `tsc/mod.rs` explains the bound. Where the fast path does not run,
+    /// it is `now_ns`.
     #[inline]
     fn upper_ns(&self) -> u64 {
         #[cfg(all(target_os = "linux", target_arch = "x86_64", not(loom)))]
@@ -85,15 +88,16 @@ impl RealClock {
     }
 }
 
-/// Raw readings of the monotonic clock (Linux): the clock `Instant` reads,
-/// without `Instant`'s `Duration` arithmetic (most of a reading's cost on
-/// the fire path).
+/// Raw readings of the monotonic clock on Linux. It is the clock `Instant`
+/// reads, without `Instant`'s `Duration` arithmetic. That arithmetic is
+/// most of a reading's cost on the fire path.
 ///
-/// The coarse clock (`CLOCK_MONOTONIC_COARSE`, a few ns to read) was tried
-/// for long delays and rejected: on a tickless kernel it is only updated on
-/// ticks, which stop while a CPU idles, so it can lag the precise clock by
-/// more than its stated resolution — a deadline measured from it could be
-/// early (G15). A test of "never behind the precise clock" caught it.
+/// The coarse clock, `CLOCK_MONOTONIC_COARSE`, was tried for long delays
+/// and rejected. It costs a few ns to read. But on a tickless kernel it is
+/// only updated on ticks, which stop while a CPU idles. So it can lag the
+/// precise clock by more than its stated resolution. A deadline measured
+/// from it could be early, against G15. A test of "never behind the precise
+/// clock" caught it.
 #[cfg(all(target_os = "linux", target_arch = "x86_64", not(loom)))]
 mod tsc;
 
@@ -105,7 +109,7 @@ mod raw {
         read_ns(libc::CLOCK_MONOTONIC)
     }
 
-    /// Reads clock `id` in nanoseconds; `None` on an error.
+    /// Reads clock `id` in nanoseconds, or `None` on an error.
     #[inline]
     pub(super) fn read_ns(id: libc::clockid_t) -> Option<u64> {
         let mut ts = libc::timespec {
@@ -113,10 +117,11 @@ mod raw {
             tv_nsec: 0,
         };
         // SAFETY:
-        // - `ts` is a valid, writable `timespec` for the whole call, and
-        //   `clock_gettime` writes only through that pointer;
-        // - an unknown clock or any other error (-1) becomes `None`, and
-        //   the caller falls back (to `Instant`, or to no fast clock).
+        // - `ts` is a valid, writable `timespec` for the whole call.
+        //   `clock_gettime` writes only through that pointer.
+        // - An unknown clock or any other error returns -1, which becomes
+        //   `None`. The caller then falls back to `Instant`, or to no fast
+        //   clock.
         let status = unsafe { libc::clock_gettime(id, &mut ts) };
         if status != 0 {
             return None;
@@ -129,9 +134,9 @@ mod raw {
 
 /// A clock that moves only when [`ManualTime::set_us`] is called.
 ///
-/// Not a loom atomic on purpose: models set time between steps, and keeping
-/// it out of the model keeps the explored state space on the trigger's own
-/// atomics.
+/// It is not a loom atomic, on purpose. Models set time between steps.
+/// Keeping it out of the model keeps the explored state space on the
+/// trigger's own atomics.
 #[derive(Debug, Default)]
 pub(crate) struct ManualTime {
     now_ns: AtomicU64,
@@ -143,10 +148,10 @@ impl ManualTime {
         self.now_ns.load(Ordering::Relaxed) / 1_000
     }
 
-    /// Moves the clock to `us` microseconds (never backwards).
+    /// Moves the clock to `us` microseconds, never backwards.
     pub(crate) fn set_us(&self, us: u64) {
-        // Relaxed: the clock value carries no other data; whoever moves time
-        // then hands control to the timer through a lock or a join.
+        // Relaxed: the clock value carries no other data. Whoever moves
+        // time then hands control to the timer through a lock or a join.
         self.now_ns
             .fetch_max(us.saturating_mul(1_000), Ordering::Relaxed);
     }
@@ -167,11 +172,11 @@ impl Clock {
         }
     }
 
-    /// Nanoseconds since the epoch at which the real clock reaches `at`
-    /// (0 if `at` is before the epoch); `None` on a manual clock, where an
-    /// `Instant` names no point of its time. The raw reading lags the
-    /// `Instant` epoch by the nanoseconds between the two reads at
-    /// creation, so the conversion can only make a run later, never early.
+    /// Nanoseconds since the epoch at which the real clock reaches `at`. It
+    /// is 0 if `at` is before the epoch. It is `None` on a manual clock,
+    /// where an `Instant` names no point of its time. The raw reading lags
+    /// the `Instant` epoch by the nanoseconds between the two reads at
+    /// creation. So the conversion can only make a run later, never early.
     pub(crate) fn instant_ns(&self, at: Instant) -> Option<u64> {
         match self {
             Clock::Real(clock) => Some(
@@ -182,12 +187,12 @@ impl Clock {
         }
     }
 
-    /// Nanoseconds since the epoch, never behind the clock's time at the
-    /// call and at most about 2 µs ahead of it: the time a deadline counts
-    /// from (never early, G15). On x86-64 Linux it reads the TSC without a
-    /// fence, about half the cost of [`now_ns`](Self::now_ns); it must
-    /// not decide whether a deadline has passed (that reading may be
-    /// ahead).
+    /// The time a deadline counts from, in nanoseconds since the epoch. It
+    /// is never behind the clock's time at the call, so no deadline is
+    /// early, as G15 requires. It is at most about two microseconds ahead
+    /// of that time. On x86-64 Linux it reads the TSC without a fence, at
+    /// about half the cost of [`now_ns`](Self::now_ns). It must not decide
+    /// whether a deadline has passed, because its reading may be ahead.
     #[inline]
     pub(crate) fn deadline_base_ns(&self) -> u64 {
         match self {
@@ -214,8 +219,8 @@ impl Clock {
     }
 }
 
-/// `duration` in nanoseconds, in 64-bit arithmetic (the fire path's
-/// budget has no room for `as_nanos`'s 128-bit product).
+/// `duration` in nanoseconds, in 64-bit arithmetic. The fire path's budget
+/// has no room for `as_nanos`'s 128-bit product.
 #[inline]
 fn nanos(duration: Duration) -> Option<u64> {
     duration
@@ -224,9 +229,9 @@ fn nanos(duration: Duration) -> Option<u64> {
         .checked_add(u64::from(duration.subsec_nanos()))
 }
 
-/// The deadline in µs, rounded up to a multiple of `tick_us`, of a run
-/// `delay` after `now_ns`; `None` if it lies past [`LAST_DEADLINE_US`] (no
-/// clock reading could ever reach it).
+/// The deadline in µs of a run `delay` after `now_ns`, rounded up to a
+/// multiple of `tick_us`. It is `None` if it lies past
+/// [`LAST_DEADLINE_US`], where no clock reading could ever reach it.
 #[inline]
 pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<u64> {
     let at_ns = now_ns.checked_add(nanos(delay)?)?;
@@ -238,21 +243,22 @@ pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<
     (at_us <= LAST_DEADLINE_US).then_some(at_us)
 }
 
-/// The coarsest grid a returned delay may be coalesced onto (µs).
+/// The coarsest grid a returned delay may be coalesced onto, in µs.
 pub(crate) const COARSEST_GRID_US: u64 = 1_000;
 
-/// The grids a returned delay may be coalesced onto, in µs: 1-2-5 steps up
-/// to 1 ms, so a round period started at a round time stays exact.
+/// The grids a returned delay may be coalesced onto, in µs. They go in
+/// 1-2-5 steps up to [`COARSEST_GRID_US`]. So a round period started at a
+/// round time stays exact.
 const GRIDS_US: [u64; 10] = [COARSEST_GRID_US, 500, 200, 100, 50, 20, 10, 5, 2, 1];
 
 /// Rounds the deadline of a run a task asked for `delay` from now **up**
 /// onto the widest grid of [`GRIDS_US`] that is at most
 /// `min(delay / 1000, 1 ms)`. Runs due within one grid step then share one
-/// wake-up; none starts early (G15).
+/// wake-up. None starts early, as G15 requires.
 #[inline]
 pub(crate) fn coalesce(deadline_us: u64, delay: Duration) -> u64 {
-    // `delay` in whole ms is its µs / 1000, in 64 bits (every periodic
-    // re-arm comes here: no 128-bit division).
+    // `delay` in whole ms is its µs / 1000, computed in 64 bits. Every
+    // periodic re-arm comes here, so it avoids a 128-bit division.
     let slack_us = delay
         .as_secs()
         .saturating_mul(1_000)
@@ -300,11 +306,12 @@ mod tests {
         let second = Duration::from_secs(1);
         assert_eq!(coalesce(1_000_001, second), 1_001_000);
         assert_eq!(coalesce(1_000_000, second), 1_000_000);
-        // 100 ms: slack 100 µs, grid 100 µs; 30 ms: slack 30 µs, grid 20 µs.
+        // 100 ms gives a slack of 100 µs and a grid of 100 µs. 30 ms gives
+        // a slack of 30 µs and a grid of 20 µs.
         assert_eq!(coalesce(1_000_001, Duration::from_millis(100)), 1_000_100);
         assert_eq!(coalesce(100_000, Duration::from_millis(100)), 100_000);
         assert_eq!(coalesce(1_000_001, Duration::from_millis(30)), 1_000_020);
-        // Under 1 ms: no slack at all.
+        // Under 1 ms there is no slack at all.
         assert_eq!(coalesce(777, Duration::from_micros(999)), 777);
         assert_eq!(coalesce(u64::MAX, Duration::MAX), u64::MAX);
         for (deadline, delay) in [(5, 3_000u64), (123_456_789, 86_400_000_000)] {
@@ -327,8 +334,9 @@ mod tests {
             let now = clock.now_ns();
             let upper = real.epoch.elapsed().as_nanos() as u64;
             assert!(now >= last, "the clock went back: {now} < {last}");
-            // The same clock as `Instant`: between two `Instant` readings,
-            // give or take the epoch's two reads (well under a millisecond).
+            // The same clock as `Instant`, so between two `Instant`
+            // readings. The margin allows for the epoch's two reads, well
+            // under a millisecond apart.
             assert!(now + 1_000_000 >= lower && now <= upper + 1_000_000);
             last = now;
         }

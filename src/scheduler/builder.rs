@@ -1,4 +1,4 @@
-//! [`Builder`]: the scheduler's settings, and starting its threads.
+//! [`Builder`] holds the scheduler's settings and starts its threads.
 
 use super::pool::{Limits, Pool};
 use super::report::{PanicHook, StuckHook};
@@ -14,20 +14,21 @@ use std::time::Duration;
 
 /// Default [`Builder::stall_threshold`].
 const DEFAULT_STALL: Duration = Duration::from_millis(10);
-/// The shortest keep-alive an extra worker gets (see
-/// [`Builder::worker_keep_alive`]).
+/// The shortest keep-alive an extra worker gets, whatever
+/// [`Builder::worker_keep_alive`] asks.
 const MIN_KEEP_ALIVE: Duration = Duration::from_millis(1);
 /// Default [`Builder::worker_keep_alive`].
 const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
-/// Default [`Builder::max_workers`] (tokio's blocking pool uses the same).
+/// Default [`Builder::max_workers`]. Tokio's blocking pool uses the same.
 const DEFAULT_MAX_WORKERS: usize = 512;
-/// The most worker threads a scheduler has at once: above any machine's
-/// parallelism, far below what would exhaust the operating system.
+/// The most worker threads a scheduler has at once. It is above any
+/// machine's parallelism and far below what would exhaust the operating
+/// system.
 const MAX_WORKERS: usize = 1_024;
-/// The finest tick: the timer's resolution.
+/// The finest tick, which is the timer's resolution.
 const MIN_TICK: Duration = Duration::from_micros(1);
-/// The coarsest tick: a deadline rounded up by more than an hour would be
-/// a different deadline, not a batched one.
+/// The coarsest tick. A deadline rounded up by more than an hour would be a
+/// different deadline, not a batched one.
 const MAX_TICK: Duration = Duration::from_secs(3_600);
 
 /// Configures and starts a [`Scheduler`].
@@ -97,8 +98,8 @@ impl Builder {
     }
 
     /// Seed of [`Trigger::fire_within`](crate::Trigger::fire_within)'s
-    /// random delays on a virtual-time scheduler (default fixed, so a test
-    /// is deterministic). The real scheduler always draws from a
+    /// random delays on a virtual-time scheduler. The default is fixed, so
+    /// a test is deterministic. The real scheduler always draws from a
     /// thread-local generator.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
@@ -106,30 +107,30 @@ impl Builder {
     }
 
     /// How long [`Scheduler::shutdown_now`] and dropping the scheduler wait
-    /// for iterations in flight (default 5 s). Drop then detaches the
-    /// threads whose task has not returned (a task that never returns
-    /// must not hang `drop`), and the report counts them.
+    /// for iterations in flight. The default is five seconds. Drop then
+    /// detaches the threads whose task has not returned, and the report
+    /// counts them. A task that never returns must not hang `drop`.
     ///
     /// # Edge cases
     ///
-    /// None: any duration is accepted. `Duration::ZERO` does not wait;
-    /// `Duration::MAX` (or any grace past the clock's range) waits as long
-    /// as the iterations in flight take.
+    /// Any duration is accepted. `Duration::ZERO` does not wait.
+    /// `Duration::MAX` waits as long as the iterations in flight take, and
+    /// so does any grace past the clock's range.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
     }
 
-    /// Number of worker threads started with the scheduler (default: the
-    /// machine's available parallelism). They never retire; when all of
+    /// Number of worker threads started with the scheduler. The default is
+    /// the machine's available parallelism. They never retire. When all of
     /// them are busy and work waits past the
     /// [stall threshold](Self::stall_threshold), more are started, up to
     /// [`max_workers`](Self::max_workers).
     ///
     /// # Edge cases
     ///
-    /// [`build`](Self::build) refuses `0` ([`BuildError::NoWorkers`]) and
-    /// more than 1,024 ([`BuildError::TooManyWorkers`]);
+    /// [`build`](Self::build) refuses `0` with [`BuildError::NoWorkers`].
+    /// It refuses more than 1,024 with [`BuildError::TooManyWorkers`].
     /// [`build_virtual`](Self::build_virtual) has no workers and ignores
     /// the count.
     pub fn workers(mut self, workers: usize) -> Self {
@@ -137,10 +138,12 @@ impl Builder {
         self
     }
 
-    /// The most worker threads that may exist at once (default 512; raised
-    /// to [`workers`](Self::workers) if lower, lowered to 1,024 if higher). When every one is busy
-    /// the runs wait, and [`SchedulerStats::worker_limit_hits`](crate::SchedulerStats::worker_limit_hits)
-    /// counts it (and a `tracing` warning says so, with that feature).
+    /// The most worker threads that may exist at once. The default is 512.
+    /// A value below [`workers`](Self::workers) is raised to it, and one
+    /// above 1,024 is lowered to 1,024. When every worker is busy the runs
+    /// wait, and
+    /// [`SchedulerStats::worker_limit_hits`](crate::SchedulerStats::worker_limit_hits)
+    /// counts it. With the `tracing` feature, a warning says so too.
     /// `max_workers(n)` equal to `workers(n)` gives a fixed pool.
     pub fn max_workers(mut self, max: usize) -> Self {
         self.max_workers = max;
@@ -148,65 +151,72 @@ impl Builder {
     }
 
     /// How long work may wait while every worker is busy before another
-    /// worker starts (default 10 ms; any value is accepted, and below
-    /// 100 µs it counts as 100 µs). A task that blocks
-    /// therefore delays another trigger's start by about this much at most,
-    /// while the [worker limit](Self::max_workers) is not reached.
+    /// worker starts. The default is ten milliseconds. Any value is
+    /// accepted, and a value below a hundred microseconds counts as a
+    /// hundred microseconds. A task that blocks therefore delays another
+    /// trigger's start by about this much at most, while the
+    /// [worker limit](Self::max_workers) is not reached.
     pub fn stall_threshold(mut self, threshold: Duration) -> Self {
         self.stall = threshold;
         self
     }
 
     /// How long a worker started beyond [`workers`](Self::workers) stays
-    /// idle before it exits (default 10 s; any value is accepted, and below
-    /// 1 ms it counts as 1 ms — an extra worker holding the timer role
-    /// sleeps at most this long at a time).
+    /// idle before it exits. The default is ten seconds. Any value is
+    /// accepted, and a value below one millisecond counts as one
+    /// millisecond. An extra worker holding the timer role sleeps at most
+    /// this long at a time.
     pub fn worker_keep_alive(mut self, keep_alive: Duration) -> Self {
         self.keep_alive = keep_alive;
         self
     }
 
-    /// Timer resolution (default and minimum 1 µs): deadlines are rounded
-    /// **up** to a multiple of it, so a coarser tick batches wake-ups. A
-    /// delay a task returns is then also rounded up onto its coalescing
-    /// grid (see [`coalesce_periodic`](Self::coalesce_periodic)), which
-    /// may leave it off the tick's multiples — later, never earlier.
+    /// Timer resolution. The default and the minimum are one microsecond.
+    /// Deadlines are rounded **up** to a multiple of it, so a coarser tick
+    /// batches wake-ups. A delay a task returns is then also rounded up
+    /// onto its coalescing grid, as
+    /// [`coalesce_periodic`](Self::coalesce_periodic) describes. That may
+    /// leave it off the tick's multiples, but only later, never earlier.
     ///
     /// # Edge cases
     ///
-    /// None: the tick is clamped to 1 µs ..= 1 hour, on both
-    /// [`build`](Self::build) and [`build_virtual`](Self::build_virtual):
-    /// `tick(Duration::ZERO)` means 1 µs, `tick(Duration::MAX)` one hour.
+    /// The tick is clamped to between one microsecond and one hour, on both
+    /// [`build`](Self::build) and [`build_virtual`](Self::build_virtual).
+    /// So `tick(Duration::ZERO)` means one microsecond, and
+    /// `tick(Duration::MAX)` means one hour.
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick.clamp(MIN_TICK, MAX_TICK);
         self
     }
 
-    /// Whether the delay a task *returns* may be served a little late so
-    /// that many periodic triggers share wake-ups (default `true`).
+    /// Whether the delay a task *returns* may be served a little late, so
+    /// that many periodic triggers share wake-ups. The default is `true`.
     ///
-    /// With it on, the next run after a returned delay `d` is rounded **up**
-    /// onto a grid of at most `min(d / 1000, 1 ms)`, in 1-2-5 steps (1, 2,
-    /// 5, 10, … 500 µs, 1 ms): a 1 s period may start up to 1 ms late, a
-    /// 100 ms period up to 100 µs late, never early; a round period started
-    /// at a round time (as on virtual time) stays exact. 100,000
+    /// With it on, the next run after a returned delay `d` is rounded
+    /// **up** onto a grid of at most `min(d / 1000, 1 ms)`. The grid steps
+    /// are 1, 2, 5, 10, 20, 50, 100, 200 and 500 microseconds, then one
+    /// millisecond. So a one-second period may start up to one millisecond
+    /// late. A period of a hundred milliseconds may start up to a hundred
+    /// microseconds late. Neither starts early. A round period started at a
+    /// round time stays exact, as it does on virtual time. 100,000
     /// one-second triggers then cost about a thousand wake-ups per second
     /// instead of a hundred thousand. [`fire`](crate::Trigger::fire) and
-    /// [`fire_after`](crate::Trigger::fire_after) are always served at
-    /// the tick's precision; `false` serves returned delays that way too.
+    /// [`fire_after`](crate::Trigger::fire_after) are always served at the
+    /// tick's precision. With `false`, returned delays are served that way
+    /// too.
     pub fn coalesce_periodic(mut self, coalesce: bool) -> Self {
         self.coalesce = coalesce;
         self
     }
 
-    /// Prefix of the threads' names (default `"circulation-"`), followed by
-    /// `worker-N` or `monitor`.
+    /// Prefix of the threads' names, followed by `worker-N` or `monitor`.
+    /// The default is `"circulation-"`.
     ///
     /// # Edge cases
     ///
-    /// [`build`](Self::build) refuses a prefix containing a NUL byte
-    /// ([`BuildError::InvalidThreadName`]); empty and very long prefixes
-    /// are accepted (the operating system may shorten the name it shows).
+    /// [`build`](Self::build) refuses a prefix containing a NUL byte with
+    /// [`BuildError::InvalidThreadName`]. Empty and very long prefixes are
+    /// accepted. The operating system may shorten the name it shows.
     /// [`build_virtual`](Self::build_virtual) starts no thread and ignores
     /// the prefix.
     pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -214,25 +224,27 @@ impl Builder {
         self
     }
 
-    /// Called with every panic caught in a task, on the thread that ran it
-    /// (a worker, or for an async task a thread of its runtime), after the
-    /// panic is counted ([`Scheduler::panic_count`] and the trigger's
-    /// statistics). The trigger then stops circulating until fired again,
-    /// unless its [`PanicPolicy`](crate::PanicPolicy) retries.
+    /// Called with every panic caught in a task, on the thread that ran it.
+    /// That thread is a worker, or for an async task a thread of its
+    /// runtime. The hook runs after the panic is counted in
+    /// [`Scheduler::panic_count`] and in the trigger's statistics. The
+    /// trigger then stops circulating until fired again, unless its
+    /// [`PanicPolicy`](crate::PanicPolicy) retries.
     pub fn panic_hook(mut self, hook: impl Fn(&super::TaskPanic) + Send + Sync + 'static) -> Self {
         self.panic_hook = Some(Box::new(hook));
         self
     }
 
-    /// Called (on the scheduler's monitor thread) once for every run in
+    /// Called on the scheduler's monitor thread, once for every run in
     /// flight longer than its trigger's
-    /// [`stuck_after`](crate::TriggerBuilder::stuck_after). The run goes on;
-    /// [`TriggerStats::stuck`](crate::TriggerStats::stuck) marks it.
+    /// [`stuck_after`](crate::TriggerBuilder::stuck_after). The run goes
+    /// on, and [`TriggerStats::stuck`](crate::TriggerStats::stuck) marks
+    /// it.
     ///
-    /// Keep it short and never let it block (log, count, send on an
-    /// unbounded channel): while it runs, the monitor looks at nothing
-    /// else — no stalled worker is replaced (G14) and no other stuck run
-    /// is reported. A panic in it is caught and ignored.
+    /// Keep it short and never let it block. Logging, counting, or sending
+    /// on an unbounded channel are fine. While it runs, the monitor looks
+    /// at nothing else. It replaces no stalled worker, which G14 counts on,
+    /// and reports no other stuck run. A panic in it is caught and ignored.
     pub fn stuck_hook(
         mut self,
         hook: impl Fn(&crate::policy::StuckRun) + Send + Sync + 'static,
@@ -241,7 +253,7 @@ impl Builder {
         self
     }
 
-    /// The tick (clamped by [`tick`](Self::tick)) in whole µs, at least 1.
+    /// The tick in whole µs, at least 1. [`tick`](Self::tick) has clamped it.
     fn tick_us(&self) -> u64 {
         u64::try_from(self.tick.as_micros())
             .unwrap_or(u64::MAX)
@@ -271,12 +283,12 @@ impl Builder {
 
     /// The thread-less scheduler under a
     /// [`VirtualScheduler`](crate::VirtualScheduler), on the manual clock
-    /// `time` (the virtual driver holds its timer role for good).
+    /// `time`. The virtual driver holds its timer role for good.
     pub(crate) fn build_threadless(self, time: &Arc<ManualTime>) -> Scheduler {
         let clock = Clock::Manual(Arc::clone(time));
         let seed = self.seed;
         let limits = self.limits(0);
-        // The driver holds the timer role for good: the pool has none.
+        // The driver holds the timer role for good, so the pool has none.
         let mut shared = self.shared(clock, Pool::new(None), limits);
         shared.rng = Some(Mutex::new(fastrand::Rng::with_seed(seed)));
         Scheduler::threadless(shared)
@@ -287,11 +299,11 @@ impl Builder {
     /// # Errors
     ///
     /// [`BuildError::NoWorkers`] for `workers(0)`,
-    /// [`BuildError::TooManyWorkers`] for more than 1,024 workers,
+    /// [`BuildError::TooManyWorkers`] for more than 1,024 workers, and
     /// [`BuildError::InvalidThreadName`] for a thread name prefix with a
-    /// NUL byte (all three before any thread starts), and
-    /// [`BuildError::Spawn`] if a thread cannot be started (the threads
-    /// already started are shut down and joined).
+    /// NUL byte. All three come before any thread starts.
+    /// [`BuildError::Spawn`] if a thread cannot be started. The threads
+    /// already started are then shut down and joined.
     pub fn build(self) -> Result<Scheduler, BuildError> {
         let workers = match self.workers {
             Some(0) => return Err(BuildError::NoWorkers),

@@ -1,14 +1,15 @@
-//! The one door from the trigger core into the runtime: `impl Runtime for
-//! Shared`, everything `core/` may ask of the scheduler (the trait, with
-//! what each method is for, is `core/runtime.rs`).
+//! The one door from the trigger core into the runtime. It is
+//! `impl Runtime for Shared`, everything `core/` may ask of the scheduler.
+//! The trait, with what each method is for, is in `core/runtime.rs`.
 //!
 //! The fields of `Shared` are private to `scheduler/`, and the core names
-//! only the trait, so what the core may ask is one short list checked by
-//! the compiler: a new need shows up in the trait, as one more method with
-//! its reason, never as a reach into the pool or the ledger. The other
-//! direction is as narrow: the runtime drives a trigger through
-//! `Core::dispatch` (run a due request), `Core::expire` (the timer's look
-//! at a deadline) and a few read-only accessors, listed in `core/mod.rs`.
+//! only the trait. So what the core may ask is one short list checked by
+//! the compiler. A new need shows up in the trait as one more method with
+//! its reason. It never shows up as a reach into the pool or the ledger.
+//! The other direction is as narrow. The runtime drives a trigger through
+//! `Core::dispatch`, which runs a due request, and `Core::expire`, the
+//! timer's look at a deadline. It also uses a few read-only accessors,
+//! listed in `core/mod.rs`.
 
 use super::shared::Shared;
 
@@ -25,9 +26,9 @@ pub(crate) type TriggerCore = Core<Shared>;
 
 impl Runtime for Shared {
     /// Whether shutdown has begun. Acquire: pairs with the Release in
-    /// `begin_shutdown` (see there). A fire that passes this check may still
-    /// race shutdown: the scan's close of its request word then decides
-    /// (see `Request::close`).
+    /// `begin_shutdown`, which explains it. A fire that passes this check
+    /// may still race shutdown. The scan's close of its request word then
+    /// decides, in `Request::close`.
     #[inline]
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
@@ -38,15 +39,16 @@ impl Runtime for Shared {
         &self.timing
     }
 
-    /// Queues a due run of `core` for a worker (`wake`: also wake an idle
-    /// one); `false` if the scheduler is closed.
+    /// Queues a due run of `core` for a worker, and with `wake` also wakes
+    /// an idle one. It returns `false` if the scheduler is closed.
     #[inline]
     fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool {
         self.pool.push(core, wake)
     }
 
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer
-    /// (see `inbox.rs`); `false` if the scheduler is closed.
+    /// through the inbox of `inbox.rs`. It returns `false` if the scheduler
+    /// is closed.
     #[inline]
     fn to_timer(&self, core: &Arc<Core<Self>>, stamp: Stamp, at_once: bool) -> bool {
         if !at_once {
@@ -54,8 +56,7 @@ impl Runtime for Shared {
         }
         let pushed = self.pool.inbox_push_now(core, stamp);
         if pushed && self.manual_timer.get().is_some() {
-            // A thread-less driver turns only in an advance: take the
-            // inbox in now.
+            // A thread-less driver turns only in an advance, so take the inbox in now.
             self.turn_now();
         }
         pushed
@@ -75,15 +76,16 @@ impl Runtime for Shared {
     /// Puts a trigger with a `stuck_after` on the monitor's watch list.
     fn watch(&self, core: &Arc<Core<Self>>) {
         self.ledger.watch(core);
-        // After the push: a monitor that parked before it saw the list
-        // empty (under the pool's lock) and is woken here. An async
-        // trigger's run goes to its runtime without waking a worker, so
-        // its first run would not wake the monitor.
+        // After the push. A monitor that parked before the push saw the
+        // list empty, under the pool's lock. So it is woken here. An async
+        // trigger's run goes to its runtime without waking a worker, so its
+        // first run would not wake the monitor.
         self.pool.unpark_monitor();
     }
 
-    /// A uniformly random number in `0..bound` (`bound` > 0): seeded on
-    /// virtual time, a thread-local generator otherwise.
+    /// A uniformly random number in `0..bound`, where `bound` > 0. It is
+    /// seeded on virtual time and comes from a thread-local generator
+    /// otherwise.
     fn random_below(&self, bound: u64) -> u64 {
         match &self.rng {
             Some(rng) => lock(rng).u64(..bound),
@@ -92,13 +94,13 @@ impl Runtime for Shared {
     }
 
     fn refused_paused(&self) {
-        // Relaxed: a statistic; it orders nothing.
+        // Relaxed: a statistic that orders nothing.
         self.refused_paused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a panic caught in a task and calls the panic hook.
     fn report_panic(&self, trigger: Option<&str>, payload: &(dyn Any + Send)) {
-        // Relaxed: a statistic; it orders nothing.
+        // Relaxed: a statistic that orders nothing.
         self.panics.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "tracing")]
         tracing::error!(
@@ -134,14 +136,14 @@ impl Runtime for Shared {
 }
 
 impl Shared {
-    /// Gets the timer to take its inbox in at once: a trigger there lost
+    /// Gets the timer to take its inbox in at once. A trigger there lost
     /// its last handle, and its entry goes now.
     fn turn_now(&self) {
         let Some(timer) = self.manual_timer.get() else {
             return self.pool.poke_locked(0);
         };
-        // A thread-less driver: take the inbox in now (as a turn would,
-        // without expiring anything), so the trigger's entry goes.
+        // A thread-less driver takes the inbox in now, as a turn would,
+        // without expiring anything. So the trigger's entry goes.
         let mut items = self.pool.take_inbox();
         let let_go = {
             let mut timer = lock(timer);

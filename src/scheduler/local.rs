@@ -1,22 +1,23 @@
-//! A hand-polled executor: spawned jobs wait in a list and are polled, one
-//! poll at a time, by whoever calls [`LocalJobs::poll_one`] — only once
+//! A hand-polled executor. Spawned jobs wait in a list. Whoever calls
+//! [`LocalJobs::poll_one`] polls them, one poll at a time, and only once
 //! woken. The virtual scheduler polls the async iterations of its triggers
-//! with it (on the thread calling `advance`), and the loom harness lets
-//! its model threads poll with it (so a lost wake-up leaves a job behind
-//! for the model to find).
+//! with it, on the thread calling `advance`. The loom harness lets its
+//! model threads poll with it. So a lost wake-up leaves a job behind for
+//! the model to find.
 //!
-//! A job's "woken" mark is a bool under its own lock, not an atomic: a wake
-//! must happen-before the poll it causes (what the waking thread wrote is
-//! seen by the future), and the lock gives exactly that with no ordering
-//! to argue. Polls and drops run outside the list's lock, so a job may
-//! spawn, wake or drop others.
+//! A job's "woken" mark is a bool under its own lock, not an atomic. A wake
+//! must happen-before the poll it causes, so the future sees what the
+//! waking thread wrote. The lock gives exactly that, with no ordering to
+//! argue. Polls and drops run outside the list's lock, so a job may spawn,
+//! wake or drop others.
 //!
-//! A pending job is either parked on virtual time (its last poll
-//! registered a `VirtualClock` sleep, which tells [`parked_on_virtual_time`]
-//! during the poll) or waits on something outside — I/O on a blocking
-//! pool, a channel. The virtual scheduler moves time only past the first
-//! kind, and waits in real time for the second ([`LocalJobs::wait_outside`]),
-//! so a fetch's I/O takes no virtual time, whatever it takes in real time.
+//! A pending job is either parked on virtual time or waits on something
+//! outside. A job is parked when its last poll registered a `VirtualClock`
+//! sleep, which tells [`parked_on_virtual_time`] during the poll. Something
+//! outside is I/O on a blocking pool, or a channel. The virtual scheduler
+//! moves time only past the first kind. It waits in real time for the
+//! second, in [`LocalJobs::wait_outside`]. So a fetch's I/O takes no
+//! virtual time, whatever it takes in real time.
 
 use crate::async_task::{Job, Spawn};
 use crate::sync::{lock, Arc, Mutex};
@@ -33,8 +34,8 @@ pub(crate) struct LocalJobs {
     wakes: std::sync::Arc<Wakes>,
 }
 
-/// The condition a thread waits on for the next wake, and its lock. A
-/// std lock even under loom: no model waits on it.
+/// The condition a thread waits on for the next wake, and its lock. It is a
+/// std lock even under loom, because no model waits on it.
 #[derive(Default)]
 struct Wakes {
     lock: std::sync::Mutex<()>,
@@ -49,7 +50,7 @@ impl Wakes {
     }
 }
 
-/// Whether a job was woken since its last poll; its waker.
+/// Whether a job was woken since its last poll. It is also the job's waker.
 struct Mark(Mutex<bool>, std::sync::Arc<Wakes>);
 
 impl Wake for Mark {
@@ -59,7 +60,7 @@ impl Wake for Mark {
 
     fn wake_by_ref(self: &Arc<Self>) {
         *lock(&self.0) = true;
-        // Under the waiter's lock: a waiter that looked before the mark
+        // Under the waiter's lock. So a waiter that looked before the mark
         // was set is already waiting when this notifies.
         drop(self.1.lock());
         self.1.changed.notify_all();
@@ -78,15 +79,15 @@ thread_local! {
     static PARKED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The future being polled on this thread waits on virtual time (called by
-/// a `VirtualClock` sleep as it registers).
+/// The future being polled on this thread waits on virtual time. A
+/// `VirtualClock` sleep calls this as it registers.
 pub(crate) fn parked_on_virtual_time() {
     PARKED.with(|parked| parked.set(true));
 }
 
-/// Runs `poll` (a poll of part of a future) and returns whether it parked
-/// on virtual time, leaving the mark as it found it: a future that waits
-/// on two things decides which of them mark it.
+/// Runs `poll`, a poll of part of a future, and returns whether it parked
+/// on virtual time. It leaves the mark as it found it. So a future that
+/// waits on two things decides which of them mark it.
 #[cfg(feature = "tokio")]
 pub(crate) fn parks_on_virtual_time<R>(poll: impl FnOnce() -> R) -> (R, bool) {
     let was = PARKED.with(|parked| parked.replace(false));
@@ -95,9 +96,9 @@ pub(crate) fn parks_on_virtual_time<R>(poll: impl FnOnce() -> R) -> (R, bool) {
 }
 
 impl LocalJobs {
-    /// Polls one woken job once, if there is one (a completed job is
-    /// dropped, a pending one stays); returns whether it polled. Jobs are
-    /// taken in spawn order.
+    /// Polls one woken job once, if there is one, and returns whether it
+    /// polled. A completed job is dropped, and a pending one stays. Jobs
+    /// are taken in spawn order.
     pub(crate) fn poll_one(&self) -> bool {
         let taken = {
             let mut list = lock(&self.list);
@@ -112,7 +113,7 @@ impl LocalJobs {
         let waker = Waker::from(Arc::clone(&mark));
         let was = PARKED.with(|parked| parked.replace(false));
         let polled = job.as_mut().poll(&mut Context::from_waker(&waker));
-        // Restored: a job polled inside another's poll leaves the outer
+        // Restored, so a job polled inside another's poll leaves the outer
         // one's mark as it found it.
         let parked = PARKED.with(|parked| parked.replace(was));
         if polled.is_pending() {
@@ -121,14 +122,14 @@ impl LocalJobs {
         true
     }
 
-    /// Whether some job is woken (would be polled by `poll_one`).
+    /// Whether some job is woken, so that `poll_one` would poll it.
     pub(crate) fn any_woken(&self) -> bool {
         lock(&self.list).iter().any(|(_, mark, _)| *lock(&mark.0))
     }
 
     /// Waits, up to `patience` of real time, while some job is pending on
-    /// something other than virtual time and none is woken; returns
-    /// whether such a job still waits when it gives up.
+    /// something other than virtual time and none is woken. Returns whether
+    /// such a job still waits when it gives up.
     pub(crate) fn wait_outside(&self, patience: Duration) -> bool {
         let deadline = Instant::now() + patience;
         let mut wakes = self.wakes.lock();
@@ -156,14 +157,14 @@ impl LocalJobs {
         }
     }
 
-    /// Jobs not completed yet (woken or not).
+    /// Jobs not completed yet, woken or not.
     #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) fn pending(&self) -> usize {
         lock(&self.list).len()
     }
 
-    /// Drops every job not completed (each async iteration among them ends
-    /// as cancelled), outside the list's lock; returns how many.
+    /// Drops every job not completed, outside the list's lock, and returns
+    /// how many. Each async iteration among them ends as cancelled.
     pub(crate) fn drop_all(&self) -> usize {
         let jobs = std::mem::take(&mut *lock(&self.list));
         let dropped = jobs.len();

@@ -1,9 +1,10 @@
-//! A hand-driven scheduler core: no threads; whoever holds the driver plays
-//! the timer and the workers, and moves a manual clock. The public
+//! A hand-driven scheduler core with no threads. Whoever holds the driver
+//! plays the timer and the workers, and moves a manual clock. The public
 //! [`VirtualScheduler`](crate::VirtualScheduler) and the loom harness are
-//! both built on it, so they run exactly the threaded scheduler's code
-//! paths (`Core`, the pool's queue and inbox, the timer) minus the
-//! sleeping. The driver holds the timer role for good (its pool has none).
+//! both built on it. So they run exactly the threaded scheduler's code
+//! paths, minus the sleeping. Those paths are `Core`, the pool's queue and
+//! inbox, and the timer. The driver holds the timer role for good, and its
+//! pool has none.
 
 use super::shared::{ManualTimer, Shared};
 use super::timer::{InboxItem, Timer};
@@ -14,8 +15,8 @@ use crate::sync::{lock, Arc, Mutex};
 /// The timer and the clock of a thread-less scheduler.
 pub(crate) struct Driver {
     pub(crate) time: Arc<ManualTime>,
-    /// Shared with the runtime (`Shared::manual_timer`), where a
-    /// trigger's last handle lets go of its entry at once.
+    /// Shared with the runtime as `Shared::manual_timer`. There a trigger's
+    /// last handle lets go of its entry at once.
     timer: ManualTimer,
     /// Triggers a blocking wait took from the inbox, for the next turn.
     #[cfg_attr(not(loom), allow(dead_code))]
@@ -31,17 +32,16 @@ impl Driver {
         }
     }
 
-    /// Makes this driver's timer `shared`'s for good: the runtime then
-    /// lets go of a trigger's entry at once when its last handle goes
-    /// (see `Shared::manual_timer`). Not for a pool whose workers hold the
-    /// role (the loom models of the pool).
+    /// Makes this driver's timer `shared`'s for good. The runtime then lets
+    /// go of a trigger's entry at once when its last handle goes, through
+    /// `Shared::manual_timer`. It is not for a pool whose workers hold the
+    /// role, as in the loom models of the pool.
     pub(crate) fn hold_role_of(&self, shared: &Shared) {
         let set = shared.manual_timer.set(Arc::clone(&self.timer));
         debug_assert!(set.is_ok(), "one driver per scheduler");
     }
 
-    /// Plays a worker: runs one queued dispatch; returns whether there was
-    /// one.
+    /// Plays a worker. It runs one queued dispatch and returns whether there was one.
     pub(crate) fn run_one(&self, shared: &Shared) -> bool {
         match shared.pool.try_pop() {
             Some(core) => {
@@ -54,13 +54,13 @@ impl Driver {
         }
     }
 
-    /// Whether a dispatch is queued (due at once).
+    /// Whether a dispatch is queued, due at once.
     pub(crate) fn queued(&self, shared: &Shared) -> bool {
         shared.pool.queued() > 0
     }
 
-    /// Plays the timer at `now_us`: moves the clock there (never back),
-    /// re-reads the inbox, queues every run due.
+    /// Plays the timer at `now_us`. It moves the clock there, never back,
+    /// re-reads the inbox, and queues every run due.
     pub(crate) fn turn(&self, shared: &Shared, now_us: u64) {
         self.time.set_us(now_us);
         let mut items = std::mem::take(&mut *lock(&self.parked));
@@ -70,22 +70,23 @@ impl Driver {
             let mut timer = lock(&self.timer);
             let _ = timer.turn(now_us, &mut items, &mut due);
             // Shutdown may have emptied the wheel before this turn filed
-            // the items it had taken: empty it again (see
-            // `Shared::manual_timer`).
+            // the items it had taken. So empty it again, as the shutdown
+            // did through `Shared::manual_timer`.
             let emptied = shared.is_closed().then(|| timer.drain());
             (timer.take_let_go(), emptied)
         };
-        // Outside the timer's lock: a task's destructor may call in again.
+        // Outside the timer's lock, because a task's destructor may call in again.
         drop(let_go);
-        // Closed under us: what was due is dropped here, outside the locks;
-        // it was marked due before the shutdown scan closed its word, so
-        // the scan lists it (see `Request::close`).
+        // If the scheduler closed under us, what was due is dropped here,
+        // outside the locks. It was marked due before the shutdown scan
+        // closed its word, so the scan lists it. `Request::close` holds
+        // that argument.
         if !due.is_empty() && !shared.pool.push_batch(&mut due) {
             drop(due);
         }
     }
 
-    /// The time the timer next has work at (`u64::MAX`: never).
+    /// The time the timer next has work at, or `u64::MAX` for never.
     pub(crate) fn next_wake(&self) -> u64 {
         lock(&self.timer).next_wake()
     }
@@ -97,16 +98,17 @@ impl Driver {
     }
 
     /// Plays the timer going to sleep toward `until_us` through the real
-    /// wake-up protocol, without a timeout (for the loom models).
+    /// wake-up protocol. It has no timeout, for the loom models.
     #[cfg(loom)]
     pub(crate) fn wait(&self, shared: &Shared, until_us: u64) {
         let items = shared.pool.wait_as_holder(until_us);
         lock(&self.parked).extend(items);
     }
 
-    /// Runs every iteration due up to `target_us`, in deadline order, moving
-    /// the clock from deadline to deadline; runs at one instant go in the
-    /// order they became due. Returns the number of dispatches processed.
+    /// Runs every iteration due up to `target_us`, in deadline order,
+    /// moving the clock from deadline to deadline. Runs at one instant go
+    /// in the order they became due. Returns the number of dispatches
+    /// processed.
     pub(crate) fn advance_to(&self, shared: &Shared, target_us: u64) -> usize {
         let previous = shared.enter_context();
         let dispatched = self.advance_inner(shared, target_us);

@@ -1,19 +1,20 @@
-//! The scheduler: an elastic pool of worker threads that run iterations
-//! and take turns holding the timer role (the timing wheel), a monitor
-//! that grows the pool when every worker is busy; lifecycle (shutdown,
-//! termination, drop) and panic reporting.
+//! The scheduler. Its elastic pool of worker threads runs iterations. The
+//! workers take turns holding the timer role, which owns the timing wheel.
+//! A monitor grows the pool when every worker is busy. The scheduler also
+//! owns the lifecycle of shutdown, termination and drop, and it reports
+//! panics.
 //!
 //! ```text
 //!  fire_after ──▶ inbox ──▶ [role holder: wheel] ──due──▶ runs the first itself, queues the rest
 //!  fire ──────────────────────────────────────────────▶ run queue ──▶ [most recently idle worker]
 //! ```
 //!
-//! This is the runtime layer: it implements the trigger core's
-//! [`Runtime`](crate::core::Runtime) trait (`door.rs`) and drives cores
-//! through their `dispatch` and `expire`; no lower layer imports it. Its
+//! This is the runtime layer. It implements the trigger core's
+//! [`Runtime`](crate::core::Runtime) trait in `door.rs`. It drives cores
+//! through their `dispatch` and `expire`. No lower layer imports it. Its
 //! shutdown ledger is the `shutdown` module's `Ledger`, one room below.
 //!
-//! Files, by job:
+//! The table lists the files by job.
 //!
 //! | file | job |
 //! |------|-----|
@@ -29,8 +30,8 @@
 //! | `local.rs` | the hand-polled executor of virtual time's and the models' async iterations |
 //! | `model.rs` | the loom harness on that driver (`--cfg loom` only) |
 //!
-//! A fire reaches its run through six files, each step downward or through
-//! `Runtime`:
+//! A fire reaches its run through six files. Each step goes downward or
+//! through `Runtime`.
 //!
 //! ```text
 //! trigger/mod.rs    Trigger::fire
@@ -41,11 +42,13 @@
 //!                  └▶ core/run.rs             take_due, enter, the task, end, exit
 //! ```
 //!
-//! A delayed fire goes through the timer first: `core/fire.rs`
-//! (`publish_at`, `Runtime::to_timer`) → `door.rs` → `pool/inbox.rs` (the
-//! inbox push and wake-up) → the role holder in `worker.rs` turns
-//! `timer.rs` (`Core::expire`, back in `core/fire.rs`) → `pool/role.rs`
-//! (`after_turn`: queue the due batch) → `worker.rs` → `core/run.rs`.
+//! A delayed fire goes through the timer first. It starts in
+//! `core/fire.rs`, with `publish_at` and `Runtime::to_timer`. It passes
+//! `door.rs`, then `pool/inbox.rs`, which holds the inbox push and its
+//! wake-up. The role holder in `worker.rs` turns `timer.rs`, which calls
+//! `Core::expire` back in `core/fire.rs`. Then `after_turn` in
+//! `pool/role.rs` queues the due batch. From there the run goes through
+//! `worker.rs` to `core/run.rs`.
 
 mod builder;
 pub(crate) mod door;
@@ -80,8 +83,8 @@ use std::time::{Duration, Instant};
 /// Owns the worker threads that run triggers' tasks and the monitor that
 /// grows their number when every worker is busy.
 ///
-/// Dropping the scheduler shuts it down gracefully and joins its threads
-/// (see [`shutdown`](Self::shutdown)).
+/// Dropping the scheduler shuts it down gracefully, as
+/// [`shutdown`](Self::shutdown) does, and joins its threads.
 ///
 /// # Shutdown
 ///
@@ -122,19 +125,19 @@ use std::time::{Duration, Instant};
 /// ```
 pub struct Scheduler {
     pub(crate) shared: Arc<Shared>,
-    /// Set once `finish` has run (by `shutdown_and_join`), so drop does not
+    /// Set once `finish` has run in `shutdown_and_join`, so drop does not
     /// wait again.
     finished: bool,
-    /// A virtual scheduler's executor: async triggers bound to it without
-    /// a runtime of their own have their iterations polled by `advance`.
+    /// A virtual scheduler's executor. Async triggers bound to it without a
+    /// runtime of their own have their iterations polled by `advance`.
     pub(crate) local: Option<Arc<LocalJobs>>,
-    /// A virtual scheduler's sleep: what a deadline inside an async task
-    /// waits on there.
+    /// A virtual scheduler's sleep. A deadline inside an async task waits
+    /// on it there.
     pub(crate) virtual_sleep: Option<VirtualSleep>,
 }
 
-/// A sleep on a virtual scheduler's clock, set by the virtual scheduler
-/// (which this floor does not name).
+/// A sleep on a virtual scheduler's clock, set by the virtual scheduler.
+/// This floor does not name the virtual scheduler.
 pub(crate) type VirtualSleep = Arc<
     dyn Fn(std::time::Duration) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
         + Send
@@ -166,11 +169,11 @@ impl Default for Scheduler {
 }
 
 impl Scheduler {
-    /// A scheduler with default settings (see [`Builder`]).
+    /// A scheduler with the default settings of [`Builder`].
     ///
     /// # Panics
     ///
-    /// If the operating system cannot start a thread; use
+    /// If the operating system cannot start a thread. Use
     /// [`Scheduler::builder`] to get the error instead.
     #[must_use = "dropping the scheduler shuts it down: its triggers never run"]
     pub fn new() -> Self {
@@ -185,7 +188,7 @@ impl Scheduler {
         Builder::new()
     }
 
-    /// A scheduler without threads, driven by hand (virtual time, models).
+    /// A scheduler without threads, driven by hand by virtual time or the models.
     pub(crate) fn threadless(shared: Shared) -> Self {
         Self {
             shared: Arc::new(shared),
@@ -200,7 +203,7 @@ impl Scheduler {
         Self::threadless(shared)
     }
 
-    /// Starts `workers` core workers and the monitor; on failure shuts
+    /// Starts `workers` core workers and the monitor. On failure it shuts
     /// down and joins what started.
     fn start(&self, workers: usize) -> Result<(), BuildError> {
         let shared = &self.shared;
@@ -218,21 +221,22 @@ impl Scheduler {
         })
     }
 
-    /// Graceful shutdown: `fire`/`fire_after` now return
-    /// [`FireError::Shutdown`](crate::FireError::Shutdown), armed runs are
-    /// discarded, iterations in flight finish, then every thread exits.
-    /// Idempotent; callable from any thread, including from inside a task.
-    /// Does not wait: see [`await_termination`](Self::await_termination).
+    /// Graceful shutdown. `fire`/`fire_after` now return
+    /// [`FireError::Shutdown`](crate::FireError::Shutdown), and armed runs
+    /// are discarded. Iterations in flight finish, then every thread exits.
+    /// It is idempotent and callable from any thread, including from inside
+    /// a task. It does not wait.
+    /// [`await_termination`](Self::await_termination) waits.
     pub fn shutdown(&self) {
         self.shared.begin_shutdown();
     }
 
-    /// Abrupt shutdown: as [`shutdown`](Self::shutdown), and iterations in
-    /// flight are told to stop early ([`is_cancelled`](crate::is_cancelled) turns
-    /// `true`). Waits up to the grace period
-    /// ([`Builder::shutdown_grace`]) for them, then returns the report:
-    /// every armed run discarded, every iteration in flight with its
-    /// outcome.
+    /// Abrupt shutdown. It does what [`shutdown`](Self::shutdown) does, and
+    /// tells iterations in flight to stop early. For them,
+    /// [`is_cancelled`](crate::is_cancelled) turns `true`. It waits for
+    /// them up to the grace period, [`Builder::shutdown_grace`]. Then it
+    /// returns the report, with every armed run discarded and every
+    /// iteration in flight with its outcome.
     ///
     /// # Examples
     ///
@@ -253,8 +257,8 @@ impl Scheduler {
         self.report_after_grace()
     }
 
-    /// `shutdown_now` after `cancel_now`: waits up to the grace period for
-    /// the iterations in flight, then reports.
+    /// `shutdown_now` after `cancel_now`. It waits up to the grace period
+    /// for the iterations in flight, then reports.
     pub(crate) fn report_after_grace(&self) -> ShutdownReport {
         let _ = self.await_termination(self.shared.grace);
         self.shutdown_report().unwrap_or_default()
@@ -262,23 +266,24 @@ impl Scheduler {
 
     /// `shutdown_now` but the wait.
     pub(crate) fn cancel_now(&self) {
-        // Close (and scan) first, so the iterations told to stop are the
-        // ones the report lists in flight.
+        // Close and scan first, so the iterations told to stop are the ones
+        // the report lists in flight.
         self.shared.begin_shutdown();
-        // Relaxed: `is_cancelled()` only answers "was shutdown_now called?",
-        // and an async iteration reads it under its cancel slot's lock,
-        // which `wake_async` takes after this store (see `core/iteration.rs`);
-        // no data is handed over through it.
+        // Relaxed: `is_cancelled()` only answers "was shutdown_now
+        // called?". An async iteration reads it under its cancel slot's
+        // lock, which `wake_async` takes after this store.
+        // `core/iteration.rs` holds that side. No data is handed over
+        // through it.
         self.shared.ledger.cancel.store(true, Ordering::Relaxed);
         self.shared.ledger.wake_async();
     }
 
-    /// The shutdown report so far: `None` before shutdown; after it, the
-    /// armed runs discarded and the iterations in flight (outcomes fill in
-    /// as they end).
+    /// The shutdown report so far. It is `None` before shutdown. After it,
+    /// the report lists the armed runs discarded and the iterations in
+    /// flight. Their outcomes fill in as they end.
     pub fn shutdown_report(&self) -> Option<ShutdownReport> {
         if self.shared.is_closed() {
-            // A shutdown begun on another thread: wait for its scan.
+            // A shutdown begun on another thread may still be scanning, so wait for its scan.
             drop(lock(&self.shared.shutting));
         }
         self.shared.ledger.report()
@@ -294,17 +299,16 @@ impl Scheduler {
         *lock(&self.shared.alive) == 0
     }
 
-    /// Waits up to `timeout` for every thread to exit after a shutdown;
+    /// Waits up to `timeout` for every thread to exit after a shutdown, and
     /// returns whether they all did. Called from inside a task, it waits
-    /// for the *other* threads (the calling worker exits when its task
-    /// returns) — but not from inside an async task's future, whose own
-    /// iteration is in flight until it completes: there it can only time
-    /// out.
+    /// for the *other* threads. The calling worker exits when its task
+    /// returns. Called from inside an async task's future, it can only time
+    /// out. That future's own iteration is in flight until it completes.
     ///
     /// # Edge cases
     ///
-    /// None: any timeout is accepted. One past the range of [`Instant`]
-    /// (`Duration::MAX`) waits without limit — before a shutdown, for
+    /// Any timeout is accepted. One past the range of [`Instant`], such as
+    /// `Duration::MAX`, waits without limit. Before a shutdown, that is for
     /// ever.
     #[must_use = "`false` means some threads are still running"]
     pub fn await_termination(&self, timeout: Duration) -> bool {
@@ -333,8 +337,8 @@ impl Scheduler {
         true
     }
 
-    /// Statistics of every live trigger (named ones first, by name) and
-    /// their totals.
+    /// Statistics of every live trigger and their totals. Named triggers
+    /// come first, by name.
     pub fn stats(&self) -> crate::stats::SchedulerStats {
         let triggers = self
             .shared
@@ -359,11 +363,11 @@ impl Scheduler {
         self.shared.panics.load(Ordering::Relaxed)
     }
 
-    /// What drop does, returning the final report: a graceful shutdown,
-    /// then waiting up to the grace period ([`Builder::shutdown_grace`])
-    /// and joining every thread; a thread whose task has not returned by
-    /// then is detached, not waited for, and counted in
-    /// [`ShutdownReport::detached_threads`].
+    /// What drop does, returning the final report. It shuts down
+    /// gracefully, waits up to the grace period of
+    /// [`Builder::shutdown_grace`], and joins every thread. A thread whose
+    /// task has not returned by then is detached, not waited for.
+    /// [`ShutdownReport::detached_threads`] counts it.
     ///
     /// # Examples
     ///
@@ -381,7 +385,7 @@ impl Scheduler {
     /// ```
     ///
     /// A sync service stops on Ctrl-C or SIGTERM with the `signal-hook`
-    /// crate (or `ctrlc`), then shuts down and prints what was cut short:
+    /// crate or `ctrlc`. Then it shuts down and prints what was cut short.
     ///
     /// ```no_run
     /// use circulation_trigger::Scheduler;
@@ -418,9 +422,9 @@ impl Scheduler {
         self.join_all();
     }
 
-    /// Joins every thread but the current one (a task dropping its own
-    /// scheduler must not wait for itself: that thread exits when the task
-    /// returns).
+    /// Joins every thread but the current one. A task dropping its own
+    /// scheduler must not wait for itself. Its thread exits when the task
+    /// returns.
     fn join_all(&self) {
         let me = thread::current().id();
         let threads = std::mem::take(&mut *lock(&self.shared.threads));
@@ -433,10 +437,11 @@ impl Scheduler {
 }
 
 impl Drop for Scheduler {
-    /// Shuts down gracefully and joins every thread (except the calling
-    /// one, if a task drops its own scheduler). Threads whose task has not
-    /// returned within the grace period ([`Builder::shutdown_grace`]) are
-    /// detached rather than waited for, and counted in the report.
+    /// Shuts down gracefully and joins every thread. If a task drops its
+    /// own scheduler, the calling thread is not joined. Threads whose task
+    /// has not returned within the grace period of
+    /// [`Builder::shutdown_grace`] are detached rather than waited for. The
+    /// report counts them.
     fn drop(&mut self) {
         self.finish();
     }

@@ -1,12 +1,13 @@
-//! A scheduler for the loom models, whose threads are the model's own: they
-//! play the workers and the timer step by step ([`Harness::run_one`],
-//! [`Harness::timer_turn`]), or run the real worker loop
-//! ([`Harness::run_worker`], on a harness [`with_pool`](Harness::with_pool)),
-//! and move time by hand. Only under `--cfg loom`.
+//! A scheduler for the loom models, whose threads are the model's own. They
+//! play the workers and the timer step by step, with [`Harness::run_one`]
+//! and [`Harness::timer_turn`]. Or they run the real worker loop with
+//! [`Harness::run_worker`], on a harness [`with_pool`](Harness::with_pool).
+//! They move time by hand. It exists only under `--cfg loom`.
 //!
-//! Everything a model touches here is the crate's real code: the same
-//! `Core`, state word, request word, pool (queue, inbox, timer role, idle
-//! beds, worker counts) and timer that the threaded scheduler runs.
+//! Everything a model touches here is the crate's real code. It is the same
+//! `Core`, state word, request word, pool and timer that the threaded
+//! scheduler runs. The pool brings its queue, inbox, timer role, idle beds
+//! and worker counts.
 
 use super::local::LocalJobs;
 use super::manual::Driver;
@@ -43,14 +44,14 @@ impl Default for Harness {
 }
 
 impl Harness {
-    /// A harness at time 0 µs whose timer role the model plays by hand.
+    /// A harness at time zero whose timer role the model plays by hand.
     pub fn new() -> Self {
         Self::build(None, 0, 0)
     }
 
-    /// A harness at time 0 µs whose timer role is free for the workers the
-    /// model runs with [`run_worker`](Self::run_worker): `core` of them
-    /// (counted now), and the monitor may count extra ones up to `max`.
+    /// A harness at time zero whose timer role is free for the workers the
+    /// model runs with [`run_worker`](Self::run_worker). There are `core`
+    /// of them, counted now. The monitor may count extra ones up to `max`.
     pub fn with_pool(core: usize, max: usize) -> Self {
         let harness = Self::build(Some(Box::new(Timer::new(0))), core, max);
         for _ in 0..core {
@@ -78,27 +79,27 @@ impl Harness {
         Self { scheduler, driver }
     }
 
-    /// Runs the real worker loop on this thread until the pool closes (or,
-    /// for an `extra` worker, until it retires: under loom a keep-alive
-    /// wait may time out at any point).
+    /// Runs the real worker loop on this thread until the pool closes. An
+    /// `extra` worker may also stop when it retires. Under loom a
+    /// keep-alive wait may time out at any point.
     pub fn run_worker(&self, extra: bool) {
         super::worker::run_worker(&self.scheduler.shared, extra);
     }
 
-    /// Moves the clock to `now_us` (never back), without running anything.
+    /// Moves the clock to `now_us`, never back, without running anything.
     pub fn set_time(&self, now_us: u64) {
         self.driver.time.set_us(now_us);
     }
 
-    /// One look of the monitor at `now_us`: whether it decided to start a
-    /// worker (already counted; the model then runs it with
-    /// [`run_worker`](Self::run_worker)).
+    /// One look of the monitor at `now_us`, returning whether it decided to
+    /// start a worker. That worker is already counted. The model then runs
+    /// it with [`run_worker`](Self::run_worker).
     pub fn monitor_check(&self, watch: &mut Watch, now_us: u64) -> bool {
         super::worker::monitor_look(self.shared(), watch, now_us)
     }
 
-    /// Counts one more (extra) worker, as the monitor does before starting
-    /// it; the model then runs it with [`run_worker`](Self::run_worker).
+    /// Counts one more extra worker, as the monitor does before starting
+    /// it. The model then runs it with [`run_worker`](Self::run_worker).
     pub fn count_extra_worker(&self) {
         self.shared().pool.add_core_worker();
     }
@@ -117,14 +118,14 @@ impl Harness {
         &self.scheduler.shared
     }
 
-    /// `fire_and_wait`'s fire alone: the version whose run the waiter
-    /// waits for.
+    /// `fire_and_wait`'s fire alone. It returns the version whose run the
+    /// waiter waits for.
     pub fn fire_for_wait(trigger: &Trigger) -> Result<u32, crate::WaitError> {
         trigger.core().fire_for_wait()
     }
 
-    /// What a waiter for the fire of `fired` gets now, without waiting:
-    /// `Timeout` while it would still wait.
+    /// What a waiter for the fire of `fired` gets now, without waiting. It
+    /// is `Timeout` while the waiter would still wait.
     pub fn wait_now(trigger: &Trigger, fired: u32) -> Result<crate::Outcome, crate::WaitError> {
         trigger
             .core()
@@ -139,7 +140,7 @@ impl Harness {
             .bind(task)
     }
 
-    /// Binds an async task whose version starts at `version`: each
+    /// Binds an async task whose version starts at `version`. Each
     /// iteration's future is spawned on `executor`, which the model's
     /// threads poll.
     pub fn async_trigger<F, Fut>(&self, version: u32, executor: &Executor, task: F) -> Trigger
@@ -152,20 +153,20 @@ impl Harness {
             .bind_spawned(Arc::clone(&executor.0) as Arc<dyn Spawn>, task)
     }
 
-    /// What [`Scheduler::shutdown_now`] does before it waits: closes,
+    /// What [`Scheduler::shutdown_now`] does before it waits. It closes,
     /// scans, sets the cancel flag and wakes the async iterations in
     /// flight. The model then checks they end as cancelled.
     pub fn shutdown_now_without_waiting(&self) {
         self.scheduler.cancel_now();
     }
 
-    /// Plays a worker: runs one queued dispatch, if any; returns whether
-    /// there was one.
+    /// Plays a worker. It runs one queued dispatch, if any, and returns
+    /// whether there was one.
     pub fn run_one(&self) -> bool {
         self.driver.run_one(self.shared())
     }
 
-    /// Runs queued dispatches until the queue is empty; returns how many.
+    /// Runs queued dispatches until the queue is empty, and returns how many.
     pub fn run_all(&self) -> usize {
         let mut count = 0;
         while self.run_one() {
@@ -174,41 +175,42 @@ impl Harness {
         count
     }
 
-    /// Plays the timer: moves time to `now_us`, drains the inbox and queues
-    /// every due run.
+    /// Plays the timer. It moves time to `now_us`, drains the inbox and
+    /// queues every due run.
     pub fn timer_turn(&self, now_us: u64) {
         self.driver.turn(self.shared(), now_us);
     }
 
-    /// Plays the timer going to sleep toward `until_us` (`u64::MAX`: no
-    /// deadline) through the real wake-up protocol. Loom cannot time out, so
-    /// this returns only when there is work or a firer wakes the timer: a
-    /// missed wake-up shows as a deadlock. The triggers it takes from the
-    /// inbox are processed by the next [`timer_turn`](Self::timer_turn).
+    /// Plays the timer going to sleep toward `until_us` through the real
+    /// wake-up protocol. A `until_us` of `u64::MAX` means no deadline. Loom
+    /// cannot time out, so this returns only when there is work or a firer
+    /// wakes the timer. So a missed wake-up shows as a deadlock. The
+    /// triggers it takes from the inbox are processed by the next
+    /// [`timer_turn`](Self::timer_turn).
     pub fn timer_wait(&self, until_us: u64) {
         self.driver.wait(self.shared(), until_us);
     }
 
-    /// Whether the timer is awake, or has been woken (as opposed to asleep
-    /// toward its target).
+    /// Whether the timer is awake or has been woken, as opposed to asleep
+    /// toward its target.
     pub fn timer_awake(&self) -> bool {
         self.shared().pool.holder_awake()
     }
 
-    /// Releases a timer blocked in [`timer_wait`](Self::timer_wait) (the
-    /// model's stand-in for its timeout).
+    /// Releases a timer blocked in [`timer_wait`](Self::timer_wait). This
+    /// is the model's stand-in for its timeout.
     pub fn release_timer(&self) {
         self.shared().pool.nudge();
     }
 
-    /// The deadline (µs) of `trigger`'s live request, if it is a delayed one.
+    /// The deadline in µs of `trigger`'s live request, if it is a delayed one.
     pub fn live_deadline(&self, trigger: &Trigger) -> Option<u64> {
         let now = self.shared().timing.clock.now_us();
         trigger.core().request().load().kind().deadline(now)
     }
 
-    /// The lateness (µs) `trigger`'s statistics recorded for its last timed
-    /// run, if any.
+    /// The lateness in µs that `trigger`'s statistics recorded for its last
+    /// timed run, if any.
     pub fn last_lateness(trigger: &Trigger) -> Option<u64> {
         trigger
             .stats()
@@ -216,7 +218,7 @@ impl Harness {
             .map(|late| late.as_micros() as u64)
     }
 
-    /// Whether `trigger` holds an armed request (due now, or at a time).
+    /// Whether `trigger` holds an armed request, due now or at a time.
     pub fn is_armed(&self, trigger: &Trigger) -> bool {
         use crate::request::Kind;
         matches!(
@@ -230,7 +232,7 @@ impl Harness {
         self.shared().pool.queued()
     }
 
-    /// The time the timer would next wake at (`u64::MAX`: never).
+    /// The time the timer would next wake at, or `u64::MAX` for never.
     pub fn next_wake(&self) -> u64 {
         self.driver.next_wake()
     }
@@ -246,7 +248,7 @@ impl Harness {
     }
 
     /// Watches the warnings `trigger`'s last handle gives when it goes with
-    /// the first run pending (keeps the trigger, not a handle).
+    /// the first run pending. It keeps the trigger, not a handle.
     pub fn first_run_warnings(trigger: &Trigger) -> FirstRunWarnings {
         FirstRunWarnings(Arc::clone(trigger.core()))
     }
@@ -272,11 +274,11 @@ impl FirstRunWarnings {
     }
 }
 
-/// A minimal executor for the models (the crate's hand-polled one, see
-/// `local.rs`): spawned jobs wait in a list and are polled, one poll at a
-/// time, by whichever model thread calls [`poll_one`](Executor::poll_one)
-/// — only once woken, so a lost wake-up leaves a job behind for the model
-/// to find.
+/// A minimal executor for the models, the crate's hand-polled one from
+/// `local.rs`. Spawned jobs wait in a list. Whichever model thread calls
+/// [`poll_one`](Executor::poll_one) polls them, one poll at a time. A job
+/// is polled only once woken, so a lost wake-up leaves it behind for the
+/// model to find.
 #[derive(Clone, Default)]
 pub struct Executor(Arc<LocalJobs>);
 
@@ -287,13 +289,13 @@ impl std::fmt::Debug for Executor {
 }
 
 impl Executor {
-    /// Polls one woken job once, if there is one (a completed job is
-    /// dropped, a pending one stays); returns whether it polled.
+    /// Polls one woken job once, if there is one, and returns whether it
+    /// polled. A completed job is dropped, and a pending one stays.
     pub fn poll_one(&self) -> bool {
         self.0.poll_one()
     }
 
-    /// Polls woken jobs until none is woken; returns how many polls.
+    /// Polls woken jobs until none is woken, and returns how many polls.
     pub fn run_woken(&self) -> usize {
         let mut polls = 0;
         while self.poll_one() {
@@ -302,7 +304,7 @@ impl Executor {
         polls
     }
 
-    /// Jobs not completed yet (woken or not).
+    /// Jobs not completed yet, woken or not.
     pub fn pending(&self) -> usize {
         self.0.pending()
     }

@@ -1,5 +1,5 @@
-//! What the scheduler reports to its user besides shutdown: the
-//! [`TaskPanic`] handed to the panic hook. Plain public data.
+//! What the scheduler reports to its user besides shutdown.
+//! That is the [`TaskPanic`] handed to the panic hook, as plain public data.
 
 use std::any::Any;
 use std::fmt;
@@ -17,7 +17,8 @@ impl TaskPanic {
         self.trigger.as_deref()
     }
 
-    /// The panic message (`"<non-string panic payload>"` if it had none).
+    /// The panic message.
+    /// It reads `"<non-string panic payload>"` if the payload held no string.
     pub fn message(&self) -> &str {
         &self.message
     }

@@ -1,27 +1,28 @@
 //! The state every scheduler thread and every trigger bound to the
-//! scheduler share: [`Shared`], and the threads' bookkeeping (start,
-//! count, join).
+//! scheduler share. That is [`Shared`], with the threads' bookkeeping of
+//! start, count and join.
 //!
 //! # Ground rules
 //!
 //! * **Fields are the runtime's.** Every field is visible to `scheduler/`
-//!   only. The trigger core (`core/`) reaches the runtime through the
-//!   `Runtime` trait, implemented in `door.rs`, and nothing else, so what
+//!   only. The trigger core in `core/` reaches the runtime through the
+//!   `Runtime` trait, implemented in `door.rs`, and nothing else. So what
 //!   the core may ask of the runtime is one short list, checked by the
 //!   compiler.
-//! * **One lock for scheduling.** The queue, the inbox, the timer role,
-//!   the idle beds and the worker counts sit behind the pool's one mutex
-//!   (`pool/`, which has ground rules of its own); nothing else here is
-//!   taken on a run's path.
-//! * **`alive` counts what shutdown waits for**: every thread started
-//!   (until its `ExitGuard` drops, even by unwinding) and every async
-//!   iteration in flight. `terminated` is notified on every decrement.
-//! * **`threads` holds every handle** until joined or detached; retired
+//! * **One lock for scheduling.** The queue, the inbox, the timer role, the
+//!   idle beds and the worker counts sit behind the pool's one mutex.
+//!   `pool/` has ground rules of its own. Nothing else here is taken on a
+//!   run's path.
+//! * **`alive` counts what shutdown waits for.** It counts every thread
+//!   started, until its `ExitGuard` drops, even by unwinding. It also
+//!   counts every async iteration in flight. `terminated` is notified on
+//!   every decrement.
+//! * **`threads` holds every handle** until joined or detached. Retired
 //!   extra workers' handles are pruned when the next thread starts.
-//! * **`closed` goes false → true once** (`begin_shutdown`); after it, no
-//!   new run starts and the ledger's scan lists what was armed.
-//!   `shutting` serializes shutdowns: a concurrent second caller, and a
-//!   reader of the report, wait until that scan is done.
+//! * **`closed` goes false → true once**, in `begin_shutdown`. After it, no
+//!   new run starts and the ledger's scan lists what was armed. `shutting`
+//!   serializes shutdowns. A concurrent second caller and a reader of the
+//!   report wait until that scan is done.
 
 use super::pool::{Limits, Pool};
 use super::report::{PanicHook, StuckHook};
@@ -43,10 +44,10 @@ pub(crate) struct Shared {
     pub(super) limits: Limits,
     pub(super) closed: AtomicBool,
     /// Taken by `begin_shutdown` from the `closed` swap to the end of the
-    /// scan, and by readers of the report after `closed` is set: nobody
+    /// scan. Readers of the report take it after `closed` is set. So nobody
     /// sees a shutdown half begun.
     pub(super) shutting: Mutex<()>,
-    /// Taken by `pause` and `resume` (see `Runtime::pause_lock`).
+    /// Taken by `pause` and `resume`. `Runtime::pause_lock` hands it to them.
     pub(super) pausing: Mutex<()>,
     pub(super) ledger: Ledger<Shared>,
     /// How long `shutdown_now` and drop wait for iterations in flight.
@@ -57,43 +58,44 @@ pub(crate) struct Shared {
     pub(super) panic_hook: Option<PanicHook>,
     /// Called by the monitor for each run reported stuck.
     pub(super) stuck_hook: Option<StuckHook>,
-    /// The generator of `fire_within` on virtual time (seeded: the same
-    /// test gives the same delays); the real scheduler uses a thread-local
-    /// one instead, with no lock on the fire path.
+    /// The generator of `fire_within` on virtual time. It is seeded, so the
+    /// same test gives the same delays. The real scheduler uses a
+    /// thread-local one instead, with no lock on the fire path.
     pub(super) rng: Option<Mutex<fastrand::Rng>>,
-    /// The wall-clock time, in ns since the Unix epoch, at which the
-    /// clock read zero: read once at build (settable on a virtual
-    /// scheduler), so a wall-clock step never moves a schedule.
+    /// The wall-clock time, in ns since the Unix epoch, at which the clock
+    /// read zero. It is read once at build, so a wall-clock step never
+    /// moves a schedule. A virtual scheduler may set it.
     wall_epoch_ns: std::sync::atomic::AtomicU64,
     /// Threads started and not yet exited, and their bed.
     pub(super) alive: Mutex<usize>,
     pub(super) terminated: Condvar,
-    /// The async waiters of termination (see `terminated.rs`), woken when
-    /// `alive` drops to zero; behind their own lock, taken inside `alive`'s.
+    /// The async waiters of termination from `terminated.rs`, woken when
+    /// `alive` drops to zero. They sit behind their own lock, taken inside
+    /// `alive`'s.
     pub(super) termination_wakers: Mutex<Waiting>,
-    /// What is told once the scheduler has shut down and nothing of it
-    /// runs any more (see [`when_terminated`](Self::when_terminated));
-    /// behind its own lock, taken inside `alive`'s.
+    /// What is told once the scheduler has shut down and nothing of it runs
+    /// any more. [`when_terminated`](Self::when_terminated) adds to it. It
+    /// sits behind its own lock, taken inside `alive`'s.
     #[cfg(feature = "tokio")]
     termination_hooks: Mutex<TerminationHooks>,
-    /// Every thread started (the monitor adds workers as it starts them).
+    /// Every thread started. The monitor adds workers as it starts them.
     pub(super) threads: Mutex<Vec<(ThreadId, JoinHandle<()>)>>,
-    /// Thread names: this prefix, then `worker-N` or `monitor`.
+    /// Thread names are this prefix, then `worker-N` or `monitor`.
     pub(super) prefix: String,
     /// The index of the next worker's name.
     pub(super) next_worker: AtomicU64,
-    /// The timer of a thread-less driver that holds the role for good (a
-    /// virtual scheduler's): set once, as the driver is made. A trigger's
-    /// last handle lets go of its wheel entry here at once, since no thread
-    /// would turn the wheel before the next advance (see
-    /// `Runtime::to_timer_now`).
+    /// The timer of a thread-less driver that holds the role for good, such
+    /// as a virtual scheduler's. It is set once, as the driver is made. A
+    /// trigger's last handle lets go of its wheel entry here at once, since
+    /// no thread would turn the wheel before the next advance.
+    /// `Runtime::to_timer` does that when asked `at_once`.
     pub(super) manual_timer: std::sync::OnceLock<ManualTimer>,
 }
 
-/// A thread-less driver's timer (see `manual.rs`).
+/// A thread-less driver's timer. `manual.rs` holds the driver.
 pub(crate) type ManualTimer = Arc<Mutex<super::timer::Timer<Shared>>>;
 
-/// `at` in ns since the Unix epoch (zero before it, saturating after).
+/// `at` in ns since the Unix epoch. It is zero before the epoch and saturates after.
 fn unix_ns(at: std::time::SystemTime) -> u64 {
     at.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| {
         u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
@@ -101,9 +103,9 @@ fn unix_ns(at: std::time::SystemTime) -> u64 {
 }
 
 impl Shared {
-    /// Makes the task context (`cancelled`, `scheduler_time`) answer for
-    /// this scheduler on this thread; returns what it replaced, for
-    /// `context::leave_thread`.
+    /// Makes the task context answer for this scheduler on this thread. The
+    /// context answers `cancelled` and `scheduler_time`. Returns what it
+    /// replaced, for `context::leave_thread`.
     pub(super) fn enter_context(&self) -> Option<crate::context::Context> {
         crate::context::enter_thread(&self.ledger.cancel, &self.timing.clock)
     }
@@ -117,7 +119,7 @@ impl Shared {
         std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns)
     }
 
-    /// Sets [`wall_epoch`](Self::wall_epoch) (a virtual scheduler's).
+    /// Sets a virtual scheduler's [`wall_epoch`](Self::wall_epoch).
     pub(crate) fn set_wall_epoch(&self, epoch: std::time::SystemTime) {
         self.wall_epoch_ns
             .store(unix_ns(epoch), std::sync::atomic::Ordering::Relaxed);
@@ -175,9 +177,9 @@ impl Shared {
     ) -> std::io::Result<()> {
         let shared = Arc::clone(self);
         *lock(&self.alive) += 1;
-        // Held from before the spawn until the handle is listed: a task on
-        // the new thread that awaits termination (or shuts down) looks the
-        // thread up there, and must find it — else it waits for itself.
+        // Held from before the spawn until the handle is listed. A task on
+        // the new thread that awaits termination or shuts down looks the
+        // thread up there. It must find it, or else it waits for itself.
         let mut threads = lock(&self.threads);
         let spawned = thread::Builder::new().name(name).spawn(move || {
             let guard = ExitGuard(shared);
@@ -187,7 +189,7 @@ impl Shared {
         tests::AFTER_SPAWN.with(|hook| hook.get().map(|hook| hook()));
         match spawned {
             Ok(handle) => {
-                // Retired workers' handles: their threads have ended.
+                // Prunes retired workers' handles, whose threads have ended.
                 threads.retain(|(_, handle)| !handle.is_finished());
                 threads.push((handle.thread().id(), handle));
                 Ok(())
@@ -200,33 +202,35 @@ impl Shared {
         }
     }
 
-    /// Begins shutdown: refuse fires, discard armed runs (listing them in
-    /// the report), wake every thread.
+    /// Begins shutdown. It refuses fires, discards armed runs, and wakes
+    /// every thread. The report lists the discarded runs.
     pub(super) fn begin_shutdown(&self) {
-        // The runs the pool had queued and the triggers the scan looked at:
-        // declared first, so they are dropped last, after the lock below
-        // (either may hold a trigger's last reference, and a task's
-        // destructor may run any code).
+        // The runs the pool had queued and the triggers the scan looked at.
+        // They are declared first, so they are dropped last, after the lock
+        // below. Either may hold a trigger's last reference, and a task's
+        // destructor may run any code.
         let (_queued, _scanned, _wheel);
-        // Held until the scan is done: a second, concurrent caller returns
-        // only once the report it will read is complete.
+        // Held until the scan is done. So a second, concurrent caller
+        // returns only once the report it will read is complete.
         let _one_at_a_time = lock(&self.shutting);
-        // Release: pairs with the Acquire in `is_closed`, so whoever sees
+        // Release: pairs with the Acquire in `is_closed`. So whoever sees
         // the scheduler shut down also sees what the caller of `shutdown`
-        // wrote before (`loom_shutdown` checks it). The internal protocol
-        // does not rely on it: its edges run through the scan's RMWs on the
-        // request and state words (see the `shutdown` module). The losing caller
-        // of the swap reads nothing, so no Acquire half.
+        // wrote before. `loom_shutdown` checks it. The internal protocol
+        // does not rely on it. Its edges run through the scan's RMWs on the
+        // request and state words, as the `shutdown` module explains. The
+        // losing caller of the swap reads nothing, so the swap needs no
+        // Acquire half.
         if self.closed.swap(true, Ordering::Release) {
             return;
         }
         _queued = self.pool.close();
-        // A thread-less driver's wheel too (see `manual_timer`).
+        // A thread-less driver's wheel in `manual_timer` is drained too.
         _wheel = self.manual_timer.get().map(|timer| lock(timer).drain());
         _scanned = self.ledger.scan(self.timing.clock.now_us());
-        // No thread alive (a virtual scheduler, or every worker gone
-        // already): terminated now. Else the last thread's exit tells
-        // (`thread_exited`), which reads `closed` under this same lock.
+        // With no thread alive, the scheduler has terminated now. That is
+        // so for a virtual scheduler, or when every worker is gone already.
+        // Else the last thread's exit tells, in `thread_exited`, which
+        // reads `closed` under this same lock.
         #[cfg(feature = "tokio")]
         let hooks = {
             let alive = lock(&self.alive);
@@ -240,14 +244,14 @@ impl Shared {
                 "scheduler shut down"
             );
         }
-        // Told with no lock held: a hook may run any code.
+        // Told with no lock held, because a hook may run any code.
         drop(_one_at_a_time);
         #[cfg(feature = "tokio")]
         tell_terminated(hooks);
     }
 
     /// A run of `core` has been in flight for `running_for_us`, past its
-    /// `stuck_after`: report it (the monitor, once per run).
+    /// `stuck_after`. This reports it. The monitor calls it once per run.
     pub(super) fn report_stuck(&self, core: &crate::core::Core<Self>, running_for_us: u64) {
         let report = crate::policy::StuckRun {
             trigger: core.name().map(str::to_owned),
@@ -271,8 +275,8 @@ impl Shared {
     pub(super) fn thread_exited(&self) {
         let mut alive = lock(&self.alive);
         *alive -= 1;
-        // Every exit, not only the last: a task awaiting termination from
-        // inside waits for all threads but its own.
+        // Every exit notifies, not only the last. A task awaiting
+        // termination from inside waits for all threads but its own.
         self.terminated.notify_all();
         let wakers = self.take_terminated(*alive);
         #[cfg(feature = "tokio")]
@@ -283,17 +287,19 @@ impl Shared {
         tell_terminated(hooks);
     }
 
-    /// Tells `hook` once the scheduler has shut down and its live count
-    /// (threads and async iterations) is zero — at once if that is so
-    /// already. Held weakly: a hook dropped before then is never told,
-    /// and the list sheds such hooks as it grows.
+    /// Tells `hook` once the scheduler has shut down and its live count is
+    /// zero. The live count covers threads and async iterations. If that is
+    /// so already, it tells `hook` at once. Hooks are held weakly. A hook
+    /// dropped before then is never told, and the list sheds such hooks as
+    /// it grows.
     #[cfg(feature = "tokio")]
     pub(crate) fn when_terminated(&self, hook: Weak<dyn OnTerminated>) {
         let alive = lock(&self.alive);
         // Relaxed: the lock is the edge. A `begin_shutdown` that took
         // `alive` before this call had set `closed` and took the hooks
-        // listed then; one that takes it after finds this hook. The hooks
-        // read nothing the swap published: their own state has its locks.
+        // listed then. One that takes it after finds this hook. The hooks
+        // read nothing the swap published, because their own state has its
+        // locks.
         let terminated = self.closed.load(Ordering::Relaxed) && *alive == 0;
         let mut hooks = lock(&self.termination_hooks);
         if terminated || hooks.told {
@@ -309,25 +315,26 @@ impl Shared {
         hooks.waiting.push(hook);
     }
 
-    /// Whether the scheduler has shut down and nothing of it runs any
-    /// more: true from the moment [`when_terminated`](Self::when_terminated)'s
-    /// hooks are taken to be told (under the same lock), so a caller that
-    /// sees it need not wait for them — they are told after that lock is
-    /// released, and `await_termination` may return before.
+    /// Whether the scheduler has shut down and nothing of it runs any more.
+    /// It is true from the moment
+    /// [`when_terminated`](Self::when_terminated)'s hooks are taken to be
+    /// told, under the same lock. So a caller that sees it need not wait
+    /// for them. They are told after that lock is released, and
+    /// `await_termination` may return before.
     #[cfg(feature = "tokio")]
     pub(crate) fn has_terminated(&self) -> bool {
         let alive = lock(&self.alive);
-        // Relaxed: the `alive` lock orders it (see `when_terminated`).
+        // Relaxed: the `alive` lock orders it, as in `when_terminated`.
         self.closed.load(Ordering::Relaxed) && *alive == 0
     }
 
-    /// Under the `alive` lock, with the live count at `alive`: if the
-    /// scheduler has terminated, takes the hooks to tell (once only; the
-    /// caller tells them after releasing the lock — a hook may run any
-    /// code).
+    /// Called under the `alive` lock, with the live count at `alive`. If
+    /// the scheduler has terminated, it takes the hooks to tell, once only.
+    /// The caller tells them after releasing the lock, because a hook may
+    /// run any code.
     #[cfg(feature = "tokio")]
     fn take_termination_hooks(&self, alive: usize) -> Vec<Weak<dyn OnTerminated>> {
-        // Relaxed: the `alive` lock orders it (see `when_terminated`).
+        // Relaxed: the `alive` lock orders it, as in `when_terminated`.
         if alive > 0 || !self.closed.load(Ordering::Relaxed) {
             return Vec::new();
         }
@@ -337,9 +344,9 @@ impl Shared {
     }
 }
 
-/// Something to tell once a scheduler has terminated (see
-/// [`Shared::when_terminated`]): a `Refresh`'s value channel closes then,
-/// as no fetch can follow.
+/// Something to tell once a scheduler has terminated, through
+/// [`Shared::when_terminated`]. A `Refresh`'s value channel closes then, as
+/// no fetch can follow.
 #[cfg(feature = "tokio")]
 pub(crate) trait OnTerminated: Send + Sync {
     /// The scheduler has shut down and nothing of it runs any more.
@@ -353,7 +360,7 @@ struct TerminationHooks {
     waiting: Vec<Weak<dyn OnTerminated>>,
     /// How many were left at the last shedding of dropped hooks.
     kept: usize,
-    /// Set once they have been told: a later hook is told at once.
+    /// Set once they have been told. A later hook is told at once.
     told: bool,
 }
 
@@ -365,8 +372,8 @@ fn tell_terminated(hooks: Vec<Weak<dyn OnTerminated>>) {
     }
 }
 
-/// The async waiters of termination (`terminated.rs`), under their ids:
-/// a future dropped unfinished removes its own.
+/// The async waiters of termination from `terminated.rs`, under their ids.
+/// A future dropped unfinished removes its own.
 #[derive(Default)]
 pub(super) struct Waiting {
     pub(super) wakers: Vec<(u64, std::task::Waker)>,
@@ -374,9 +381,10 @@ pub(super) struct Waiting {
 }
 
 impl Shared {
-    /// The live count dropped to `alive`: at zero, takes every async
-    /// termination waiter's waker. Called under the `alive` lock; the
-    /// caller wakes them after releasing it (a waker may poll at once).
+    /// The live count dropped to `alive`. At zero, this takes every async
+    /// termination waiter's waker. It is called under the `alive` lock. The
+    /// caller wakes them after releasing it, because a waker may poll at
+    /// once.
     fn take_terminated(&self, alive: usize) -> Vec<std::task::Waker> {
         if alive > 0 {
             return Vec::new();
@@ -415,7 +423,7 @@ pub(super) mod tests {
     /// What the test thread's body found.
     static LISTED: Mutex<Option<bool>> = Mutex::new(None);
 
-    /// A new thread's body: is its handle listed?
+    /// A new thread's body, which records whether its handle is listed.
     fn look_for_own_handle(shared: &Arc<Shared>) {
         let me = std::thread::current().id();
         let listed = lock(&shared.threads).iter().any(|(id, _)| *id == me);

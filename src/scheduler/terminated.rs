@@ -1,12 +1,12 @@
-//! Shutdown as futures: [`Scheduler::terminated`] and the `*_async`
-//! shutdowns, which wait for the scheduler's threads (and async iterations
-//! in flight) without blocking the thread that polls them — on a
-//! single-threaded runtime, an async iteration in flight can then finish
-//! on the very thread that awaits the shutdown.
+//! Shutdown as futures, in [`Scheduler::terminated`] and the `*_async`
+//! shutdowns. They wait for the scheduler's threads and async iterations in
+//! flight without blocking the thread that polls them. So on a
+//! single-threaded runtime, an async iteration in flight can finish on the
+//! very thread that awaits the shutdown.
 //!
-//! The wake-up: a waiter registers its waker, *then* reads the live count
-//! (both under the `alive` lock), and every decrement to zero takes the
-//! wakers under that lock — so a waiter either sees zero or is woken.
+//! The wake-up works like this. A waiter registers its waker, *then* reads the
+//! live count, both under the `alive` lock. Every decrement to zero takes
+//! the wakers under that lock. So a waiter either sees zero or is woken.
 
 use super::shared::Shared;
 use super::Scheduler;
@@ -16,9 +16,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The future [`Scheduler::terminated`] returns. Its waker sits in the
-/// list under its own id while it waits, and leaves it when the future is
-/// dropped unfinished (a timed-out wait leaves nothing behind).
+/// The future [`Scheduler::terminated`] returns. Its waker sits in the list
+/// under its own id while it waits. It leaves the list when the future is
+/// dropped unfinished, so a timed-out wait leaves nothing behind.
 struct Terminated {
     shared: Arc<Shared>,
     /// The id its waker is listed under, once it waited.
@@ -61,19 +61,21 @@ impl Drop for Terminated {
 
 impl Scheduler {
     /// Resolves once every thread of the scheduler has exited and every
-    /// async iteration has ended — after a shutdown (before one, a real
-    /// scheduler's threads are alive, so it waits; a virtual scheduler has
-    /// none, so it resolves at once — unless an async iteration is in
-    /// flight, which ends only as virtual time moves on, or when its
-    /// executor drops it). The async
-    /// [`await_termination`](Self::await_termination): it never blocks the
-    /// thread that polls it, and works on any executor. Bound the wait
-    /// with the executor's timeout (e.g. `tokio::time::timeout`); a future
-    /// dropped unfinished leaves nothing behind.
+    /// async iteration has ended. That happens after a shutdown. Before
+    /// one, a real scheduler's threads are alive, so it waits. A virtual
+    /// scheduler has no threads, so it resolves at once. The exception is
+    /// an async iteration in flight. That iteration ends only as virtual
+    /// time moves on, or when its executor drops it.
     ///
-    /// Not from inside one of the scheduler's own tasks: the calling
-    /// iteration counts as alive, so it would wait for itself (the
-    /// blocking `await_termination` leaves the calling worker out).
+    /// This is the async [`await_termination`](Self::await_termination). It
+    /// never blocks the thread that polls it, and works on any executor.
+    /// Bound the wait with the executor's timeout, such as
+    /// `tokio::time::timeout`. A future dropped unfinished leaves nothing
+    /// behind.
+    ///
+    /// Do not await it from inside one of the scheduler's own tasks. The
+    /// calling iteration counts as alive, so it would wait for itself. The
+    /// blocking `await_termination` leaves the calling worker out.
     ///
     /// # Examples
     ///
@@ -96,13 +98,14 @@ impl Scheduler {
         }
     }
 
-    /// [`shutdown`](Self::shutdown), then waits — as a future — for the
-    /// iterations in flight to finish and every thread to exit; returns
-    /// the report. For a tokio service: no `spawn_blocking`, and an async
-    /// iteration in flight finishes even on a single-threaded runtime.
-    /// Without a limit: wrap it in a timeout to bound it (the report is
-    /// then [`shutdown_report`](Self::shutdown_report)). Not from inside
-    /// one of the scheduler's own tasks (see [`terminated`](Self::terminated)).
+    /// [`shutdown`](Self::shutdown), then a wait as a future for the
+    /// iterations in flight to finish and every thread to exit. It returns
+    /// the report. A tokio service needs no `spawn_blocking` for it. An
+    /// async iteration in flight finishes even on a single-threaded
+    /// runtime. The wait has no limit, so wrap it in a timeout to bound it.
+    /// The report is then [`shutdown_report`](Self::shutdown_report). Do
+    /// not await it from inside one of the scheduler's own tasks, for the
+    /// reason [`terminated`](Self::terminated) gives.
     ///
     /// # Examples
     ///
@@ -126,31 +129,32 @@ impl Scheduler {
         self.shutdown_report().unwrap_or_default()
     }
 
-    /// [`shutdown_now`](Self::shutdown_now) as a future: iterations in
-    /// flight are told to stop ([`is_cancelled`](crate::is_cancelled) turns
-    /// `true`; an async one is dropped at its next `.await`), then it waits
-    /// for them and every thread, without blocking, and returns the report.
-    /// Without a limit (a sync task that never looks at `cancelled` is
-    /// waited for): wrap it in a timeout to bound it.
+    /// [`shutdown_now`](Self::shutdown_now) as a future. Iterations in
+    /// flight are told to stop, and [`is_cancelled`](crate::is_cancelled)
+    /// turns `true` for them. An async one is dropped at its next `.await`.
+    /// Then it waits for them and every thread, without blocking, and
+    /// returns the report. The wait has no limit, because a sync task that
+    /// never looks at `cancelled` is waited for. Wrap it in a timeout to
+    /// bound it.
     pub async fn shutdown_now_async(&self) -> ShutdownReport {
         self.cancel_now();
         self.terminated().await;
         self.shutdown_report().unwrap_or_default()
     }
 
-    /// [`shutdown_and_join`](Self::shutdown_and_join) as a future: a
-    /// graceful shutdown, waiting without blocking for every thread to
-    /// exit, then joining them (they have exited: the join only collects
-    /// them) and returning the final report. It owns the scheduler: if
-    /// the future is dropped unfinished (a timeout), the scheduler is
-    /// dropped with it, which blocks for up to the grace period — to
-    /// bound the wait, put a timeout around
+    /// [`shutdown_and_join`](Self::shutdown_and_join) as a future. It shuts
+    /// down gracefully and waits without blocking for every thread to exit.
+    /// Then it joins them and returns the final report. The threads have
+    /// exited by then, so the join only collects them. It owns the
+    /// scheduler. If the future is dropped unfinished, as by a timeout, the
+    /// scheduler is dropped with it. That drop blocks for up to the grace
+    /// period. To bound the wait, put a timeout around
     /// [`shutdown_async`](Self::shutdown_async) instead.
     pub async fn shutdown_and_join_async(self) -> ShutdownReport {
         self.shutdown();
         self.terminated().await;
-        // Every thread has exited: `Drop`'s wait returns at once and its
-        // joins only collect them.
+        // Every thread has exited. So `Drop`'s wait returns at once, and
+        // its joins only collect them.
         let report = self.shutdown_report().unwrap_or_default();
         drop(self);
         report

@@ -1,25 +1,26 @@
-//! The timer role's state: the timing wheel, which turns AT requests into
-//! wheel entries (one per trigger) and due entries into runs to queue.
-//! Whichever worker holds the role owns it (see `pool/`); it never runs
-//! user code while holding it.
+//! The timer role's state, the timing wheel. It turns AT requests into
+//! wheel entries, one per trigger, and due entries into runs to queue.
+//! Whichever worker holds the role owns it, as `pool/` arranges. That
+//! worker never runs user code while holding it.
 //!
-//! Wheel entries and inbox items hold strong references: a periodic run
-//! goes from the wheel to the run queue, to its worker and back through the
-//! inbox to the wheel with one reference, moved at each step — no `Weak`
-//! upgrade, downgrade or count change on the way. A trigger whose last
-//! handle goes is brought to the timer's next turn (`Core::let_go`), so
-//! the timer drops its entry then rather than at a stale deadline, maybe
-//! an hour away (docs/DESIGN.md, "Pitfalls").
+//! Wheel entries and inbox items hold strong references. A periodic run
+//! goes from the wheel to the run queue, to its worker, and back through
+//! the inbox to the wheel. It goes with one reference, moved at each step.
+//! There is no `Weak` upgrade, downgrade or count change on the way.
+//! `Core::let_go` brings a trigger whose last handle goes to the timer's
+//! next turn. So the timer drops its entry then, rather than at a stale
+//! deadline maybe an hour away. docs/DESIGN.md explains this under
+//! "Pitfalls".
 //!
 //! What the timer lets go of may be a trigger's last reference, whose
-//! task's destructor may run any code — and a destructor that blocks must
-//! not hold up the deadlines. So a worker's turn queues the reference of a
-//! trigger with no handle left as a run (its dispatch finds nothing to
-//! run, and the worker drops it with the role put back, watched by the
-//! monitor like any run), and drops the others (a superseded deadline of
-//! a trigger the user still holds) outside every lock — both in
-//! [`Timer::settle_let_go`]. A thread-less driver drops them all after
-//! its lock.
+//! task's destructor may run any code. A destructor that blocks must not
+//! hold up the deadlines. So a worker's turn queues the reference of a
+//! trigger with no handle left as a run. Its dispatch finds nothing to run.
+//! The worker drops it with the role put back, and the monitor watches it
+//! like any run. The turn drops the other references outside every lock.
+//! They are superseded deadlines of triggers the user still holds.
+//! [`Timer::settle_let_go`] does both. A thread-less driver drops them all
+//! after its lock.
 
 use crate::core::{Core, Runtime, NO_KEY};
 use crate::request::Stamp;
@@ -32,20 +33,20 @@ pub(crate) const NEVER: u64 = u64::MAX;
 /// A trigger in the timer's inbox, with its pusher's [`Stamp`].
 pub(crate) type InboxItem<R> = (Arc<Core<R>>, Stamp);
 
-/// How long a turn's due runs took last time, in all: the role holder's
-/// guess of the batch (see [`Pool::after_turn`]).
+/// How long a turn's due runs took last time, in all. It is the role
+/// holder's guess of the batch, for [`Pool::after_turn`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Estimate {
-    /// The runs that have finished before (µs, saturating).
+    /// The time of the runs that have finished before, in µs, saturating.
     pub(crate) known_us: u64,
-    /// Some run in the batch has never finished one: it may take any time,
+    /// Some run in the batch has never finished one. It may take any time,
     /// so the batch is never "quick".
     pub(crate) unknown: bool,
 }
 
-/// What the wheel remembers of a trigger: only who. The request word it
-/// was filed for needs no copy (see `Core::expire`): a wheel entry is 24
-/// bytes, not 32.
+/// What the wheel remembers of a trigger, which is only who. The request
+/// word it was filed for needs no copy, as `Core::expire` explains. So a
+/// wheel entry is 24 bytes, not 32.
 struct Entry<R: Runtime> {
     core: Arc<Core<R>>,
 }
@@ -53,10 +54,10 @@ struct Entry<R: Runtime> {
 /// The timer role's single-threaded state.
 pub(crate) struct Timer<R: Runtime> {
     wheel: Wheel<Entry<R>>,
-    /// The references the last turn let go of (a superseded deadline, a
-    /// trigger taken off the wheel): any may be a trigger's last, so
-    /// they are settled by [`settle_let_go`](Self::settle_let_go) (or
-    /// taken by [`take_let_go`](Self::take_let_go)), never inside a turn.
+    /// The references the last turn let go of, such as a superseded
+    /// deadline or a trigger taken off the wheel. Any may be a trigger's
+    /// last. So they are settled by [`settle_let_go`](Self::settle_let_go)
+    /// or taken by [`take_let_go`](Self::take_let_go), never inside a turn.
     let_go: Vec<Arc<Core<R>>>,
 }
 
@@ -68,19 +69,20 @@ impl<R: Runtime> Timer<R> {
         }
     }
 
-    /// One turn at time `now_us`: re-read the triggers from the inbox
-    /// (`items`), then append every run that is due to `due`, in deadline
+    /// One turn at time `now_us`. It re-reads the triggers from the inbox,
+    /// `items`. Then it appends every run that is due to `due`, in deadline
     /// order, for the caller to queue. Returns how long those runs took
-    /// last time, in all (µs): the caller's estimate of the batch —
-    /// noting whether one of them has never finished a run.
+    /// last time, in all, in µs. That is the caller's estimate of the
+    /// batch. The estimate notes whether one of those triggers has never
+    /// finished a run.
     pub(crate) fn turn(
         &mut self,
         now_us: u64,
         items: &mut Vec<InboxItem<R>>,
         due: &mut Vec<Arc<Core<R>>>,
     ) -> Estimate {
-        // Drained, not consumed: the caller keeps the buffer for the next
-        // turn's news (see `Pool::next_work`).
+        // Drained, not consumed, because the caller keeps the buffer for
+        // the next turn's news in `Pool::next_work`.
         for (core, stamp) in items.drain(..) {
             self.take_in(core, stamp, now_us);
         }
@@ -104,20 +106,21 @@ impl<R: Runtime> Timer<R> {
         estimate
     }
 
-    /// After a worker's turn (not a thread-less driver's, whose caller
-    /// drops what it let go of outside its lock, as a rule on the thread
-    /// that asked), the caller holding no lock: queues the references the
-    /// turn let go of that belong to triggers with no handle left — any
-    /// may be the last — as runs, onto `due`, so a worker drops them with
-    /// the role put back (see the module docs). Their length is unknown (a
-    /// destructor may block), so the batch is not judged quick: the role
-    /// goes to a successor.
+    /// Called after a worker's turn, with the caller holding no lock. A
+    /// thread-less driver's turn does not come here. Its caller drops what
+    /// it let go of outside its lock, as a rule on the thread that asked.
+    /// This queues onto `due`, as runs, the references the turn let go of
+    /// that belong to triggers with no handle left. Any of them may be the
+    /// last. So a worker drops them with the role put back, as the module
+    /// docs explain. Their length is unknown, because a destructor may
+    /// block. So the batch is not judged quick, and the role goes to a
+    /// successor.
     ///
-    /// Drops the others here: each belonged to a trigger with a handle
-    /// when the turn looked, or already queued, so it is the last — and
-    /// its task's destructor runs here with the role held — only in a
-    /// race: that handle dropped in between, or the queued run dispatched
-    /// and let go of in between.
+    /// It drops the others here. Each belonged to a trigger with a handle
+    /// when the turn looked, or was already queued. So it is the last only
+    /// in a race, and only then does its task's destructor run here with
+    /// the role held. In that race the handle dropped in between, or the
+    /// queued run was dispatched and let go of in between.
     pub(crate) fn settle_let_go(&mut self, due: &mut Vec<Arc<Core<R>>>, estimate: &mut Estimate) {
         for core in self.let_go.drain(..) {
             if core.queue_to_drop() {
@@ -127,22 +130,23 @@ impl<R: Runtime> Timer<R> {
         }
     }
 
-    /// Takes `core` out of the inbox at `now_us` (its pusher's `stamp`):
-    /// files the request it reads, or drops its entry.
+    /// Takes `core` out of the inbox at `now_us`, with its pusher's
+    /// `stamp`. It files the request it reads, or drops its entry.
     pub(crate) fn take_in(&mut self, core: Arc<Core<R>>, stamp: Stamp, now_us: u64) {
         let seen = core.request().leave_inbox();
         let deadline = stamp.deadline(seen, now_us);
         self.update(core, deadline);
     }
 
-    /// The references the turns let go of, for a caller that turns under a
-    /// lock to drop once it has released it (the thread-less driver).
+    /// The references the turns let go of. A caller that turns under a
+    /// lock, such as the thread-less driver, drops them once it has
+    /// released the lock.
     pub(crate) fn take_let_go(&mut self) -> Vec<Arc<Core<R>>> {
         std::mem::take(&mut self.let_go)
     }
 
-    /// Empties the wheel at shutdown, returning every reference it held
-    /// (and any let go of) for the caller to drop outside its locks; each
+    /// Empties the wheel at shutdown. It returns every reference it held,
+    /// and any let go of, for the caller to drop outside its locks. Each
     /// trigger's key is reset, so a later turn files it afresh.
     pub(crate) fn drain(&mut self) -> Vec<Arc<Core<R>>> {
         let mut held = std::mem::take(&mut self.let_go);
@@ -154,7 +158,7 @@ impl<R: Runtime> Timer<R> {
         held
     }
 
-    /// The wheel's current time (µs).
+    /// The wheel's current time, in µs.
     pub(crate) fn elapsed(&self) -> u64 {
         self.wheel.elapsed()
     }
@@ -164,14 +168,14 @@ impl<R: Runtime> Timer<R> {
         self.wheel.next_expiration().unwrap_or(NEVER)
     }
 
-    /// Number of wheel entries (one per armed trigger at most).
+    /// Number of wheel entries, at most one per armed trigger.
     pub(crate) fn len(&self) -> usize {
         self.wheel.len()
     }
 
-    /// Moves (or adds, or removes) `core`'s entry to match its request.
-    /// `core`: the inbox item's reference, which a new entry keeps (no
-    /// count changes per insert).
+    /// Moves, adds or removes `core`'s entry to match its request. `core`
+    /// is the inbox item's reference, which a new entry keeps. So an insert
+    /// changes no count.
     fn update(&mut self, core: Arc<Core<R>>, deadline: Option<u64>) {
         // Relaxed: `timer_key` is only touched by the role holder, and the
         // role passes between threads through the pool lock.
@@ -183,8 +187,7 @@ impl<R: Runtime> Timer<R> {
                 self.let_go.push(core);
             }
             (Some(deadline), _) => {
-                // The reference moves into the entry; the key is stored
-                // through it.
+                // The reference moves into the entry. The key is stored through it.
                 let key = self.wheel.insert(deadline, Entry { core });
                 if let Some(entry) = self.wheel.get_mut(key) {
                     entry

@@ -1,6 +1,6 @@
-//! The scheduler's threads: workers, which run iterations and take turns
-//! holding the timer role, and the monitor, which starts another worker
-//! when work waits because every worker is busy (G14).
+//! The scheduler's threads. Workers run iterations and take turns holding
+//! the timer role. The monitor starts another worker when work waits
+//! because every worker is busy, as G14 requires.
 //!
 //! ```text
 //!            ┌──────────── next_work ◀──────────────┐
@@ -14,35 +14,36 @@
 //!
 //! # The monitor
 //!
-//! Tasks may block (a config center that hangs until its RPC timeout), so
-//! a fixed pool lets `workers` slow tasks freeze every other trigger — the
-//! first flaw of `java.util.Timer`, at a larger N. The monitor looks at the
-//! pool every half stall threshold; when work was pending at two looks in a
-//! row with no worker picking anything up in between, it starts a worker,
-//! up to the limit (and reports reaching it); if only the free timer role
-//! was pending, it turns the wheel itself first, and starts a worker only
-//! for runs that turn queues (the role's due time may be a stale deadline).
-//! Like Go's `sysmon` it only ticks while the pool is active: after two
-//! looks with nothing pending and no thread busy it parks, until a tick
-//! after the timer role holder's next deadline or until a thread is
-//! woken (see `Pool::monitor_sleep`). It also reports runs in flight
-//! longer than their trigger's `stuck_after`, and never parks while such
-//! a trigger lives (an async iteration occupies no worker).
+//! Tasks may block, as a config center that hangs until its RPC timeout
+//! does. So a fixed pool lets `workers` slow tasks freeze every other
+//! trigger. That is the first flaw of `java.util.Timer`, at a larger N. The
+//! monitor looks at the pool every half stall threshold. Work may be
+//! pending at two looks in a row, with no worker picking anything up in
+//! between. Then the monitor starts a worker, up to the limit, and reports
+//! reaching the limit. If only the free timer role was pending, it turns
+//! the wheel itself first. It then starts a worker only for runs that turn
+//! queues, because the role's due time may be a stale deadline. Like Go's
+//! `sysmon`, it only ticks while the pool is active. After two looks with
+//! nothing pending and no thread busy, it parks. It sleeps until a tick
+//! after the timer role holder's next deadline, or until a thread is woken,
+//! in `Pool::monitor_sleep`. It also reports runs in flight longer than
+//! their trigger's `stuck_after`. It never parks while such a trigger
+//! lives, because an async iteration occupies no worker.
 
 use super::pool::{Bed, Carry, Look, Step, Watch, Work};
 use super::Shared;
 use crate::sync::{Arc, Condvar, Ordering};
 use std::time::Duration;
 
-/// A worker's life: take work until the pool closes (or, for an `extra`
-/// worker, until it has been idle for the keep-alive).
+/// A worker's life. It takes work until the pool closes. An `extra` worker
+/// also stops once it has been idle for the keep-alive.
 pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
     let _ = shared.enter_context();
     fine_timer_slack();
     let bed: Bed = Arc::new(Condvar::new());
     // The clock as this worker's last timer turn began.
     let mut now_hint = None;
-    // A re-arm's inbox push and the timer turns' buffers (see `Carry`).
+    // A re-arm's inbox push and the timer turns' buffers, in a `Carry`.
     let mut carry = Carry::default();
     loop {
         let (limits, clock) = (&shared.limits, &shared.timing.clock);
@@ -51,8 +52,7 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
             .pool
             .next_work(&bed, extra, limits, clock, &mut carry, hint)
         {
-            // The run's reference rides with its re-arm, if any, to the
-            // inbox (see `Carry`).
+            // The run's reference rides with its re-arm, if any, to the inbox in `carry`.
             Work::Run(core) => carry.push = core.dispatch().map(|push| (core, push)),
             Work::Timer(timer) => {
                 if hold_timer(shared, timer, &mut carry, extra, &mut now_hint) {
@@ -69,29 +69,30 @@ pub(crate) fn run_worker(shared: &Arc<Shared>, extra: bool) {
     }
 }
 
-/// Asks the kernel to wake this thread's timed waits within 1 µs of their
-/// deadline instead of its default 50 µs slack: the role holder sleeps toward
-/// microsecond deadlines, and any worker may hold the role. Linux only;
-/// elsewhere (and under loom) nothing.
+/// Asks the kernel to wake this thread's timed waits within one microsecond
+/// of their deadline. The kernel's default slack is fifty microseconds. The
+/// role holder sleeps toward microsecond deadlines, and any worker may hold
+/// the role. It works on Linux only, and does nothing elsewhere or under
+/// loom.
 fn fine_timer_slack() {
     #[cfg(all(target_os = "linux", not(loom)))]
     {
         const SLACK_NS: libc::c_ulong = 1_000;
         // SAFETY:
         // - `prctl(PR_SET_TIMERSLACK, n)` takes one integer argument and
-        //   changes only the calling thread's timer slack; it reads and
-        //   writes no memory of ours;
-        // - it cannot fail for a positive value; a failure would only leave
+        //   changes only the calling thread's timer slack. It reads and
+        //   writes no memory of ours.
+        // - It cannot fail for a positive value. A failure would only leave
         //   the default slack, so its result is ignored.
         let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, SLACK_NS) };
     }
 }
 
-/// Holds the timer role: turn, then sleep toward the next deadline, until
-/// a turn finds runs due (the role goes back, and this thread runs the
-/// first of them) or the pool closes. Returns `true` if this `extra`
-/// worker retired, handing the role over; leaves the last turn's clock
-/// reading in `now_hint`.
+/// Holds the timer role. It turns, then sleeps toward the next deadline,
+/// until a turn finds runs due or the pool closes. With runs due, the role
+/// goes back, and this thread runs the first of them. Returns `true` if
+/// this `extra` worker retired, handing the role over. It leaves the last
+/// turn's clock reading in `now_hint`.
 fn hold_timer(
     shared: &Shared,
     mut timer: Box<super::timer::Timer<Shared>>,
@@ -107,7 +108,7 @@ fn hold_timer(
         let mut estimate = timer.turn(now_us, &mut carry.inbox, &mut carry.due);
         // Outside every lock, before the holder sleeps, maybe for hours.
         timer.settle_let_go(&mut carry.due, &mut estimate);
-        // Drained by the turn: before the holder sleeps, maybe for hours.
+        // The turn drained it. Trim it before the holder sleeps, maybe for hours.
         super::pool::trim(&mut carry.inbox);
         match shared
             .pool
@@ -119,9 +120,9 @@ fn hold_timer(
                 return false;
             }
             Step::Retired => return true,
-            // Never queued: each was marked due before the shutdown scan
-            // closed its word, so the scan lists it (see `Request::close`).
-            // Dropped here, outside every lock.
+            // Never queued. Each was marked due before the shutdown scan
+            // closed its word, so the scan lists it, as `Request::close`
+            // explains. Dropped here, outside every lock.
             Step::Closed(never_queued) => {
                 drop(never_queued);
                 return false;
@@ -130,9 +131,9 @@ fn hold_timer(
     }
 }
 
-/// One look of the monitor at the pool at `now_us` (see `Pool::monitor_check`),
-/// turning the wheel if only the free timer role seemed due: whether a
-/// worker must be started (already counted).
+/// One look of the monitor at the pool at `now_us`, through
+/// `Pool::monitor_check`. It turns the wheel if only the free timer role
+/// seemed due. Returns whether a worker must be started, already counted.
 pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> bool {
     match shared.pool.monitor_check(watch, &shared.limits, now_us) {
         Look::Fine => false,
@@ -144,17 +145,17 @@ pub(crate) fn monitor_look(shared: &Shared, watch: &mut Watch, now_us: u64) -> b
             let start = shared
                 .pool
                 .monitor_turned(watch, timer, &mut due, &shared.limits);
-            // Left only if the pool closed meanwhile: never queued, and
-            // listed by the shutdown scan (as a holder's `Step::Closed`);
-            // dropped here, outside every lock.
+            // Left only if the pool closed meanwhile. These runs were never
+            // queued, and the shutdown scan lists them, as for a holder's
+            // `Step::Closed`. Dropped here, outside every lock.
             drop(due);
             start
         }
     }
 }
 
-/// The monitor's life: look, start a worker if the pool stalls, sleep a
-/// tick; until the pool closes.
+/// The monitor's life. Until the pool closes, it looks, starts a worker if
+/// the pool stalls, and sleeps a tick.
 pub(crate) fn run_monitor(shared: &Arc<Shared>) {
     let tick = (shared.limits.stall / 2).max(Duration::from_micros(100));
     let mut watch = Watch::default();
@@ -176,9 +177,9 @@ pub(crate) fn run_monitor(shared: &Arc<Shared>) {
     }
 }
 
-/// Starts a worker (`extra`: one that retires when idle).
+/// Starts a worker. An `extra` one retires when idle.
 pub(super) fn spawn_worker(shared: &Arc<Shared>, extra: bool) -> std::io::Result<()> {
-    // Relaxed: a name counter; it orders nothing.
+    // Relaxed: a name counter that orders nothing.
     let index = shared.next_worker.fetch_add(1, Ordering::Relaxed);
     let name = format!("{}worker-{index}", shared.prefix);
     let body = if extra {
@@ -189,7 +190,7 @@ pub(super) fn spawn_worker(shared: &Arc<Shared>, extra: bool) -> std::io::Result
     shared.spawn(name, body)
 }
 
-/// Starts a worker the monitor asked for (already counted in the pool); a
+/// Starts a worker the monitor asked for, already counted in the pool. A
 /// failure to start one is uncounted and reported, never fatal.
 pub(super) fn start_extra_worker(shared: &Arc<Shared>) {
     if let Err(_error) = spawn_worker(shared, true) {

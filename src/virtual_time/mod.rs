@@ -1,5 +1,5 @@
-//! Virtual time: a scheduler whose clock moves only when the test says so,
-//! for deterministic tests of periodic logic without sleeping.
+//! Virtual time, a scheduler whose clock moves only when the test says so.
+//! It serves deterministic tests of periodic logic without sleeping.
 
 use crate::clock::{ManualTime, HORIZON_US};
 use crate::scheduler::LocalJobs;
@@ -14,23 +14,24 @@ use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// Locks a sleepers' list (a std lock even under loom: no model sleeps).
+/// Locks a sleepers' list. It is a std lock even under loom, because no model sleeps.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Builder {
-    /// Builds a scheduler on **virtual time** instead: no threads, a clock
-    /// at zero that moves only in [`VirtualScheduler::advance`](crate::VirtualScheduler::advance), which runs
-    /// the due iterations on the calling thread. `workers` and
-    /// `thread_name_prefix` do not apply (so they are never refused here);
-    /// `tick`, `coalesce_periodic`, `shutdown_grace`, `seed` and
-    /// `panic_hook` do, exactly as in [`build`](Self::build).
+    /// Builds a scheduler on **virtual time** instead. It has no threads,
+    /// and a clock at zero that moves only in
+    /// [`VirtualScheduler::advance`](crate::VirtualScheduler::advance).
+    /// That call runs the due iterations on the calling thread. `workers`
+    /// and `thread_name_prefix` do not apply, so they are never refused
+    /// here. `tick`, `coalesce_periodic`, `shutdown_grace`, `seed` and
+    /// `panic_hook` apply exactly as in [`build`](Self::build).
     ///
     /// # Edge cases
     ///
-    /// None: every setting that applies is accepted by both `build` and
-    /// `build_virtual` (the tick is clamped, not refused), so this returns
+    /// Every setting that applies is accepted by both `build` and
+    /// `build_virtual`. The tick is clamped, not refused. So this returns
     /// the scheduler itself rather than a `Result`.
     ///
     /// # Examples
@@ -58,20 +59,22 @@ impl Builder {
     }
 }
 
-/// A scheduler on virtual time: no threads, and a clock that moves only in
-/// [`advance`](Self::advance) / [`advance_to`](Self::advance_to), which run
-/// every iteration due by then on the calling thread, in deadline order.
+/// A scheduler on virtual time. It has no threads, and a clock that moves
+/// only in [`advance`](Self::advance) and [`advance_to`](Self::advance_to).
+/// Those run every iteration due by then on the calling thread, in deadline
+/// order.
 ///
-/// Triggers bind to it as to a [`Scheduler`] (it implements
-/// `AsRef<Scheduler>`; [`scheduler`](Self::scheduler) gives the scheduler
-/// itself) and run the same code as on the threaded scheduler — only the
-/// clock and the threads differ. Build one with
+/// Triggers bind to it as to a [`Scheduler`], because it implements
+/// `AsRef<Scheduler>`. [`scheduler`](Self::scheduler) gives the scheduler
+/// itself. Triggers run the same code as on the threaded scheduler. Only
+/// the clock and the threads differ. Build one with
 /// [`Builder::build_virtual`](crate::Builder::build_virtual).
 ///
 /// # Examples
 ///
 /// A refresher that backs off exponentially while the config center is
-/// down, tested in virtual time (this runs in microseconds, not minutes):
+/// down, tested in virtual time. The test runs in microseconds, not
+/// minutes.
 ///
 /// ```
 /// use circulation_trigger::{Scheduler, Trigger};
@@ -102,12 +105,12 @@ impl Builder {
 ///
 /// # A run waits for the next advance
 ///
-/// No thread serves this scheduler: a run queued by a fire holds its
-/// trigger (task and all) until an advance serves it, or until the
-/// scheduler shuts down or drops. So a task that owns the scheduler it
-/// runs on (an `Arc<VirtualScheduler>` moved into it) keeps the scheduler
-/// alive while its run waits, even after every handle is dropped: call
-/// [`shutdown`](Self::shutdown) on it, or give the task a
+/// No thread serves this scheduler. A run queued by a fire holds its
+/// trigger, task and all, until an advance serves it, or until the
+/// scheduler shuts down or drops. Take a task that owns the scheduler it
+/// runs on, as an `Arc<VirtualScheduler>` moved into it. That task keeps
+/// the scheduler alive while its run waits, even after every handle is
+/// dropped. Call [`shutdown`](Self::shutdown) on it, or give the task a
 /// [`Weak`](std::sync::Weak) instead.
 pub struct VirtualScheduler {
     scheduler: Scheduler,
@@ -119,8 +122,8 @@ pub struct VirtualScheduler {
 }
 
 impl VirtualScheduler {
-    /// The latest virtual time: about 584 years (the clock counts
-    /// nanoseconds in a `u64`). [`advance`](Self::advance) and
+    /// The latest virtual time, about 584 years. The clock counts
+    /// nanoseconds in a `u64`. [`advance`](Self::advance) and
     /// [`advance_to`](Self::advance_to) stop there.
     pub const HORIZON: Duration = Duration::from_micros(HORIZON_US);
 
@@ -145,11 +148,11 @@ impl VirtualScheduler {
         Duration::from_micros(self.driver.time.now_us())
     }
 
-    /// Sets the wall-clock time at which this scheduler's virtual time
-    /// read zero (by default, the wall clock when it was built): what
-    /// [`PhaseKeeper::keyed`](crate::PhaseKeeper::keyed) and a
-    /// refresher's confirmation times count from. Set it before building
-    /// them; they read it once.
+    /// Sets the wall-clock time at which this scheduler's virtual time read
+    /// zero. By default it is the wall clock when the scheduler was built.
+    /// [`PhaseKeeper::keyed`](crate::PhaseKeeper::keyed) and a refresher's
+    /// confirmation times count from it. Set it before building them,
+    /// because they read it once.
     pub fn set_wall_epoch(&self, epoch: std::time::SystemTime) {
         self.scheduler.shared.set_wall_epoch(epoch);
     }
@@ -162,57 +165,59 @@ impl VirtualScheduler {
         }
     }
 
-    /// Moves time forward by `delay` (rounded up to a microsecond), running
-    /// every iteration due by then — also those `fire` queued — in deadline
-    /// order; returns how many runs were dispatched (including ones found
-    /// superseded).
+    /// Moves time forward by `delay`, rounded up to a microsecond. It runs
+    /// every iteration due by then in deadline order, including those
+    /// `fire` queued. Returns how many runs were dispatched, including ones
+    /// found superseded.
     ///
     /// `advance(Duration::ZERO)` runs what is due now. Every iteration due
     /// runs, so advancing by N periods of a periodic trigger runs it N
-    /// times: a long jump over a short period takes long.
+    /// times. So a long jump over a short period takes long.
     ///
     /// Async triggers' iterations are polled here too, on the calling
-    /// thread: at each instant the due runs start, the
-    /// [`VirtualClock::sleep`]s due end, and the woken futures are polled
-    /// until none is woken — so an iteration ends, and its re-arm counts
-    /// from, the virtual time its future completes. A future pending on
-    /// anything but virtual time — I/O, like a `tokio::fs` read on Tokio's
-    /// blocking pool — is waited for in real time before the clock moves
-    /// past it: I/O takes no virtual time, and each run starts at its exact
-    /// instant. Polls happen on the calling thread, inside its Tokio
-    /// runtime if it has one: call `advance` from `#[tokio::test]` for a
-    /// task that does Tokio I/O.
+    /// thread. At each instant the due runs start, and the
+    /// [`VirtualClock::sleep`]s due end. Then the woken futures are polled
+    /// until none is woken. So an iteration ends at the virtual time its
+    /// future completes, and its re-arm counts from that time. A future may
+    /// be pending on something other than virtual time, such as I/O like a
+    /// `tokio::fs` read on Tokio's blocking pool. It is waited for in real
+    /// time before the clock moves past it. So I/O takes no virtual time,
+    /// and each run starts at its exact instant. Polls happen on the
+    /// calling thread, inside its Tokio runtime if it has one. Call
+    /// `advance` from `#[tokio::test]` for a task that does Tokio I/O.
     ///
     /// # Edge cases
     ///
-    /// None: time saturates at [`HORIZON`](Self::HORIZON), so
+    /// Time saturates at [`HORIZON`](Self::HORIZON), so
     /// `advance(Duration::MAX)` moves to the horizon. There every
     /// `fire_after` but `fire_after(Duration::ZERO)` returns
-    /// [`FireError::DelayTooLong`](crate::FireError::DelayTooLong) and a
-    /// task's re-arm stops its chain, as for any deadline past the clock's
-    /// range; `fire` still runs.
+    /// [`FireError::DelayTooLong`](crate::FireError::DelayTooLong). A
+    /// task's re-arm stops its chain there, as for any deadline past the
+    /// clock's range. `fire` still runs.
     ///
     /// # Panics
     ///
-    /// If runs (or polls) at one instant never stop (a million of them): a
-    /// task that re-arms itself with a zero delay, fires itself, or panics
-    /// every time under a zero `RetryBackoff`, or a future that wakes
-    /// itself for ever — time could never move on; or if an async
-    /// iteration waits 10 s of real time on something other than virtual
-    /// time (a Tokio timer on the test's own runtime, which this thread
-    /// would have to drive: use [`VirtualClock::sleep`]). No argument
-    /// value panics.
+    /// If runs or polls at one instant never stop, after a million of them.
+    /// Time could never move on then. Such runs come from a task that
+    /// re-arms itself with a zero delay, fires itself, or panics every time
+    /// under a zero `RetryBackoff`. Such polls come from a future that
+    /// wakes itself for ever. It also panics if an async iteration waits
+    /// ten seconds of real time on something other than virtual time. A
+    /// Tokio timer on the test's own runtime does that, because this thread
+    /// would have to drive it. Use [`VirtualClock::sleep`] instead. No
+    /// argument value panics.
     pub fn advance(&self, delay: Duration) -> usize {
         let target = self.driver.time.now_us().saturating_add(micros_up(delay));
         self.step_to(target.min(HORIZON_US))
     }
 
-    /// Moves time forward to `at` since the scheduler was built (a time in
-    /// the past only runs what is due now); see [`advance`](Self::advance).
+    /// Moves time forward to `at` since the scheduler was built, as
+    /// [`advance`](Self::advance) does. A time in the past only runs what
+    /// is due now.
     ///
     /// # Edge cases
     ///
-    /// None: as [`advance`](Self::advance), `at` saturates at
+    /// As in [`advance`](Self::advance), `at` saturates at
     /// [`HORIZON`](Self::HORIZON).
     ///
     /// # Panics
@@ -222,20 +227,20 @@ impl VirtualScheduler {
         self.step_to(micros_up(at).min(HORIZON_US))
     }
 
-    /// The next time an iteration is due, if any is: now, if a run is
-    /// queued (a `fire`, or a re-run due at once); else the earliest armed
-    /// deadline (never later than it). A deadline since superseded — its
-    /// trigger suspended, re-armed or dropped, or the scheduler shut down —
-    /// may still be named until it passes: advancing to it then runs
-    /// nothing.
+    /// The next time an iteration is due, if any is. It is now if a run is
+    /// queued, from a `fire` or a re-run due at once. Else it is the
+    /// earliest armed deadline, never later than it. A deadline since
+    /// superseded may still be named until it passes. Its trigger was
+    /// suspended, re-armed or dropped, or the scheduler shut down.
+    /// Advancing to it then runs nothing.
     pub fn next_deadline(&self) -> Option<Duration> {
         let next = self.next_step();
         (next != u64::MAX).then(|| Duration::from_micros(next))
     }
 
-    /// The time (µs) of the next thing to do: now if a run is queued or a
-    /// future woken, else the earliest armed deadline or virtual sleep
-    /// (`u64::MAX`: none).
+    /// The time in µs of the next thing to do. It is now if a run is queued
+    /// or a future woken. Else it is the earliest armed deadline or virtual
+    /// sleep, or `u64::MAX` for none.
     fn next_step(&self) -> u64 {
         let shared = &self.scheduler.shared;
         let now_us = self.driver.time.now_us();
@@ -246,11 +251,11 @@ impl VirtualScheduler {
         self.driver.next_wake().min(self.sleepers.next())
     }
 
-    /// `advance_to`: instant by instant up to `target_us`, at each one
-    /// running the due iterations, waking the sleeps due and polling the
-    /// woken futures until nothing is left to do there — an async
-    /// iteration's end (and the re-arm it returns) happens at the virtual
-    /// time its future completes, as a sync one's does.
+    /// `advance_to`, instant by instant up to `target_us`. At each instant
+    /// it runs the due iterations, wakes the sleeps due, and polls the
+    /// woken futures until nothing is left to do there. So an async
+    /// iteration ends at the virtual time its future completes, as a sync
+    /// one does. The re-arm it returns counts from there too.
     fn step_to(&self, target_us: u64) -> usize {
         /// Steps at one instant before concluding a task loops there.
         const SPIN_LIMIT: usize = 1_000_000;
@@ -271,9 +276,9 @@ impl VirtualScheduler {
                 continue;
             }
             at_this_instant = 0;
-            // An iteration waiting on I/O (a `tokio::fs` read on the
-            // blocking pool, say) takes no virtual time: wait for it in
-            // real time before moving the clock past it.
+            // An iteration waiting on I/O takes no virtual time, such as a
+            // `tokio::fs` read on the blocking pool. Wait for it in real
+            // time before moving the clock past it.
             if self.jobs.wait_outside(OUTSIDE_PATIENCE) {
                 panic!(
                     "virtual time cannot advance: an async iteration has waited {OUTSIDE_PATIENCE:?} \
@@ -294,25 +299,27 @@ impl VirtualScheduler {
     }
 
     /// Polls the woken futures of this scheduler's async iterations until
-    /// none is woken, at the current time (for the shutdowns, which must
-    /// let an iteration told to stop see it).
+    /// none is woken, at the current time. The shutdowns need it to let an
+    /// iteration told to stop see it.
     fn poll_woken(&self) {
         while self.jobs.poll_one() {}
     }
 }
 
-/// How long (real time) `advance` waits for an async iteration pending on
-/// something other than virtual time (its I/O) before concluding it waits
-/// on what the advancing thread itself would have to do.
+/// How long in real time `advance` waits for an async iteration pending on
+/// something other than virtual time, such as its I/O. After that it
+/// concludes the iteration waits on what the advancing thread itself would
+/// have to do.
 const OUTSIDE_PATIENCE: Duration = Duration::from_secs(10);
 
-/// `duration` in microseconds, rounded up (never early), saturating.
+/// `duration` in microseconds, rounded up so never early, and saturating.
 fn micros_up(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
 }
 
-/// The scheduler side of a [`VirtualScheduler`]: lifecycle and statistics,
-/// exactly as on [`Scheduler`] (whose docs each method links to).
+/// The scheduler side of a [`VirtualScheduler`], with lifecycle and
+/// statistics exactly as on [`Scheduler`]. Each method links to the docs of
+/// its [`Scheduler`] twin.
 impl VirtualScheduler {
     /// The underlying [`Scheduler`], for code written against it.
     pub fn scheduler(&self) -> &Scheduler {
@@ -324,10 +331,11 @@ impl VirtualScheduler {
         self.scheduler.shutdown();
     }
 
-    /// [`Scheduler::shutdown_now`]: the async iterations in flight here
-    /// are polled at once, see that they are cancelled and end (no thread
-    /// to wait for: returns at once, unless iterations run on a Tokio
-    /// runtime given with `TriggerBuilder::runtime`).
+    /// [`Scheduler::shutdown_now`]. The async iterations in flight here are
+    /// polled at once, see that they are cancelled, and end. There is no
+    /// thread to wait for, so it returns at once. The exception is
+    /// iterations that run on a Tokio runtime given with
+    /// `TriggerBuilder::runtime`.
     pub fn shutdown_now(&self) -> ShutdownReport {
         self.scheduler.cancel_now();
         self.poll_woken();
@@ -344,16 +352,17 @@ impl VirtualScheduler {
         self.scheduler.is_shutdown()
     }
 
-    /// [`Scheduler::is_terminated`]: there are no threads, so `true` —
-    /// unless an async trigger's iteration is in flight (see
-    /// `Trigger::bind_async`, with the `tokio` feature).
+    /// [`Scheduler::is_terminated`]. There are no threads, so it is `true`
+    /// unless an async trigger's iteration is in flight.
+    /// `Trigger::bind_async`, with the `tokio` feature, makes such
+    /// iterations.
     pub fn is_terminated(&self) -> bool {
         self.scheduler.is_terminated()
     }
 
-    /// [`Scheduler::await_termination`]: `true` at once unless an async
-    /// iteration is in flight (one waiting on a [`VirtualClock::sleep`]
-    /// needs an `advance` to end).
+    /// [`Scheduler::await_termination`]. It is `true` at once unless an
+    /// async iteration is in flight. One waiting on a
+    /// [`VirtualClock::sleep`] needs an `advance` to end.
     #[must_use = "`false` means some threads are still running"]
     pub fn await_termination(&self, timeout: Duration) -> bool {
         self.poll_woken();
@@ -371,7 +380,7 @@ impl VirtualScheduler {
     }
 }
 
-/// Triggers bind to a virtual scheduler as to a real one:
+/// Triggers bind to a virtual scheduler as to a real one, with
 /// `Trigger::bind(&sim, task)`.
 impl AsRef<Scheduler> for VirtualScheduler {
     fn as_ref(&self) -> &Scheduler {
@@ -389,8 +398,8 @@ impl fmt::Debug for VirtualScheduler {
 }
 
 /// Drops the async iterations still in flight here, each ending as
-/// cancelled (as a runtime shutting down drops its tasks), so none keeps
-/// its trigger, or the graceful shutdown that follows, waiting.
+/// cancelled. A runtime shutting down drops its tasks the same way. So none
+/// keeps its trigger, or the graceful shutdown that follows, waiting.
 impl Drop for VirtualScheduler {
     fn drop(&mut self) {
         self.scheduler.shutdown();
@@ -399,8 +408,8 @@ impl Drop for VirtualScheduler {
     }
 }
 
-/// Reads a [`VirtualScheduler`]'s time, and sleeps in it (cheap to clone;
-/// safe to move into tasks).
+/// Reads a [`VirtualScheduler`]'s time, and sleeps in it. It is cheap to
+/// clone and safe to move into tasks.
 #[derive(Clone)]
 pub struct VirtualClock {
     time: Arc<ManualTime>,
@@ -413,17 +422,18 @@ impl VirtualClock {
         Duration::from_micros(self.time.now_us())
     }
 
-    /// A future that completes once virtual time has moved `delay` on
-    /// (rounded up to a microsecond; at once for zero): the stand-in for
-    /// `tokio::time::sleep` in an async task tested on virtual time, whose
-    /// [`advance`](VirtualScheduler::advance) moves the clock. A future
-    /// awaiting a real timer there would wait in real time instead.
+    /// A future that completes once virtual time has moved `delay` on. The
+    /// delay is rounded up to a microsecond, and a zero delay completes at
+    /// once. It is the stand-in for `tokio::time::sleep` in an async task
+    /// tested on virtual time, whose [`advance`](VirtualScheduler::advance)
+    /// moves the clock. A future awaiting a real timer there would wait in
+    /// real time instead.
     ///
     /// # Examples
     ///
     /// An async refresh whose fetch takes 10 s, every 30 s after the last
-    /// one ended, checked over 95 virtual seconds in microseconds of real
-    /// time:
+    /// one ended. The test checks 95 virtual seconds in microseconds of
+    /// real time.
     ///
     /// ```
     /// # #[cfg(feature = "tokio")] {
@@ -453,9 +463,9 @@ impl VirtualClock {
         self.sleep_until_us(at_us)
     }
 
-    /// A future that completes once virtual time reaches `at` (since the
-    /// scheduler was built; at once for a time passed); see
-    /// [`sleep`](Self::sleep).
+    /// A future that completes once virtual time reaches `at`, counted
+    /// since the scheduler was built. A time already passed completes at
+    /// once. It works as [`sleep`](Self::sleep) does.
     pub fn sleep_until(&self, at: Duration) -> impl Future<Output = ()> + Send + Sync + 'static {
         self.sleep_until_us(micros_up(at))
     }
@@ -486,7 +496,7 @@ impl Future for Sleep {
         self.sleepers.register(self.at_us, cx.waker());
         crate::scheduler::parked_on_virtual_time();
         // The clock may have passed `at_us` between the check and the
-        // registration (an `advance` on another thread): look again.
+        // registration, by an `advance` on another thread. So look again.
         if self.time.now_us() >= self.at_us {
             return Poll::Ready(());
         }
@@ -509,7 +519,7 @@ impl Sleepers {
         }
     }
 
-    /// The earliest time a sleep ends (`u64::MAX`: none waits).
+    /// The earliest time a sleep ends, or `u64::MAX` if none waits.
     fn next(&self) -> u64 {
         lock(&self.0)
             .iter()
@@ -518,8 +528,8 @@ impl Sleepers {
             .unwrap_or(u64::MAX)
     }
 
-    /// Wakes the sleeps ended by `now_us` (outside the lock: a waker may
-    /// run code).
+    /// Wakes the sleeps ended by `now_us`. It wakes them outside the lock,
+    /// because a waker may run code.
     fn wake_due(&self, now_us: u64) {
         let due: Vec<Waker> = {
             let mut list = lock(&self.0);

@@ -4,8 +4,8 @@ use super::*;
 use crate::Trigger;
 use std::sync::Mutex as StdMutex;
 
-/// The clock jumps by `hold` with nobody holding the timer role — every
-/// worker busy for that long, or the process stopped — so the timer
+/// The clock jumps by `hold` with nobody holding the timer role. Every
+/// worker was busy for that long, or the process stopped. So the timer
 /// reads the inbox only then.
 fn hold_timer_role(sim: &VirtualScheduler, hold: Duration) {
     let now = sim.driver.time.now_us();
@@ -23,11 +23,11 @@ fn logged_trigger(sim: &VirtualScheduler) -> (Trigger, Arc<StdMutex<Vec<Duration
     (trigger, runs)
 }
 
-/// A delayed run requested before a long pause of the timer role fires
-/// at its deadline, or at once when the pause outlasted it: never
-/// early, never late, never lost — whatever the pause's length against
-/// the request word's 28-bit relative deadline (which wraps after
-/// 2^28 units of 1, 4, 16 … µs).
+/// A delayed run requested before a long pause of the timer role fires at
+/// its deadline. It fires at once when the pause outlasted the deadline. It
+/// is never early, never late and never lost, whatever the pause's length.
+/// The test sets that length against the request word's 28-bit relative
+/// deadline. That deadline wraps after 2^28 units of 1, 4, 16 … µs.
 #[test]
 fn a_delayed_run_survives_any_pause_of_the_timer_role() {
     let secs = Duration::from_secs;
@@ -63,7 +63,7 @@ fn a_delayed_run_survives_any_pause_of_the_timer_role() {
             sim.advance_to(deadline.max(held_until) + secs(1));
             let expected = deadline.max(held_until);
             // A deadline over 2^26 µs away is kept in coarser units,
-            // rounded up: later by under 2^-25 of the delay.
+            // rounded up. So it is later by under 2^-25 of the delay.
             let rounding = delay / (1 << 25);
             let runs = runs.lock().unwrap();
             assert!(
@@ -75,9 +75,10 @@ fn a_delayed_run_survives_any_pause_of_the_timer_role() {
     }
 }
 
-/// A request re-published while the trigger waits in the inbox (a
-/// newer version than the one pushed) is read against the timer's
-/// clock: exact when it is recent, as a re-published request is.
+/// A request re-published while the trigger waits in the inbox is read
+/// against the timer's clock. It is a newer version than the one pushed.
+/// The reading is exact when the request is recent, as a re-published
+/// request is.
 #[test]
 fn a_request_re_published_during_the_pause_is_exact_too() {
     let secs = Duration::from_secs;

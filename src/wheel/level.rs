@@ -1,29 +1,32 @@
-//! One level of the timing wheel: 64 slots, each the head of an intrusive
-//! list of entries, plus an `occupied` bitmap to find the next busy slot in
-//! O(1).
+//! One level of the timing wheel. It has 64 slots, each the head of an
+//! intrusive list of entries. An `occupied` bitmap finds the next busy slot
+//! in O(1).
 
-/// Slots per level. Being a power of two (and exactly 64) matters: slot
-/// arithmetic is shifts and masks, and one `u64` bitmap covers the level.
+/// Slots per level. Being a power of two, and exactly 64, matters. Slot
+/// arithmetic is then shifts and masks, and one `u64` bitmap covers the
+/// level.
 pub(crate) const SLOTS: usize = 64;
-/// `log2(SLOTS)`: each level is 64 times coarser than the one below.
+/// `log2(SLOTS)`, so each level is 64 times coarser than the one below.
 pub(crate) const SLOT_BITS: u32 = 6;
-/// Enough levels for the whole `u64` microsecond range (11 × 6 ≥ 64 bits):
-/// the horizon is half a million years, so no deadline ever overflows.
+/// Enough levels for the whole `u64` microsecond range, since 11 × 6 ≥ 64
+/// bits. The horizon is half a million years, so no deadline ever
+/// overflows.
 pub(crate) const LEVELS: usize = 11;
 /// "No entry" in the intrusive links.
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// One level: list heads, the bitmap of non-empty slots, and per slot the
-/// earliest deadline linked to it since it was last empty.
+/// One level. It holds list heads, the bitmap of non-empty slots, and per
+/// slot the earliest deadline linked to it since it was last empty.
 #[derive(Debug, Clone)]
 pub(crate) struct Level {
     pub(crate) occupied: u64,
     pub(crate) heads: [u32; SLOTS],
-    /// A lower bound on the deadlines in each slot (`u64::MAX` if empty):
-    /// exact until the earliest entry is removed, then early, never late.
-    /// Lets the wheel's owner sleep until a slot's first deadline rather
-    /// than until the slot starts (and cascades), which would cost a
-    /// second wake-up for the same deadline.
+    /// A lower bound on the deadlines in each slot, or `u64::MAX` if the
+    /// slot is empty. It is exact until the earliest entry is removed, then
+    /// early, never late. It lets the wheel's owner sleep until a slot's
+    /// first deadline rather than until the slot starts and cascades.
+    /// Waking at the slot's start would cost a second wake-up for the same
+    /// deadline.
     pub(crate) earliest: [u64; SLOTS],
 }
 
@@ -36,7 +39,7 @@ impl Level {
         }
     }
 
-    /// Empties `slot`'s bookkeeping (its list is taken or emptied).
+    /// Empties `slot`'s bookkeeping, once its list is taken or emptied.
     pub(crate) fn clear(&mut self, slot: usize) {
         self.heads[slot] = NIL;
         self.occupied &= !(1 << slot);
@@ -44,21 +47,21 @@ impl Level {
     }
 }
 
-/// The width in µs of one slot at `level` (64^level), saturating.
+/// The width in µs of one slot at `level`, which is 64^level, saturating.
 pub(crate) fn slot_range(level: usize) -> u64 {
     1u64.checked_shl(SLOT_BITS * level as u32)
         .unwrap_or(u64::MAX)
 }
 
-/// The width in µs of a whole `level` (64^(level+1)), saturating.
+/// The width in µs of a whole `level`, 64 times its slot width, saturating.
 pub(crate) fn level_range(level: usize) -> u64 {
     1u64.checked_shl(SLOT_BITS * (level as u32 + 1))
         .unwrap_or(u64::MAX)
 }
 
-/// The level an entry due at `when` belongs to, seen from `elapsed`: the
-/// level of the highest bit in which the two times differ. Entries at level
-/// `l` are therefore never in the same level-`l` slot as `elapsed`.
+/// The level an entry due at `when` belongs to, seen from `elapsed`. It is
+/// the level of the highest bit in which the two times differ. Entries at
+/// level `l` are therefore never in the same level-`l` slot as `elapsed`.
 pub(crate) fn level_for(elapsed: u64, when: u64) -> usize {
     let masked = (elapsed ^ when) | (SLOTS as u64 - 1);
     let significant = (u64::BITS - 1 - masked.leading_zeros()) as usize;
@@ -91,7 +94,7 @@ pub(crate) fn next_occupied(level_index: usize, level: &Level, elapsed: u64) -> 
     };
     let start = level_start.saturating_add(slot as u64 * slot_range(level_index));
     // A slot behind the current position belongs to the next turn of the
-    // level (its entries are due in the next level-sized block).
+    // level. Its entries are due in the next level-sized block.
     Some(if slot < now_slot {
         start.saturating_add(level_range(level_index))
     } else {

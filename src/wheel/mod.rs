@@ -1,10 +1,10 @@
-//! A hierarchical timing wheel: pure, single-threaded code with O(1) insert,
-//! re-key, removal and expiry, microsecond resolution and a horizon of the
-//! whole `u64` microsecond range.
+//! A hierarchical timing wheel in pure, single-threaded code. It has O(1)
+//! insert, re-key, removal and expiry, microsecond resolution, and a
+//! horizon of the whole `u64` microsecond range.
 //!
-//! The wheel answers one question — *what is due at time t?* — and holds
-//! no policy, no clock and no atomics. Times are plain `u64` microseconds
-//! on a caller-chosen epoch. The scheduler's timer thread owns one.
+//! The wheel answers one question, *what is due at time t?* It holds no
+//! policy, no clock and no atomics. Times are plain `u64` microseconds on a
+//! caller-chosen epoch. The scheduler's timer thread owns one.
 //!
 //! ```text
 //! level 0: 64 slots × 1 µs      level 1: 64 slots × 64 µs   …   level 10: slots × 2^60 µs
@@ -15,8 +15,8 @@
 //!
 //! An entry lives at the level of the highest bit in which its deadline
 //! differs from the wheel's current time. When time reaches a slot above
-//! level 0, the slot's entries cascade down; a level-0 slot is one
-//! microsecond, so every entry in it is due exactly at that slot's time:
+//! level 0, the slot's entries cascade down. A level-0 slot is one
+//! microsecond, so every entry in it is due exactly at that slot's time. So
 //! deadlines stay exact, never rounded to a coarse tick.
 //!
 //! The unit test `the_wheel_in_brief` shows it at work.
@@ -32,14 +32,15 @@ use level::{level_for, next_occupied, slot_for, Level, LEVELS, NIL, SLOTS};
 pub struct Key(u32);
 
 impl Key {
-    /// The key as a plain integer (never `u32::MAX`), for storing it
-    /// outside the wheel.
+    /// The key as a plain integer, for storing it outside the wheel. It is
+    /// never `u32::MAX`.
     pub fn into_raw(self) -> u32 {
         self.0
     }
 
     /// A key from [`into_raw`](Self::into_raw). Any other value is a key
-    /// too: it names no live entry (see [`Wheel::remove`]) or another one.
+    /// too. It names no live entry, as [`Wheel::remove`] handles, or it
+    /// names another one.
     pub fn from_raw(raw: u32) -> Self {
         Key(raw)
     }
@@ -49,15 +50,16 @@ impl Key {
 struct Entry<T> {
     when: u64,
     /// Previous in the slot list, or for the list's head a [`HEAD`] marker
-    /// naming its slot (so an entry needs no level and slot fields: 24 B
-    /// rather than 32 for a one-word value, such as the timer's).
+    /// naming its slot. So an entry needs no level and slot fields. For a
+    /// one-word value, such as the timer's, that makes it 24 B rather than
+    /// 32.
     prev: u32,
     /// Next in the slot list, or next free entry while vacant.
     next: u32,
     value: Option<T>,
 }
 
-/// Set in `prev` of a slot list's head; the low bits are
+/// Set in `prev` of a slot list's head. The low bits are
 /// `level · SLOTS + slot`. Entry indices stay below it.
 const HEAD: u32 = 1 << 31;
 
@@ -79,14 +81,14 @@ fn marked_slot(marker: u32) -> (usize, usize) {
 pub struct Wheel<T> {
     elapsed: u64,
     levels: Box<[Level; LEVELS]>,
-    /// In chunks: no growth copies every entry (see `chunked.rs`).
+    /// In chunks, so that no growth copies every entry, as `chunked.rs` explains.
     entries: Chunked<Entry<T>>,
     free: u32,
     len: usize,
 }
 
 impl<T> Wheel<T> {
-    /// An empty wheel whose current time is `now` (µs).
+    /// An empty wheel whose current time is `now`, in µs.
     pub fn new(now: u64) -> Self {
         Self {
             elapsed: now,
@@ -97,7 +99,7 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The wheel's current time: every entry due before it has expired.
+    /// The wheel's current time. Every entry due before it has expired.
     pub fn elapsed(&self) -> u64 {
         self.elapsed
     }
@@ -113,12 +115,12 @@ impl<T> Wheel<T> {
         self.len == 0
     }
 
-    /// Adds `value`, due at `when` (µs). A time already past is due at the
-    /// next [`poll`](Self::poll); `u64::MAX` is a valid deadline.
+    /// Adds `value`, due at `when` in µs. A time already past is due at the
+    /// next [`poll`](Self::poll). `u64::MAX` is a valid deadline.
     ///
     /// # Panics
     ///
-    /// If the wheel already holds 2^31 entries (tens of GiB).
+    /// If the wheel already holds 2^31 entries, which take tens of GiB.
     pub fn insert(&mut self, when: u64, value: T) -> Key {
         let index = self.allocate(when, value);
         self.link(index);
@@ -126,14 +128,14 @@ impl<T> Wheel<T> {
         Key(index)
     }
 
-    /// Moves entry `key` to a new deadline in O(1); returns whether `key`
-    /// named a live entry.
+    /// Moves entry `key` to a new deadline in O(1), and returns whether
+    /// `key` named a live entry.
     ///
     /// # Edge cases
     ///
-    /// A `key` that names no live entry (removed, expired, or never
-    /// issued) changes nothing and returns `false`. Keys are reused: a
-    /// stale key may name a newer entry.
+    /// A `key` that names no live entry changes nothing and returns
+    /// `false`. Such a key was removed, expired, or never issued. Keys are
+    /// reused, so a stale key may name a newer entry.
     pub fn reschedule(&mut self, key: Key, when: u64) -> bool {
         if !self.is_live(key.0) {
             return false;
@@ -148,8 +150,8 @@ impl<T> Wheel<T> {
     ///
     /// # Edge cases
     ///
-    /// `None`, changing nothing, if `key` names no live entry (see
-    /// [`reschedule`](Self::reschedule)).
+    /// `None`, changing nothing, if `key` names no live entry, as for
+    /// [`reschedule`](Self::reschedule).
     pub fn remove(&mut self, key: Key) -> Option<T> {
         if !self.is_live(key.0) {
             return None;
@@ -158,9 +160,9 @@ impl<T> Wheel<T> {
         Some(self.release(key.0))
     }
 
-    /// Removes every entry, handing each value to `taken` (in no particular
-    /// order); the current time stays. Every key issued so far then names
-    /// no live entry (until keys are reused by later inserts).
+    /// Removes every entry, handing each value to `taken` in no particular
+    /// order. The current time stays. Every key issued so far then names no
+    /// live entry, until later inserts reuse keys.
     pub fn drain(&mut self, mut taken: impl FnMut(T)) {
         let old = std::mem::replace(self, Wheel::new(self.elapsed));
         for entry in old.entries.into_values() {
@@ -195,11 +197,11 @@ impl<T> Wheel<T> {
         entry.value.as_ref().map(|_| entry.when)
     }
 
-    /// The earliest time at which [`poll`](Self::poll) may have an entry
-    /// to expire: the earliest deadline linked to the next occupied slot.
-    /// It is exact unless that entry was since removed or re-keyed; then
-    /// it is earlier than every deadline left (never later), and a poll
-    /// at that time finds nothing due but makes it exact again.
+    /// The earliest time at which [`poll`](Self::poll) may have an entry to
+    /// expire. It is the earliest deadline linked to the next occupied
+    /// slot. It is exact unless that entry was since removed or re-keyed.
+    /// Then it is earlier than every deadline left, never later. A poll at
+    /// that time finds nothing due but makes it exact again.
     pub fn next_expiration(&self) -> Option<u64> {
         self.next_slot().map(|(level, start)| {
             let earliest = self.levels[level].earliest[slot_for(start, level)];
@@ -208,7 +210,7 @@ impl<T> Wheel<T> {
     }
 
     /// The lowest non-empty level and the start of its next occupied slot.
-    /// Lower levels always come first: a level-`l` entry never shares its
+    /// Lower levels always come first. A level-`l` entry never shares its
     /// level-`l` slot with the current time, so it is due after every entry
     /// below it.
     fn next_slot(&self) -> Option<(usize, u64)> {
@@ -220,9 +222,9 @@ impl<T> Wheel<T> {
     /// Advances the wheel to `now` and hands every entry due at or before
     /// `now` to `expired`, in deadline order, removing it. Does nothing if
     /// `now` is before the wheel's current time. Entries with the same
-    /// microsecond, and entries whose deadline had already passed when they
-    /// were inserted (filed at the wheel's time then), come out in no
-    /// particular order among themselves.
+    /// microsecond come out in no particular order among themselves. So do
+    /// entries whose deadline had already passed when they were inserted,
+    /// since those were filed at the wheel's time then.
     pub fn poll(&mut self, now: u64, mut expired: impl FnMut(Key, u64, T)) {
         while let Some((level, start)) = self.next_slot() {
             if start > now {
@@ -234,8 +236,9 @@ impl<T> Wheel<T> {
         self.elapsed = self.elapsed.max(now);
     }
 
-    /// Empties the slot starting at `start`: level-0 entries expire, higher
-    /// ones cascade to a lower level relative to the new current time.
+    /// Empties the slot starting at `start`. Level-0 entries expire, and
+    /// higher ones cascade to a lower level relative to the new current
+    /// time.
     fn process_slot(&mut self, level: usize, start: u64, expired: &mut impl FnMut(Key, u64, T)) {
         let slot = slot_for(start, level);
         let mut index = self.levels[level].heads[slot];
@@ -288,7 +291,7 @@ impl<T> Wheel<T> {
         value
     }
 
-    /// A live entry (callers check [`is_live`](Self::is_live) first).
+    /// A live entry. Callers check [`is_live`](Self::is_live) first.
     fn entry_mut(&mut self, index: u32) -> &mut Entry<T> {
         let entry = &mut self.entries[index as usize];
         debug_assert!(entry.value.is_some(), "key names a removed entry");
@@ -320,7 +323,7 @@ impl<T> Wheel<T> {
         let entry = self.entry_mut(index);
         let (prev, next) = (entry.prev, entry.next);
         if prev & HEAD != 0 {
-            // The head: its successor (if any) becomes the head and takes
+            // The head. Its successor, if any, becomes the head and takes
             // over the marker below.
             let (level, slot) = marked_slot(prev);
             debug_assert_eq!(self.levels[level].heads[slot], index);
@@ -337,15 +340,15 @@ impl<T> Wheel<T> {
     }
 }
 
-/// Asks the CPU to start loading `entry`'s cache line: a slot's list is
+/// Asks the CPU to start loading `entry`'s cache line. A slot's list is
 /// walked one dependent load at a time, and with many entries each is a
-/// cache miss; issuing the next one's load while the current one is
-/// expired (which touches its trigger) overlaps the two. A hint only.
+/// cache miss. Expiring the current entry touches its trigger. Issuing the
+/// next entry's load meanwhile overlaps the two. It is a hint only.
 #[inline(always)]
 fn prefetch<T>(entry: &T) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; it only
-    // hints the cache and never faults or reads into the program, and the
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has. It only
+    // hints the cache and never faults or reads into the program. And the
     // pointer comes from a live reference anyway.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -450,7 +453,7 @@ mod tests {
 
     #[test]
     fn an_entry_holding_one_reference_is_24_bytes() {
-        // The timer's value: a reference to the trigger, nothing else.
+        // The timer's value is a reference to the trigger, nothing else.
         assert_eq!(std::mem::size_of::<Entry<std::sync::Arc<u8>>>(), 24);
     }
 

@@ -1,6 +1,6 @@
-//! The timing wheel against a `BTreeMap` model: random inserts, re-keys,
-//! removals and polls, including deadlines at level boundaries and far
-//! beyond every level's range.
+//! The timing wheel against a `BTreeMap` model. The tests run random
+//! inserts, re-keys, removals and polls. Their deadlines include level
+//! boundaries and times far beyond every level's range.
 
 use super::{Key, Wheel};
 use proptest::prelude::*;
@@ -16,7 +16,7 @@ enum Action {
     Dead(u32, u64),
 }
 
-/// Offsets that straddle level boundaries (64^k ± 1) and the far future.
+/// Offsets that straddle level boundaries at 64^k ± 1, and the far future.
 fn offset() -> impl Strategy<Value = u64> {
     prop_oneof![
         4 => 0u64..200,
@@ -86,7 +86,7 @@ proptest! {
                         .copied()
                         .collect();
                     expected.sort_unstable();
-                    // Deadline order (ties in any order).
+                    // Deadline order, with ties in any order.
                     prop_assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "order: {:?}", got);
                     let mut got_sorted: Vec<(u64, u32)> = got.iter().map(|&(w, id, _)| (w, id)).collect();
                     got_sorted.sort_unstable();
@@ -115,8 +115,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     /// Without removals or re-keys, the next expiration is the earliest
-    /// deadline itself (not the start of the slot that holds it): the
-    /// wheel's owner wakes once per deadline, not once more per cascade.
+    /// deadline itself. It is not the start of the slot that holds that
+    /// deadline. So the wheel's owner wakes once per deadline, not once
+    /// more per cascade.
     #[test]
     fn next_expiration_is_the_earliest_deadline_without_removals(
         start in 0u64..1 << 40,
@@ -160,9 +161,9 @@ fn a_million_entries_expire_in_order() {
     assert_eq!(count, 1_000_000);
 }
 
-/// Millions of random operations against the model: inserts, re-keys,
-/// removals and polls, with deadlines near level boundaries and far beyond
-/// every level's range. Deterministic (fixed seed), so a failure replays.
+/// Millions of random operations against the model. They are inserts,
+/// re-keys, removals and polls, with deadlines near level boundaries and
+/// far beyond every level's range. The seed is fixed, so a failure replays.
 #[test]
 fn millions_of_random_operations_match_the_model() {
     let mut rng = 0x0123_4567_89AB_CDEFu64;

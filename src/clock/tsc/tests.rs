@@ -1,10 +1,11 @@
-//! The fast clock's unit tests: its rate bound, anchors and refresh
-//! decisions on synthetic clocks, and real readings against the clock.
+//! The fast clock's unit tests. They check its rate bound, anchors and
+//! refresh decisions on synthetic clocks, and real readings against the
+//! clock.
 
 use super::*;
 
-/// A clock running at `ns_per_tick` exactly (the raw one too: no
-/// adjustment), read with no delay.
+/// A clock running at `ns_per_tick` exactly, read with no delay. The raw
+/// clock runs at the same rate, since nothing adjusts it.
 fn pair_at(tsc: u64, ns_per_tick: f64) -> Pair {
     let ns = (tsc as f64 * ns_per_tick) as u64;
     Pair {
@@ -16,7 +17,7 @@ fn pair_at(tsc: u64, ns_per_tick: f64) -> Pair {
     }
 }
 
-/// A kernel with no time daemon (this machine's, as `adjtimex` shows).
+/// A kernel with no time daemon, like this machine's as `adjtimex` shows it.
 const QUIET: Adjustments = Adjustments {
     tick: 10_000,
     nominal_tick: 10_000,
@@ -76,7 +77,7 @@ fn an_anchor_serves_a_quarter_millisecond_rounding_up() {
         }
     }
     assert!(served > 400, "served {served}");
-    // Another CPU's TSC a little behind: not served.
+    // Another CPU's TSC a little behind is not served.
     assert_eq!(anchor.upper_ns(pair.before - 1), None);
     assert_eq!(Anchor::NONE.upper_ns(0), None);
 }
@@ -116,23 +117,24 @@ fn a_refresh_learns_renews_and_switches_off_when_behind() {
         panic!("no rate learned");
     };
     assert_eq!(anchor, Anchor::new(later, mult, quiet.unwrap()));
-    // The next refresh: the anchor held (extrapolated, at or ahead).
+    // At the next refresh the anchor held, its extrapolation at or ahead.
     let next = pair_at(100_300_000, 1.0);
     assert!(matches!(
         renew(anchor, next, first, mult, quiet),
         Renewal::Anchor(_, Some(_))
     ));
-    // Adjustments that allow no bound (or none read): off for good.
+    // Adjustments that allow no bound, or none read, switch it off for good.
     assert_eq!(renew(anchor, next, first, mult, None), Renewal::Off);
-    // The clock ran ahead of the anchor's extrapolation: off for good.
+    // A clock ahead of the anchor's extrapolation switches it off for good.
     let ahead = Pair {
         ns: next.ns + 1_000_000,
         ..next
     };
     assert_eq!(renew(anchor, ahead, first, mult, quiet), Renewal::Off);
-    // Not judged, so not off: a pair read long after the anchor served (a
-    // thread that slept), or under other adjustments (a daemon changed the
-    // rate since: the new anchor follows it).
+    // Not judged, so not off. One such pair is read long after the anchor
+    // served, by a thread that slept. Another is read under other
+    // adjustments, because a daemon changed the rate since. The new anchor
+    // follows that rate.
     let slept = Pair {
         ns: ahead.ns + 10_000_000,
         ..pair_at(110_300_000, 1.0)
@@ -153,16 +155,16 @@ fn a_refresh_learns_renews_and_switches_off_when_behind() {
 
 #[test]
 fn a_replaced_offset_keeps_its_share_for_two_seconds() {
-    // Seen at second 10: a share of 100,000 ppm.
+    // A share of 100,000 ppm, seen at second 10.
     let (bound, remembered) = recent_share(0, 100_000, 10);
     assert_eq!(bound, 100_000);
-    // The daemon replaced the offset: adjtimex shows a small share, but the
-    // kernel applies the old one until the second is over.
+    // The daemon replaced the offset, so adjtimex shows a small share. But
+    // the kernel applies the old one until the second is over.
     let (bound, kept) = recent_share(remembered, 3, 11);
     assert_eq!((bound, kept), (100_000, remembered));
     let (bound, _) = recent_share(remembered, 3, 12);
     assert_eq!(bound, 100_000);
-    // Forgotten after that; a larger share replaces a smaller one at once.
+    // Forgotten after that. A larger share replaces a smaller one at once.
     let (bound, newer) = recent_share(remembered, 3, 13);
     assert_eq!(bound, 3);
     let (bound, _) = recent_share(newer, 70, 13);
@@ -171,16 +173,16 @@ fn a_replaced_offset_keeps_its_share_for_two_seconds() {
 
 #[test]
 fn the_kernels_adjustments_bound_the_rate_from_above() {
-    // No daemon: the hidden allowance and the rounding only.
+    // With no daemon, only the hidden allowance and the rounding remain.
     let quiet = slew_ppm(QUIET).unwrap();
     assert!((HIDDEN_PPM..HIDDEN_PPM + 5).contains(&quiet), "{quiet}");
-    // chrony slewing at its fastest: the tick 8.33 % long.
+    // Chrony slewing at its fastest makes the tick 8.33 % long.
     let slewing = Adjustments {
         tick: 10_833,
         ..QUIET
     };
     assert!(slew_ppm(slewing).unwrap() >= 83_300 + HIDDEN_PPM);
-    // A tick as much short, and a negative frequency: slower.
+    // A tick as much short, and a negative frequency, make the clock slower.
     let slower = Adjustments {
         tick: 9_167,
         freq: -500 << 16,
@@ -193,8 +195,9 @@ fn the_kernels_adjustments_bound_the_rate_from_above() {
         ..QUIET
     };
     assert_eq!(slew_ppm(fast).unwrap(), quiet + 500);
-    // The loop's offset: 100 ms with time constant 0 is a quarter of it
-    // a second (of last second's, up to twice as much): 50,000 ppm.
+    // The loop applies a quarter of an offset of 100 ms a second, with time
+    // constant 0. The bound counts up to twice as much, for last second's
+    // offset. That gives 50,000 ppm.
     let offset_ns = Adjustments {
         offset: 100_000_000,
         constant: 0,
@@ -202,7 +205,7 @@ fn the_kernels_adjustments_bound_the_rate_from_above() {
         ..QUIET
     };
     assert!(slew_ppm(offset_ns).unwrap() >= 50_000 + HIDDEN_PPM);
-    // The same offset negative, in µs: the kernel's 32-bit cast undone.
+    // The same offset negative, in µs, with the kernel's 32-bit cast undone.
     let negative_us = Adjustments {
         offset: i64::from((-100_000_000i64 as u32) / 1_000),
         constant: 0,
@@ -214,7 +217,7 @@ fn the_kernels_adjustments_bound_the_rate_from_above() {
         (50_000 + HIDDEN_PPM..50_000 + HIDDEN_PPM + 10).contains(&ppm),
         "{ppm}"
     );
-    // A pulse-per-second signal steering the phase: no bound.
+    // A pulse-per-second signal steering the phase allows no bound.
     let pps = Adjustments {
         status: 0x0004 | 0x0100,
         ..QUIET
@@ -224,7 +227,7 @@ fn the_kernels_adjustments_bound_the_rate_from_above() {
 
 #[test]
 fn an_anchor_at_the_kernels_slew_stays_ahead_of_a_slewed_clock() {
-    // The raw clock at 0.4 ns per tick; the monotonic one 8.33 % faster.
+    // The raw clock at 0.4 ns per tick, and the monotonic one 8.33 % faster.
     let raw_per_tick = 0.4;
     let first = pair_at(0, raw_per_tick);
     let later = pair_at(1_000_000_000, raw_per_tick);
@@ -286,8 +289,8 @@ fn readings_are_never_behind_the_clock_and_close_to_it() {
     for thread in threads {
         thread.join().unwrap();
     }
-    // Off only where the kernel's adjustments allow no bound, never by
-    // the self-check (no time daemon slews this machine's clock).
+    // Off only where the kernel's adjustments allow no bound, never by the
+    // self-check. No time daemon slews this machine's clock.
     assert!(
         !SHARED.off.load(Ordering::Relaxed) || adjustments().and_then(slew_ppm).is_none(),
         "the self-check fired"

@@ -1,7 +1,7 @@
-//! The worker pool's shared state: the run queue, the timer's inbox, the
-//! timer role, the idle workers' beds and the elastic worker count — all
-//! under one lock, so every decision about who wakes is made on one
-//! consistent picture.
+//! The worker pool's shared state. It holds the run queue, the timer's
+//! inbox, the timer role, the idle workers' beds and the elastic worker
+//! count. All of it sits under one lock, so every decision about who wakes
+//! is made on one consistent picture.
 //!
 //! # Ground rules
 //!
@@ -12,21 +12,21 @@
 //! | `holder_asleep`, `notified` | the role holder sets `holder_asleep` before it waits; a waker clears it (and sets `notified`) when it wakes the holder |
 //! | `sleep_until` | stored by the holder under the lock (see `inbox.rs`); read lock-free by firers |
 //!
-//! Invariants:
+//! The pool keeps two invariants.
 //!
-//! * A worker parks idle only while the role is held (`timer` is `None`),
-//!   or while the thread that put it back after a quick batch (see
-//!   [`Pool::release`]) is on its way back for it: whoever finds the role
-//!   free takes it rather than park, so an idle pool always has one thread
-//!   sleeping toward the next deadline. A worker woken to take the role
-//!   over (`successor`) takes it ahead of queued runs, so the runs of a
-//!   batch that block never leave the role free while another worker
-//!   sleeps. If that batch blocks instead, the
-//!   monitor wakes a parked worker for the role within the stall threshold,
-//!   and an extra worker whose keep-alive runs out meanwhile takes the role
-//!   rather than retire.
-//! * A thread that wakes another pops its bed from `idle` (or clears
-//!   `holder_asleep`) under the lock: a woken worker is never counted
+//! * A worker parks idle only while the role is held, with `timer` at
+//!   `None`. It may also park while the thread that put the role back after
+//!   a quick batch is on its way back for it. [`Pool::release`] makes that
+//!   case. Whoever finds the role free takes it rather than park. So an
+//!   idle pool always has one thread sleeping toward the next deadline. A
+//!   worker woken to take the role over, the `successor`, takes it ahead of
+//!   queued runs. So the runs of a batch that block never leave the role
+//!   free while another worker sleeps. A quick batch may block instead.
+//!   Then the monitor wakes a parked worker for the role within the stall
+//!   threshold. An extra worker whose keep-alive runs out meanwhile takes
+//!   the role rather than retire.
+//! * A thread that wakes another pops its bed from `idle`, or clears
+//!   `holder_asleep`, under the lock. So a woken worker is never counted
 //!   idle, and a wake is never sent to a thread that is not waiting.
 //!
 //! # Files, by job
@@ -56,28 +56,29 @@ pub(crate) use role::Step;
 
 /// `sleep_until` while no thread sleeps toward a deadline.
 pub(crate) const AWAKE: u64 = 0;
-/// `sleep_until` while the timer role is free: above every deadline, so a
-/// firer re-arming a trigger in the inbox always takes the lock.
+/// `sleep_until` while the timer role is free. It is above every deadline,
+/// so a firer re-arming a trigger in the inbox always takes the lock.
 const FREE: u64 = u64::MAX;
 
 /// What a worker does next.
 pub(crate) enum Work<R: Runtime> {
     /// Serve this trigger's due request.
     Run(Arc<Core<R>>),
-    /// Hold the timer role: turn the wheel with these inbox items first.
+    /// Hold the timer role, and turn the wheel with the inbox items first.
     Timer(Box<Timer<R>>),
     /// The pool is closed, or this extra worker retires.
     Exit,
 }
 
-/// An idle worker's bed: it waits on its own condition variable, so the
-/// pool can wake the most recently parked worker first (warm cache).
+/// An idle worker's bed. Each worker waits on its own condition variable.
+/// So the pool can wake the most recently parked worker first, whose cache
+/// is warm.
 pub(crate) type Bed = Arc<Condvar>;
 
-/// Elastic sizing (see [`Builder`](crate::Builder)).
+/// Elastic sizing, as set on the [`Builder`](crate::Builder).
 #[derive(Debug, Clone)]
 pub(crate) struct Limits {
-    /// Workers started with the pool; they never retire.
+    /// Workers started with the pool. They never retire.
     pub(crate) core: usize,
     /// The most workers that may exist at once.
     pub(crate) max: usize,
@@ -109,36 +110,37 @@ impl Wakes {
 pub(super) struct State<R: Runtime> {
     queue: VecDeque<Arc<Core<R>>>,
     inbox: Vec<InboxItem<R>>,
-    /// The earliest deadline of the inbox's news (µs; `NEVER` if none or
-    /// unknown to matter): a free role is due for it then, not before, so
-    /// a worker delivering its own re-arm runs the rest of its batch first
-    /// instead of turning the wheel once per run.
+    /// The earliest deadline of the inbox's news, in µs. It is `NEVER` if
+    /// there is none, or none known to matter. A free role is due for the
+    /// news then, not before. So a worker delivering its own re-arm runs
+    /// the rest of its batch first, instead of turning the wheel once per
+    /// run.
     inbox_next: u64,
     closed: bool,
-    /// The timer role: `Some` while no thread holds it.
+    /// The timer role, `Some` while no thread holds it.
     timer: Option<Box<Timer<R>>>,
     /// The wheel's next deadline when the role was last put back.
     timer_next: u64,
     holder_asleep: bool,
-    /// Set by whoever wakes the holder; cleared when it wakes.
+    /// Set by whoever wakes the holder, and cleared when it wakes.
     notified: bool,
     /// Parked workers, most recent last.
     idle: Vec<Bed>,
     workers: WorkerCounts,
-    /// Set while the worker limit stops a needed start (one hit per episode).
+    /// Set while the worker limit stops a needed start. One hit counts per episode.
     at_limit: bool,
-    /// `release` woke an idle worker to take the free role: the first
-    /// worker to look takes it, ahead of queued runs (all but the thread
-    /// that just put it back, which runs the batch's first run). Cleared
-    /// when someone takes the role.
+    /// `release` woke an idle worker to take the free role. The first
+    /// worker to look takes it, ahead of queued runs. The thread that just
+    /// put it back is the exception, because it runs the batch's first run.
+    /// Cleared when someone takes the role.
     successor: bool,
-    /// Bumped whenever a worker picks up work: the monitor's stall test.
+    /// Bumped whenever a worker picks up work. The monitor's stall test reads it.
     progress: u64,
     monitor_parked: bool,
-    /// While the monitor is parked: the holder's wake-up it planned
-    /// around (it looks one tick after it), or `NEVER` if it waits for
-    /// activity only. A holder that wakes by itself before that time
-    /// unparks it (see `role.rs`, `sleep`).
+    /// While the monitor is parked, the holder's wake-up it planned around.
+    /// The monitor looks one tick after it. It is `NEVER` if the monitor
+    /// waits for activity only. A holder that wakes by itself before that
+    /// time unparks the monitor, in `sleep` of `role.rs`.
     monitor_plan: u64,
 }
 
@@ -167,7 +169,7 @@ impl<R: Runtime> State<R> {
         true
     }
 
-    /// A thread goes from waiting to working: a parked monitor must watch.
+    /// A thread goes from waiting to working, so a parked monitor must watch.
     fn note_activity(&mut self, wakes: &mut Wakes) {
         if self.monitor_parked {
             self.monitor_parked = false;
@@ -175,12 +177,12 @@ impl<R: Runtime> State<R> {
         }
     }
 
-    /// When a thread next gets busy with no one waking it (`sleep_until`:
-    /// the pool's): the sleeping holder at its target, a free role at its
-    /// due time; `NEVER` if neither (the role is held by a thread awake).
-    /// A free role with every thread waiting has no due time in practice
-    /// (a role with one is put back only by a thread that comes back for
-    /// it, or with a worker woken to take it).
+    /// When a thread next gets busy with no one waking it. `sleep_until` is
+    /// the pool's. The sleeping holder gets busy at its target, and a free
+    /// role at its due time. It is `NEVER` if neither applies, because a
+    /// thread awake holds the role. A free role with every thread waiting
+    /// has no due time in practice. A role with one is put back only by a
+    /// thread that comes back for it, or with a worker woken to take it.
     fn next_busy_by_itself(&self, sleep_until: u64) -> u64 {
         if self.holder_asleep {
             sleep_until
@@ -191,8 +193,9 @@ impl<R: Runtime> State<R> {
         }
     }
 
-    /// Whether work waits that no thread has picked up: queued runs, or a
-    /// free timer role with a deadline passed (the wheel's or its news').
+    /// Whether work waits that no thread has picked up. That is queued
+    /// runs, or a free timer role with a deadline passed. The deadline may
+    /// be the wheel's or its news'.
     fn pending(&self, now_us: u64) -> bool {
         !self.queue.is_empty() || (self.timer.is_some() && self.timer_due(now_us))
     }
@@ -203,9 +206,10 @@ impl<R: Runtime> State<R> {
         std::mem::take(&mut self.inbox)
     }
 
-    /// Takes the inbox's news for a turn into `buffer` (empty: the holder's
-    /// buffer from its last turn), which the inbox keeps, with its
-    /// capacity: no allocation per turn for the news of about one turn.
+    /// Takes the inbox's news for a turn into `buffer`. `buffer` is empty,
+    /// the holder's buffer from its last turn. The inbox keeps it, with its
+    /// capacity. So the news of about one turn costs no allocation per
+    /// turn.
     fn swap_inbox(&mut self, buffer: &mut Vec<InboxItem<R>>) {
         debug_assert!(buffer.is_empty());
         self.inbox_next = NEVER;
@@ -232,13 +236,13 @@ pub(crate) struct Closed<R: Runtime> {
     _timer: Option<Box<Timer<R>>>,
 }
 
-/// What a worker carries from one look at the pool to the next: a re-arm's
-/// inbox push with the run's reference to its trigger (handed to the pool
-/// with the next lock), and two buffers its
-/// timer turns reuse, with their capacity — the inbox's news (swapped with
-/// the pool's inbox) and the due runs a turn found (drained into the run
-/// queue): no allocation per turn. Each is trimmed back to [`RETAIN`]
-/// items' room once drained after a burst ([`trim`]).
+/// What a worker carries from one look at the pool to the next. One item is
+/// a re-arm's inbox push with the run's reference to its trigger. It is
+/// handed to the pool with the next lock. The others are two buffers its
+/// timer turns reuse, with their capacity. One holds the inbox's news,
+/// swapped with the pool's inbox. The other holds the due runs a turn
+/// found, drained into the run queue. So a turn allocates nothing. [`trim`]
+/// cuts each back to [`RETAIN`] items' room once drained after a burst.
 pub(crate) struct Carry<R: Runtime> {
     pub(crate) push: Option<(Arc<Core<R>>, InboxPush)>,
     pub(crate) inbox: Vec<InboxItem<R>>,
@@ -256,24 +260,25 @@ impl<R: Runtime> Default for Carry<R> {
 }
 
 /// The room, in items, that a buffer kept from one use to the next keeps
-/// beyond what it holds: a burst's peak (100,000 `fire_after`s at once is
-/// 100,000 inbox items) is given back after it, not held for good. A load
-/// whose turns stay within it allocates nothing; one whose bursts exceed
-/// it (thousands of triggers on one period) grows the room for each burst
-/// again — a few reallocations, each moving the items once more, against
-/// the burst's own work per item.
+/// beyond what it holds. A burst's peak is given back after it, not held
+/// for good. For example, 100,000 `fire_after`s at once make 100,000 inbox
+/// items. A load whose turns stay within this room allocates nothing. A
+/// load whose bursts exceed it grows the room again for each burst, as
+/// thousands of triggers on one period do. That is a few reallocations,
+/// each moving the items once more, set against the burst's own work per
+/// item.
 pub(crate) const RETAIN: usize = 1 << 10;
 
-/// Gives back `buffer`'s room beyond [`RETAIN`] once it is empty (a call
-/// after a burst reallocates; any other is a comparison or two).
+/// Gives back `buffer`'s room beyond [`RETAIN`] once it is empty. A call
+/// after a burst reallocates. Any other call is a comparison or two.
 pub(crate) fn trim<T>(buffer: &mut Vec<T>) {
     if buffer.is_empty() && buffer.capacity() > RETAIN {
         buffer.shrink_to(RETAIN);
     }
 }
 
-/// The pool: its state, the beds of the role holder and of the monitor,
-/// and the holder's sleep target.
+/// The pool, with its state, the beds of the role holder and of the
+/// monitor, and the holder's sleep target.
 pub(crate) struct Pool<R: Runtime> {
     state: Mutex<State<R>>,
     timer_bed: Condvar,
@@ -283,8 +288,8 @@ pub(crate) struct Pool<R: Runtime> {
 }
 
 impl<R: Runtime> Pool<R> {
-    /// A pool whose timer role starts free (`timer`) or is held for good by
-    /// a thread-less driver (`None`).
+    /// A pool whose timer role starts free with `timer`. With `None`, a
+    /// thread-less driver holds the role for good.
     pub(crate) fn new(timer: Option<Box<Timer<R>>>) -> Self {
         let free = timer.is_some();
         Self {
@@ -307,23 +312,23 @@ impl<R: Runtime> Pool<R> {
             }),
             timer_bed: Condvar::new(),
             monitor_bed: Condvar::new(),
-            // A pool made with the role free (see `put_back`).
+            // A pool made with the role free starts as `put_back` leaves it.
             sleep_until: AtomicU64::new(if free { FREE } else { AWAKE }),
         }
     }
 
-    /// Puts the timer role back, free. `sleep_until` becomes [`FREE`], so
-    /// a firer re-arming a trigger already in the inbox takes the lock and
-    /// lowers the free role's due time (`inbox_next`, see `poke_locked`).
-    /// News that came in while the role was held may have had such re-arms
-    /// judged by nobody (`sleep_until` was `AWAKE`): then the role is due
-    /// at once, as before `inbox_next` existed.
+    /// Puts the timer role back, free. `sleep_until` becomes [`FREE`]. So a
+    /// firer re-arming a trigger already in the inbox takes the lock in
+    /// `poke_locked`. There it lowers the free role's due time,
+    /// `inbox_next`. News that came in while the role was held may have had
+    /// such re-arms judged by nobody, because `sleep_until` was `AWAKE`.
+    /// Then the role is due at once, as before `inbox_next` existed.
     fn put_back(&self, state: &mut State<R>, timer: Box<Timer<R>>) {
         state.timer = Some(timer);
         if !state.inbox.is_empty() {
             state.inbox_next = 0;
         }
-        // Relaxed: see the protocol in `inbox.rs` (the lock carries it).
+        // Relaxed: the lock carries it, as the protocol in `inbox.rs` explains.
         self.sleep_until.store(FREE, Ordering::Relaxed);
     }
 
@@ -346,16 +351,16 @@ impl<R: Runtime> Pool<R> {
         }
     }
 
-    /// Queues a due trigger. `wake`: a caller outside the pool (a firer)
-    /// wakes an idle worker, else the sleeping role holder; a worker
-    /// re-queueing its own trigger does not (it loops back to the queue
-    /// itself, see `Core::schedule_run`). Returns `false` if the pool is
-    /// closed.
+    /// Queues a due trigger. With `wake`, a caller outside the pool, such
+    /// as a firer, wakes an idle worker, or else the sleeping role holder.
+    /// A worker re-queueing its own trigger wakes nobody. It loops back to
+    /// the queue itself, as `Core::schedule_run` explains. Returns `false`
+    /// if the pool is closed.
     pub(crate) fn push(&self, core: Arc<Core<R>>, wake: bool) -> bool {
         let mut state = self.lock();
         if state.closed {
-            // The trigger is let go outside the lock (it may be the last
-            // reference: its task's captures may run any code).
+            // The trigger is let go outside the lock. It may be the last
+            // reference, and its task's captures may run any code.
             drop(state);
             drop(core);
             return false;
@@ -370,18 +375,19 @@ impl<R: Runtime> Pool<R> {
         true
     }
 
-    /// Worker side: the next thing to do, waiting for it if need be. The
-    /// timer role comes first when it is free and due, so a queue that
-    /// never empties cannot starve deadlines (G10).
+    /// Worker side. It returns the next thing to do, waiting for it if need
+    /// be. The timer role comes first when it is free and due. So a queue
+    /// that never empties cannot starve deadlines, as G10 requires.
     ///
-    /// `carry.push`: the inbox push the worker's last run left (a re-arm),
-    /// delivered under this lock instead of one of its own; left in place if
-    /// the pool is closed (the caller lists it). `now_hint`: the clock as
-    /// the caller's last timer turn began, given only right after that
-    /// turn put the role back ([`after_turn`](Self::after_turn)'s
-    /// `Released`): the caller then runs a queued run, leaving the role to
-    /// the successor it may have woken. Taking the role swaps the inbox's
-    /// news into `carry.inbox` (empty: drained by the caller's last turn).
+    /// `carry.push` is the inbox push the worker's last run left, a re-arm.
+    /// It is delivered under this lock instead of one of its own. It is
+    /// left in place if the pool is closed, and the caller lists it.
+    /// `now_hint` is the clock as the caller's last timer turn began. It is
+    /// given only right after that turn put the role back, as
+    /// [`after_turn`](Self::after_turn)'s `Released`. The caller then runs
+    /// a queued run, leaving the role to the successor it may have woken.
+    /// Taking the role swaps the inbox's news into `carry.inbox`. That
+    /// buffer is empty, drained by the caller's last turn.
     pub(crate) fn next_work(
         &self,
         bed: &Bed,
@@ -392,13 +398,14 @@ impl<R: Runtime> Pool<R> {
         now_hint: Option<u64>,
     ) -> Work<R> {
         let Carry { push, inbox, .. } = carry;
-        // The clock as the worker's last run ended (its re-arm read it) or
-        // as its last timer turn began: good for the first look below,
-        // saving a read per periodic run and per turn (the first read after
-        // a wake-up is the costly one). The re-arm's reading is an upper
-        // bound (at most about 2 µs ahead, see `Clock::deadline_base_ns`):
-        // taking the role that much early only costs a turn that finds
-        // nothing due; the turn itself reads the exact clock.
+        // The clock as the worker's last run ended, which its re-arm read,
+        // or as its last timer turn began. It is good for the first look
+        // below. It saves a read per periodic run and per turn, and the
+        // first read after a wake-up is the costly one. The re-arm's
+        // reading is an upper bound, at most about 2 µs ahead, as
+        // `Clock::deadline_base_ns` explains. Taking the role that much
+        // early only costs a turn that finds nothing due. The turn itself
+        // reads the exact clock.
         let mut just_released = now_hint.is_some();
         let mut now_hint = now_hint.or(push.as_ref().map(|(_, push)| push.stamp.now_us()));
         let mut state = self.lock();
@@ -407,27 +414,27 @@ impl<R: Runtime> Pool<R> {
                 let stamp = push.stamp_for(&core);
                 let mut wakes = Wakes::default();
                 let deadline = inbox::judge(&core, stamp);
-                // The run's reference moves into the inbox: no count
-                // changes.
+                // The run's reference moves into the inbox, so no count changes.
                 self.add_to_inbox(&mut state, (core, stamp), || deadline, true, &mut wakes);
-                // Under the lock, before this worker may park: rare (an
-                // earlier deadline than the holder's, or a free role).
+                // Under the lock, before this worker may park. This is
+                // rare, since it takes an earlier deadline than the
+                // holder's, or a free role.
                 self.notify(wakes);
             }
         }
         loop {
             if state.closed {
-                // This thread is on its way out (`SchedulerStats::workers`
-                // counts the threads now).
+                // This thread is on its way out. `SchedulerStats::workers`
+                // counts the threads now.
                 state.workers.gone();
                 return Work::Exit;
             }
-            // Only the first look may use the hint: after a wait it is old.
+            // Only the first look may use the hint, because after a wait it is old.
             let hint = now_hint.take();
             let role_free = state.timer.is_some();
             let due = |state: &State<R>| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
-            // Only the first look: after a wait this worker may itself be
-            // the successor someone woke.
+            // Only the first look, because after a wait this worker may
+            // itself be the successor someone woke.
             let released = std::mem::take(&mut just_released);
             let successor = state.successor && !released;
             if role_free && (state.queue.is_empty() || successor || due(&state)) {
@@ -442,7 +449,7 @@ impl<R: Runtime> Pool<R> {
             if let Some(core) = state.queue.pop_front() {
                 state.progress += 1;
                 if state.queue.is_empty() && state.queue.capacity() > RETAIN {
-                    // A burst is over: give its room back (see `RETAIN`).
+                    // A burst is over, so give its room back, as `RETAIN` explains.
                     state.queue.shrink_to(RETAIN);
                 }
                 return Work::Run(core);
@@ -453,16 +460,16 @@ impl<R: Runtime> Pool<R> {
             } else {
                 wait(bed, state)
             };
-            // Still listed: nobody woke us (the keep-alive ran out, or a
-            // spurious wake-up).
-            // An extra worker then retires — unless work waits that nobody
-            // picked up (a free role left behind a quick batch that
-            // blocked, say): it takes that instead.
+            // Still listed, so nobody woke us. The keep-alive ran out, or
+            // the wake-up was spurious. An extra worker then retires,
+            // unless work waits that nobody picked up. Then it takes that
+            // work instead. A free role left behind a quick batch that
+            // blocked is such work.
             if let Some(index) = state.idle.iter().position(|b| Arc::ptr_eq(b, bed)) {
                 state.idle.remove(index);
                 let surplus = state.workers.current() > limits.core;
-                // Not while the role is free either: this worker takes it
-                // (the top of the loop), so no deadline goes unwatched.
+                // Not while the role is free either. This worker takes it
+                // at the top of the loop, so no deadline goes unwatched.
                 let role_free = state.timer.is_some();
                 if extra && !state.closed && surplus && !role_free && !state.pending(clock.now_us())
                 {
@@ -473,7 +480,7 @@ impl<R: Runtime> Pool<R> {
         }
     }
 
-    /// Queues the due runs a thread-less driver found; `false` if closed.
+    /// Queues the due runs a thread-less driver found. Returns `false` if closed.
     pub(crate) fn push_batch(&self, due: &mut Vec<Arc<Core<R>>>) -> bool {
         let mut state = self.lock();
         if state.closed {
@@ -483,7 +490,7 @@ impl<R: Runtime> Pool<R> {
         true
     }
 
-    /// Takes the next queued trigger without waiting (thread-less drivers).
+    /// Takes the next queued trigger without waiting, for thread-less drivers.
     pub(crate) fn try_pop(&self) -> Option<Arc<Core<R>>> {
         self.lock().queue.pop_front()
     }
@@ -493,19 +500,20 @@ impl<R: Runtime> Pool<R> {
         self.lock().queue.len()
     }
 
-    /// Takes the inbox (thread-less drivers).
+    /// Takes the inbox, for thread-less drivers.
     pub(crate) fn take_inbox(&self) -> Vec<InboxItem<R>> {
         self.lock().take_inbox()
     }
 
-    /// Closes the pool: takes the queued work out (the shutdown scan lists
-    /// it), the inbox and a free timer role with its wheel, and wakes every
-    /// thread so it exits. Returns what it took for the caller to drop once
-    /// it holds no lock: each holds triggers, any reference may be a
-    /// trigger's last, and dropping it runs its task's destructor. Taking
-    /// them also ends the cycle a trigger's reference to its runtime makes
-    /// with the runtime's references to its triggers (a role held by a
-    /// worker goes with the worker as it exits).
+    /// Closes the pool. It takes out the queued work, the inbox, and a free
+    /// timer role with its wheel. The shutdown scan lists the queued work.
+    /// It wakes every thread so it exits. Returns what it took, for the
+    /// caller to drop once it holds no lock. Each part holds triggers, and
+    /// any reference may be a trigger's last. Dropping that reference runs
+    /// its task's destructor. Taking them also ends the cycle between a
+    /// trigger's reference to its runtime and the runtime's references to
+    /// its triggers. A role held by a worker goes with the worker as it
+    /// exits.
     #[must_use = "the queued triggers are dropped by the caller, outside its locks"]
     pub(crate) fn close(&self) -> Closed<R> {
         let mut state = self.lock();
@@ -533,8 +541,8 @@ impl<R: Runtime> Pool<R> {
         self.lock().workers.started();
     }
 
-    /// A worker start the monitor decided on failed (or a core worker
-    /// could not be spawned): uncount it.
+    /// A worker start the monitor decided on failed, or a core worker could
+    /// not be spawned. This uncounts it.
     pub(crate) fn worker_not_started(&self) {
         self.lock().workers.gone();
     }
@@ -576,7 +584,8 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         // Work arrives without a wake-up, as behind a quick batch that
-        // blocked: past its keep-alive the worker takes it, not retires.
+        // blocked. Past its keep-alive the worker takes it, and does not
+        // retire.
         let runtime = crate::core::tests::TestRuntime::new();
         pool.lock().queue.push_back(runtime.bind(|| None));
         assert!(worker.join().unwrap(), "the extra worker took the run");

@@ -1,20 +1,20 @@
-//! The timer role: a worker that took it (`Pool::next_work`, when it is
-//! free and due) turns the wheel, then either sleeps toward the next
-//! deadline or puts the role back to run the due batch, waking helpers and
-//! a successor (`after_turn`, `release`).
+//! The timer role. A worker takes it in `Pool::next_work` when it is free
+//! and due. The worker turns the wheel, then either sleeps toward the next
+//! deadline or puts the role back to run the due batch. Putting it back
+//! wakes helpers and a successor, in `after_turn` and `release`.
 //!
 //! # Why leader/follower
 //!
-//! A separate timer thread costs two wake-ups per due run (timer, then a
-//! worker). Here the thread that wakes for a deadline runs the first due
-//! run itself (tokio's workers parking on the time driver, Go's per-P
-//! timers and the leader/follower pattern all do this). Before it runs
-//! user code it puts the timer role back and, from how long the due runs
-//! took last time, decides who else wakes: idle workers to share a long
-//! batch (a batch of quick runs stays on this thread), else one idle worker
-//! to take the role over. When every worker is busy the role waits for the
-//! first one to finish, or for the monitor (see `worker.rs`) to wake or
-//! start one within the stall threshold.
+//! A separate timer thread costs two wake-ups per due run, the timer's and
+//! then a worker's. Here the thread that wakes for a deadline runs the
+//! first due run itself. Tokio's workers parking on the time driver, Go's
+//! per-P timers and the leader/follower pattern all do this. Before it runs
+//! user code, it puts the timer role back. Then it decides who else wakes,
+//! from how long the due runs took last time. Idle workers wake to share a
+//! long batch, while a batch of quick runs stays on this thread. Else one
+//! idle worker wakes to take the role over. When every worker is busy, the
+//! role waits for the first one to finish. Or it waits for the monitor of
+//! `worker.rs` to wake or start one within the stall threshold.
 
 use super::{Carry, Limits, Pool, State, Wakes, AWAKE};
 use crate::clock::{Clock, COARSEST_GRID_US};
@@ -30,38 +30,38 @@ const SHARE_US: u64 = 200;
 
 /// What the timer role holder does after a turn.
 pub(crate) enum Step<R: Runtime> {
-    /// Turn again (woken, or news in the inbox, now in the holder's
-    /// buffer).
+    /// Turn again, because the holder was woken or news came into the
+    /// inbox. The news is now in the holder's buffer.
     Turn(Box<Timer<R>>),
-    /// The role is put back: go run the queued work.
+    /// The role is put back, so go run the queued work.
     Released,
-    /// The pool closed; these due runs were never queued (list them).
+    /// The pool closed. These due runs were never queued, so list them.
     Closed(Vec<Arc<Core<R>>>),
     /// This extra worker handed the role over after its keep-alive and is
-    /// uncounted: it exits.
+    /// uncounted. It exits.
     Retired,
 }
 
-/// Slack (µs) between a quick batch's estimated end and the next deadline
+/// Slack in µs between a quick batch's estimated end and the next deadline,
 /// for the releasing thread to skip waking a successor.
 const BACK_MARGIN_US: u64 = 300;
 
-/// How long before an exact deadline the role holder wakes first (µs).
+/// How long before an exact deadline the role holder wakes first, in µs.
 const PREWAKE_US: u64 = 30;
 
-/// When the role holder wakes for the wheel's next deadline `next` (µs),
-/// seen at `now_us`: an exact deadline is slept toward in two steps — to
-/// [`PREWAKE_US`] before it, then the rest — and one on the 1 ms grid
-/// (coalesced periodic re-arms, a 1 ms tick) in one.
+/// When the role holder wakes for the wheel's next deadline `next` in µs,
+/// seen at `now_us`. An exact deadline is slept toward in two steps. The
+/// holder sleeps to [`PREWAKE_US`] before it, then the rest. A deadline on
+/// the grid of [`COARSEST_GRID_US`] takes one step. Coalesced periodic
+/// re-arms and a tick of one millisecond land on that grid.
 ///
-/// Measured on a 2-vCPU VM (bench scenario 3, p50 lateness over three
-/// runs each): waking exactly at the deadline 34–44 µs; 30 µs early, then
-/// the rest, 23–26 µs (the first wake pays the idle vCPU's exit latency
-/// early, and the short second sleep returns fast); 100 µs early, 39–42 µs.
-/// A deadline on the 1 ms grid is served within its grid anyway (G15), so
-/// it gets one wake-up: 100,000 periodic triggers then cost one per
-/// millisecond, not two. Waking early is never a risk: the turn finds
-/// nothing due and the holder sleeps the rest.
+/// On a virtual machine, the first wake pays the idle vCPU's exit latency
+/// early, and the short second sleep returns fast. docs/DESIGN.md gives the
+/// lateness measured with and without the early wake, under "Sleeping
+/// toward a deadline". A deadline on the grid is served within its grid
+/// anyway, as G15 allows. So it gets one wake-up, and 100,000 periodic
+/// triggers then cost one per millisecond, not two. Waking early is never a
+/// risk. The turn finds nothing due, and the holder sleeps the rest.
 fn wake_target(next: u64, now_us: u64) -> u64 {
     let on_grid = next % COARSEST_GRID_US == 0;
     if next == NEVER || on_grid || next.saturating_sub(now_us) <= 2 * PREWAKE_US {
@@ -72,11 +72,12 @@ fn wake_target(next: u64, now_us: u64) -> u64 {
 }
 
 impl<R: Runtime> Pool<R> {
-    /// Role holder side, after a turn at `turned_at_us` that found `due` runs: queue them
-    /// and go run them (putting the role back), or sleep toward the
-    /// wheel's next deadline until then or until woken. `retire`: the
-    /// holder is an extra worker, which sleeps at most its keep-alive and
-    /// may then retire (see [`hand_over_and_retire`](Self::hand_over_and_retire)).
+    /// Role holder side, after a turn at `turned_at_us` that found `due`
+    /// runs. The holder queues them and goes to run them, putting the role
+    /// back. Or it sleeps toward the wheel's next deadline, until then or
+    /// until woken. With `retire`, the holder is an extra worker. It sleeps
+    /// at most its keep-alive and may then retire through
+    /// [`hand_over_and_retire`](Self::hand_over_and_retire).
     pub(crate) fn after_turn(
         &self,
         timer: Box<Timer<R>>,
@@ -89,7 +90,7 @@ impl<R: Runtime> Pool<R> {
         let Carry { inbox, due, .. } = carry;
         let mut state = self.lock();
         if state.closed {
-            // The wheel's references go outside the lock (see `close`).
+            // The wheel's references go outside the lock, as in `close`.
             drop(state);
             drop(timer);
             return Step::Closed(std::mem::take(due));
@@ -100,8 +101,8 @@ impl<R: Runtime> Pool<R> {
             state.queue.extend(due.drain(..));
         }
         if !state.queue.is_empty() {
-            // Runs queued before this turn (fires, or a batch an earlier
-            // holder left) are not in the estimate: their length is
+            // Runs queued before this turn are not in the estimate. They
+            // are fires, or a batch an earlier holder left. Their length is
             // unknown, so this thread does not count on coming back.
             let estimate = Estimate {
                 unknown: estimate.unknown || state.queue.len() > from_turn,
@@ -144,10 +145,11 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// An extra worker's keep-alive ran out while it held the role with
-    /// nothing due: if another worker is idle to take the role over and the
-    /// pool is above its core size, wake that worker (the caller puts the
-    /// role back) and uncount this one. Else it keeps the role: it is the
-    /// only thread free to watch the wheel.
+    /// nothing due. Another worker may be idle to take the role over, with
+    /// the pool above its core size. Then this wakes that worker and
+    /// uncounts this one, and the caller puts the role back. Else this
+    /// worker keeps the role, because it is the only thread free to watch
+    /// the wheel.
     fn hand_over_and_retire(
         &self,
         state: &mut State<R>,
@@ -167,29 +169,30 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// Puts the timer role back before running user code, and picks who
-    /// wakes, from how long the due runs took last time (`estimate_us`):
+    /// wakes. It picks from how long the due runs took last time,
+    /// `estimate`.
     ///
-    /// * helpers: one idle worker per [`SHARE_US`] of estimated work beyond
-    ///   the first share (a batch of quick runs is cheaper on one thread
-    ///   than spread with wake-ups);
-    /// * a successor for the role: one idle worker, if the wheel has
-    ///   deadlines, which takes the role ahead of queued runs (so helpers
-    ///   and runs that block never leave it free while a worker sleeps) —
-    ///   unless the batch is known to be quick
-    ///   (every run in it has finished before, and twice their last
-    ///   durations plus [`BACK_MARGIN_US`] end before the next deadline):
-    ///   then this thread runs the batch and takes the role back itself,
-    ///   one wake-up per turn instead of two (100,000 periodic triggers:
-    ///   half the context switches). A first run, whose duration nobody
-    ///   knows, always gets a successor; a known-quick run that blocks
-    ///   this time leaves the role to the monitor, within the stall
-    ///   threshold. Measured: taking the role back unconditionally, even
-    ///   with the next deadline close, tripled the p99 lateness on a
-    ///   2-vCPU VM.
+    /// * Helpers come first. One idle worker wakes per [`SHARE_US`] of
+    ///   estimated work beyond the first share. A batch of quick runs is
+    ///   cheaper on one thread than spread with wake-ups.
+    /// * A successor for the role comes next. It is one idle worker, woken
+    ///   if the wheel has deadlines. It takes the role ahead of queued
+    ///   runs. So helpers and runs that block never leave the role free
+    ///   while a worker sleeps. No successor wakes when the batch is known
+    ///   to be quick. In a quick batch every run has finished before, and
+    ///   twice their last durations plus [`BACK_MARGIN_US`] end before the
+    ///   next deadline. Then this thread runs the batch and takes the role
+    ///   back itself. That is one wake-up per turn instead of two, and half
+    ///   the context switches for 100,000 periodic triggers. A first run,
+    ///   whose duration nobody knows, always gets a successor. A
+    ///   known-quick run that blocks this time leaves the role to the
+    ///   monitor, within the stall threshold. Taking the role back
+    ///   unconditionally, even with the next deadline close, raised the
+    ///   tail lateness, as docs/DESIGN.md records.
     ///
-    /// When every worker is busy the role stays free until the first
-    /// one finishes, or the monitor wakes or starts one within the stall
-    /// threshold (G14).
+    /// When every worker is busy, the role stays free until the first one
+    /// finishes. Or the monitor wakes or starts one within the stall
+    /// threshold, as G14 requires.
     fn release(
         &self,
         state: &mut State<R>,
@@ -215,27 +218,26 @@ impl<R: Runtime> Pool<R> {
                     .known_us
                     .saturating_mul(2)
                     .saturating_add(BACK_MARGIN_US);
-        // The role gets a thread of its own, unless this one comes back
-        // for it after a quick batch: the woken worker takes it ahead of
-        // queued runs (`successor`), so runs that block — whoever runs
-        // them — never leave it free while a worker sleeps.
+        // The role gets a thread of its own, unless this one comes back for
+        // it after a quick batch. The woken worker takes it ahead of queued
+        // runs, as `successor`. So runs that block never leave it free
+        // while a worker sleeps, whoever runs them.
         if deadlines && !back_in_time && state.wake_idle(&mut wakes) {
             state.successor = true;
         }
         wakes
     }
 
-    /// The role holder sleeps toward `until` (see the protocol in
-    /// `inbox.rs`); `timeout` bounds the wait on the real clock.
-    /// Returns the guard and whether it woke by itself (a timeout, not a
-    /// waker).
+    /// The role holder sleeps toward `until`, under the protocol in
+    /// `inbox.rs`. `timeout` bounds the wait on the real clock. Returns the
+    /// guard and whether it woke by itself, by a timeout and not a waker.
     fn sleep<'a>(
         &'a self,
         mut state: MutexGuard<'a, State<R>>,
         until: u64,
         timeout: Option<Duration>,
     ) -> (MutexGuard<'a, State<R>>, bool) {
-        // Relaxed: see the protocol in `inbox.rs` (the lock carries it).
+        // Relaxed: the lock carries it, as the protocol in `inbox.rs` explains.
         self.sleep_until.store(until, Ordering::Relaxed);
         state.holder_asleep = true;
         state = match timeout {
@@ -244,11 +246,11 @@ impl<R: Runtime> Pool<R> {
         };
         self.sleep_until.store(AWAKE, Ordering::Relaxed);
         let by_itself = std::mem::replace(&mut state.holder_asleep, false);
-        // Woke by itself (its deadline): it is about to work. A parked
-        // monitor plans to look a tick after the holder's target (see
-        // `Pool::monitor_sleep`): it is unparked only if this wake-up
-        // comes before its plan, or it has none — not a second wake-up
-        // for every deadline.
+        // Woke by itself at its deadline, so it is about to work. A parked
+        // monitor plans to look a tick after the holder's target, in
+        // `Pool::monitor_sleep`. It is unparked only if this wake-up comes
+        // before its plan, or if it has no plan. So not every deadline
+        // costs a second wake-up.
         if by_itself && until < state.monitor_plan {
             let mut wakes = Wakes::default();
             state.note_activity(&mut wakes);
@@ -260,8 +262,8 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// Plays the role holder going to sleep toward `until_us` without a
-    /// timeout (loom models: a missed wake-up deadlocks the model); returns
-    /// the inbox items to turn with.
+    /// timeout, for the loom models. A missed wake-up deadlocks the model.
+    /// Returns the inbox items to turn with.
     #[cfg(loom)]
     pub(crate) fn wait_as_holder(
         &self,
@@ -275,15 +277,15 @@ impl<R: Runtime> Pool<R> {
         state.take_inbox()
     }
 
-    /// Whether the role holder is awake or has been woken (loom models).
+    /// Whether the role holder is awake or has been woken, for the loom models.
     #[cfg(loom)]
     pub(crate) fn holder_awake(&self) -> bool {
         let state = self.lock();
         state.notified || self.sleep_until.load(Ordering::Relaxed) == AWAKE
     }
 
-    /// Wakes the role holder without news (loom models' stand-in for its
-    /// timeout).
+    /// Wakes the role holder without news. It is the loom models' stand-in
+    /// for its timeout.
     #[cfg(loom)]
     pub(crate) fn nudge(&self) {
         let mut state = self.lock();
@@ -302,10 +304,10 @@ mod tests {
 
     #[test]
     fn exact_deadlines_are_slept_toward_in_two_steps() {
-        // Exact and far: wake early, then (near) sleep the rest.
+        // Exact and far, so wake early, then sleep the rest once near.
         assert_eq!(wake_target(10_537, 5_000), 10_537 - PREWAKE_US);
         assert_eq!(wake_target(10_537, 10_537 - PREWAKE_US), 10_537);
-        // On the 1 ms grid, or never: one step.
+        // On the 1 ms grid, or never, it takes one step.
         assert_eq!(wake_target(10_000, 5_000), 10_000);
         assert_eq!(wake_target(NEVER, 5_000), NEVER);
         // Never after the deadline, whatever the clock says.
