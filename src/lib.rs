@@ -16,6 +16,9 @@ mod core;
 mod error;
 mod jitter;
 mod metrics;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod model;
 mod phase;
 mod policy;
 pub mod refresh;
@@ -29,11 +32,8 @@ mod task;
 mod trigger;
 mod virtual_time;
 mod wait;
-mod word;
-#[cfg(loom)]
-#[doc(hidden)]
-pub use scheduler::model;
 mod wheel;
+mod word;
 
 pub use context::{is_cancelled, scheduler_time, Outcome};
 pub use error::{BuildError, FireError, RefreshError, WaitError};

@@ -28,7 +28,6 @@
 //! | `worker.rs` | worker and monitor loops, thread starts |
 //! | `manual.rs` | the thread-less driver of virtual time and the loom models |
 //! | `local.rs` | the hand-polled executor of virtual time's and the models' async iterations |
-//! | `model.rs` | the loom harness on that driver (`--cfg loom` only) |
 //!
 //! A fire's main hand-offs are below. Each step goes downward or through
 //! `Runtime`. A debugger stepping into every call enters 17 files on this
@@ -54,15 +53,13 @@
 mod builder;
 pub(crate) mod door;
 pub(crate) mod local;
-mod manual;
-#[cfg(loom)]
-pub mod model;
-mod pool;
+pub(crate) mod manual;
+pub(crate) mod pool;
 mod report;
-mod shared;
+pub(crate) mod shared;
 mod terminated;
-mod timer;
-mod worker;
+pub(crate) mod timer;
+pub(crate) mod worker;
 
 use crate::shutdown::ShutdownReport;
 pub use builder::Builder;
@@ -354,7 +351,7 @@ impl Scheduler {
             triggers,
             self.panic_count(),
             refused_paused,
-            self.shared.pool.counts(),
+            self.shared.pool.counts().for_stats(),
         )
     }
 

@@ -40,7 +40,7 @@ use std::time::Duration;
 pub(crate) struct Shared {
     /// The clock and how deadlines round on it.
     pub(crate) timing: Timing,
-    pub(super) pool: CachePadded<Pool<Shared>>,
+    pub(crate) pool: CachePadded<Pool<Shared>>,
     pub(super) limits: Limits,
     pub(super) closed: AtomicBool,
     /// Taken by `begin_shutdown` from the `closed` swap to the end of the
@@ -125,7 +125,7 @@ impl Shared {
             .store(unix_ns(epoch), std::sync::atomic::Ordering::Relaxed);
     }
 
-    pub(super) fn new(
+    pub(crate) fn new(
         clock: Clock,
         tick_us: u64,
         panic_hook: Option<PanicHook>,

@@ -41,7 +41,6 @@
 use super::timer::{InboxItem, Timer, NEVER};
 use crate::clock::Clock;
 use crate::core::{Core, InboxPush, Runtime};
-use crate::stats::WorkerCounts;
 use crate::sync::{lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -590,5 +589,42 @@ mod tests {
         pool.lock().queue.push_back(runtime.bind(|| None));
         assert!(worker.join().unwrap(), "the extra worker took the run");
         assert_eq!(pool.counts().current(), 1);
+    }
+}
+
+/// Worker counts, for statistics. `current` changes only through
+/// [`started`](Self::started) and [`gone`](Self::gone), which move the
+/// `metrics` gauge of workers with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WorkerCounts {
+    current: usize,
+    pub(crate) peak: usize,
+    pub(crate) limit_hits: u64,
+}
+
+impl WorkerCounts {
+    /// The workers counted now.
+    pub(crate) fn current(&self) -> usize {
+        self.current
+    }
+
+    /// Now, the peak and the limit hits, for `SchedulerStats`.
+    pub(crate) fn for_stats(&self) -> (usize, usize, u64) {
+        (self.current, self.peak, self.limit_hits)
+    }
+
+    /// A worker is counted, as started or about to be.
+    pub(crate) fn started(&mut self) {
+        self.current += 1;
+        self.peak = self.peak.max(self.current);
+        crate::metrics::workers(1.0);
+    }
+
+    /// A counted worker is gone. It exited, retired or never started.
+    pub(crate) fn gone(&mut self) {
+        if self.current > 0 {
+            self.current -= 1;
+            crate::metrics::workers(-1.0);
+        }
     }
 }

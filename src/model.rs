@@ -9,14 +9,15 @@
 //! scheduler runs. The pool brings its queue, inbox, timer role, idle beds
 //! and worker counts.
 
-use super::local::LocalJobs;
-use super::manual::Driver;
-pub use super::pool::Watch;
-use super::pool::{Limits, Pool};
-use super::timer::Timer;
-use super::{Scheduler, Shared};
 use crate::async_task::Spawn;
 use crate::clock::{Clock, ManualTime};
+use crate::scheduler::local::LocalJobs;
+use crate::scheduler::manual::Driver;
+pub use crate::scheduler::pool::Watch;
+use crate::scheduler::pool::{Limits, Pool};
+use crate::scheduler::shared::Shared;
+use crate::scheduler::timer::Timer;
+use crate::scheduler::Scheduler;
 use crate::sync::Arc;
 use crate::{Snapshot, Task, Trigger};
 use std::future::Future;
@@ -83,7 +84,7 @@ impl Harness {
     /// `extra` worker may also stop when it retires. Under loom a
     /// keep-alive wait may time out at any point.
     pub fn run_worker(&self, extra: bool) {
-        super::worker::run_worker(&self.scheduler.shared, extra);
+        crate::scheduler::worker::run_worker(&self.scheduler.shared, extra);
     }
 
     /// Moves the clock to `now_us`, never back, without running anything.
@@ -95,7 +96,7 @@ impl Harness {
     /// start a worker. That worker is already counted. The model then runs
     /// it with [`run_worker`](Self::run_worker).
     pub fn monitor_check(&self, watch: &mut Watch, now_us: u64) -> bool {
-        super::worker::monitor_look(self.shared(), watch, now_us)
+        crate::scheduler::worker::monitor_look(self.shared(), watch, now_us)
     }
 
     /// Counts one more extra worker, as the monitor does before starting
@@ -255,7 +256,7 @@ impl Harness {
 }
 
 /// See [`Harness::first_run_warnings`].
-pub struct FirstRunWarnings(Arc<super::TriggerCore>);
+pub struct FirstRunWarnings(Arc<crate::scheduler::TriggerCore>);
 
 impl std::fmt::Debug for FirstRunWarnings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
