@@ -1,12 +1,7 @@
-//! The firer side of a trigger, and the core's hand-offs to the runtime.
-//!
-//! The firer side is `fire`, `fire_after` and their kin, `fire_and_wait` and `suspend`.
-//! Any thread may call them, any number at once. The hand-offs go through three doors.
-//! A due run goes into the run queue, through `schedule_run`. A deadline goes into the
-//! timer's inbox, through `publish_at` and [`InboxPush`]. The timer's expiry comes back
-//! through `expire`. The runner side in `run.rs` hands its re-runs and re-arms on through
-//! the same doors. What meets the request word that the shutdown scan closed is in
-//! `closed.rs`.
+//! The firer side of a trigger: `fire`, `fire_after` and their kin, `fire_and_wait` and
+//! `suspend`. Any thread may call them, any number at once. A firer hands the trigger on
+//! through the doors in `hand_off.rs`. What meets the request word that the shutdown scan
+//! closed is in `closed.rs`.
 //!
 //! # Ground rules
 //!
@@ -19,85 +14,18 @@
 //! word is accepted. Then the scan lists it, or its claim's run is run or listed. An
 //! install after the close is refused. See the `shutdown` module.
 //!
-//! Two flags make every queue hold a trigger at most once, as G9 and G13 require. The
-//! `queued` flag covers the run queue. IN_INBOX covers the timer inbox. It is a bit of
-//! the request word, set by the same compare-exchange that installs an AT request.
-//!
-//! A caller that sets a flag must push the trigger. One that finds it set pushes nothing.
-//! It knows that the pending dispatch or inbox entry will read the request word after
-//! clearing the flag. So that dispatch serves the newest request. The orderings of
-//! `queued` are in the module docs of `core`.
+//! A firer whose fire only lands on a pending run gives way now and then
+//! ([`give_way_in_a_storm`]), so a storm's firers leave the worker its core.
 
-use super::give_way::give_way_in_a_storm;
-use super::iteration::DispatchJob;
-use super::{Core, Runtime, Turn};
+use super::hand_off::OnClosed;
+use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
-use crate::request::{is_newer, Installer, Kind, Refused, Stamp, Word};
+use crate::request::{is_newer, Installer, Kind, Refused, Word};
 use crate::state::Reserve;
-use crate::sync::{Arc, Ordering};
+use crate::sync::Arc;
 use std::time::Duration;
-
-/// Whose request an install is.
-///
-/// It decides what a refusal by the word that the shutdown scan closed means. See
-/// `Request::close`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnClosed {
-    /// A firer's or a resume's request. Its refusal goes to its caller.
-    Refuse,
-    /// The scheduler's own request, such as a re-run, a re-arm, a cooldown's or a resume's
-    /// schedule. The run it stood for is listed as discarded.
-    List,
-}
-
-/// The push a trigger still owes the timer's inbox.
-///
-/// Its request now sits behind IN_INBOX and must be put in the inbox. Either
-/// [`deliver`](Self::deliver) does it, or a worker does it under the pool lock it takes
-/// next. No user code runs before that, so the wake-up protocol of
-/// `scheduler/pool/inbox.rs` is unchanged. The push only happens a little later, and
-/// judges the request it then reads.
-///
-/// It names no trigger. Whoever holds it holds the trigger it came from, and hands that
-/// in. That holder is the firer, or the worker with the run's own reference. A worker's
-/// periodic run then costs no reference of its own.
-#[must_use]
-pub(crate) struct InboxPush {
-    /// The request pushed and the clock its deadline is relative to.
-    pub(crate) stamp: Stamp,
-    /// The trigger's address, to check in debug builds that the push goes
-    /// with the trigger it came from.
-    #[cfg(debug_assertions)]
-    from: usize,
-}
-
-impl InboxPush {
-    /// The stamp to push `core` with. `core` is the trigger this push came from, which debug
-    /// builds check.
-    #[inline]
-    pub(crate) fn stamp_for<R: Runtime>(self, core: &Core<R>) -> Stamp {
-        #[cfg(debug_assertions)]
-        debug_assert_eq!(self.from, core.address(), "a push goes with its trigger");
-        let _ = core;
-        self.stamp
-    }
-
-    /// Pushes `core`, the trigger this push came from, now.
-    ///
-    /// A closed pool takes nothing, and nothing more is needed. The request went in before
-    /// the shutdown scan closed the word, so the scan lists it. See `Request::close`.
-    pub(crate) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>) {
-        let _ = core.runtime.to_timer(core, self.stamp_for(core), false);
-    }
-
-    /// The pool was closed before the push, so there is nothing to deliver. The scan lists
-    /// the request, as in [`deliver`](Self::deliver).
-    pub(crate) fn closed<R: Runtime>(self, core: &Core<R>) {
-        let _ = self.stamp_for(core);
-    }
-}
 
 impl<R: Runtime> Core<R> {
     /// Requests a run as soon as a worker is free.
@@ -370,188 +298,142 @@ impl<R: Runtime> Core<R> {
         }
     }
 
-    /// Puts the trigger in the run queue unless it is there already. Returns whether this
-    /// call put it there or spawned its dispatch.
-    ///
-    /// With `wake`, a firer's run wakes a worker. The scheduler's own run wakes nobody,
-    /// however long the iteration ran. That is a worker re-queueing the trigger it just ran.
-    /// The worker goes back to the queue itself and normally runs it, behind the runs queued
-    /// before it, as G10 requires.
-    ///
-    /// Re-running in place beat waking an idle worker as a standby for a long iteration's
-    /// re-run. docs/DESIGN.md gives the measurement. The standby's wake-up puts a thread
-    /// between two iterations that must first win a CPU from the firers. In place, the next
-    /// iteration starts on the CPU the last one had. The standby also covered one case. That
-    /// worker may next take an earlier queued run that blocks, with no other worker awake.
-    /// The re-run then waits for the monitor, within the stall threshold of G14. Any queued
-    /// run behind a blocked worker waits the same way.
-    ///
-    /// An async trigger's dispatch goes to its executor instead, while the scheduler is open.
-    /// It only spawns the iteration's future, which the same executor task then polls. No
-    /// worker wakes up. A dispatch that its executor drops unpolled falls back to the pool.
-    pub(super) fn schedule_run(self: &Arc<Self>, wake: bool) -> bool {
-        if !self.claim_queue_slot() {
-            return false;
+    /// Cancels every pending request. An iteration in flight finishes.
+    pub(crate) fn suspend(&self) {
+        self.close_burst();
+        let version = if self.request.peek().kind() == Kind::Paused {
+            // The pause told the waiters of what it cancelled already.
+            match self.suspend_paused(None) {
+                Some(version) => version,
+                None => return,
+            }
+        } else {
+            let (version, refused) = self.advance_to_idle();
+            match refused {
+                // A pause came in between and took what was pending.
+                Some(Refused::Paused) => self.suspend_paused(None).unwrap_or(version),
+                // A newer request won, as the later call. The exception is a resume
+                // installed after this advance. The pause before it took or met what
+                // was pending. The resume restored the schedule that this suspend
+                // cancels under G6. So suspend again.
+                Some(Refused::Newer) => self.suspend_paused(Some(version)).unwrap_or(version),
+                _ => version,
+            }
+        };
+        // After the publish, so a waiter told "suspended" reads the trigger so. It
+        // gets the newest version this suspend installed. A fire accepted after a
+        // resume that it cancelled has a waiter too.
+        if let Some(waiters) = self.existing_waiters() {
+            waiters.suspended(version);
         }
-        if let Some(slot) = self.cancel_slot() {
-            if !self.runtime.is_closed() {
-                slot.spawner
-                    .spawn(Box::pin(DispatchJob::new(Arc::clone(self))));
-                return true;
+    }
+
+    /// Advances and installs IDLE. Returns the version, and why the install was refused, if
+    /// it was.
+    ///
+    /// A refusal comes from a pause that came in between, or from a newer request. The pause
+    /// took what was pending. The suspend then only cancels the schedule that a resume would
+    /// restore, in [`suspend_paused`](Self::suspend_paused).
+    fn advance_to_idle(&self) -> (u32, Option<Refused>) {
+        let version = self.advance();
+        self.rare().counters.suspended(version);
+        let installed = self
+            .request
+            .install(version, Kind::Idle, Installer::Publish);
+        (version, installed.err())
+    }
+
+    /// A suspend that meets a pause.
+    ///
+    /// Nothing is pending. But a resume onto the schedule would restart the trigger, which G6
+    /// forbids until the next fire. The call runs under the pause lock, so no resume can come
+    /// in between. If the trigger is still paused, the resume is told to leave it idle. If it
+    /// was resumed meanwhile, the suspend cancels what the resume installed. The call then
+    /// returns the version it installed.
+    ///
+    /// With `since`, the suspend that advanced to that version met a newer request rather
+    /// than PAUSED. The call then does all this only if a resume installed with a newer
+    /// version. It returns `None` otherwise. `Rare::resumed_at` records that version, written
+    /// under this lock. If the refusing request was that resume's, the refused install read
+    /// it. So this lock is taken after the resume's and sees its record. The call is bounded.
+    /// Under the lock no pause or resume can come, so it happens once only. A record from
+    /// 2^29 versions back may read as newer. That gives a second suspend, which the call's
+    /// overlap with the newer request allows.
+    fn suspend_paused(&self, since: Option<u32>) -> Option<u32> {
+        let _guard = crate::sync::lock(self.runtime.pause_lock());
+        if let Some(version) = since {
+            // Relaxed: under the pause lock. See `Rare::resumed_at`.
+            let resumed_at = self
+                .rare()
+                .resumed_at
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if !crate::request::is_newer(resumed_at, version) {
+                return None;
             }
         }
-        self.push_to_pool(wake);
-        true
-    }
-
-    /// Puts this trigger, its queue slot claimed, in the run queue, waking a worker if
-    /// `wake`.
-    ///
-    /// A closed pool takes nothing, and nothing more is needed. The request went in before
-    /// the shutdown scan closed the word. So the scan lists it, or it lists its claim's run.
-    /// See `Request::close`.
-    pub(crate) fn push_to_pool(self: &Arc<Self>, wake: bool) {
-        let _ = self.runtime.queue_run(Arc::clone(self), wake);
-    }
-
-    /// Sets `queued`. Returns whether this caller must push the trigger.
-    ///
-    /// A trigger already queued is not pushed again. After shutdown the flag may stay set,
-    /// since nothing is queued any more.
-    pub(super) fn claim_queue_slot(&self) -> bool {
-        // Release: see the `queued` item of `# Orderings` in the module docs of `core`.
-        if !self.queued.swap(true, Ordering::Release) {
-            return true;
+        if self.is_paused() {
+            // Relaxed: read and written under the pause lock.
+            self.rare()
+                .stays_suspended
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return None;
         }
-        #[cfg(feature = "tracing")]
-        tracing::trace!(
-            trigger = self.name().unwrap_or("<unnamed>"),
-            "fire coalesced into the queued run"
+        // No pause can come in between, since this lock is held.
+        let (version, refused) = self.advance_to_idle();
+        debug_assert_ne!(
+            refused,
+            Some(Refused::Paused),
+            "paused without the pause lock"
         );
-        false
+        Some(version)
     }
+}
 
-    /// Installs "run at `deadline`" for `version` and tells the timer.
+/// Fires into an already pending run that a thread makes before it yields its CPU once.
+/// See [`give_way_in_a_storm`].
+///
+/// It is not used under loom, since a model thread's yield is loom's to schedule.
+#[cfg(not(loom))]
+const STORM_STREAK: u32 = 256;
+
+#[cfg(not(loom))]
+thread_local! {
+    /// This thread's fires that coalesced into a pending run.
     ///
-    /// The publish that sets IN_INBOX pushes the trigger to the inbox. One that finds it set
-    /// only wakes the timer if the deadline is earlier than its sleep target.
-    #[inline]
-    pub(super) fn publish_at(
-        self: &Arc<Self>,
-        version: u32,
-        deadline: u64,
-        now_us: u64,
-        on_closed: OnClosed,
-    ) -> (Kind, Result<Word, Refused>) {
-        let (kind, installed, push) = self.install_at(version, deadline, now_us, on_closed);
-        if let Some(push) = push {
-            push.deliver(self);
+    /// The count wraps. The unit tests read it too.
+    pub(super) static COALESCED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs after a fire that only coalesced into a pending run. Every [`STORM_STREAK`]th such
+/// fire on this thread yields the CPU once.
+///
+/// The pending run is a reserved re-run, or a run queued and not yet taken. Such a fire
+/// has nothing left to do, since the pending run serves it. A thread firing in a loop
+/// makes only these. A machine may have fewer cores than busy threads. Then firers that
+/// never block would hold the cores and starve the very worker that runs the task. A fire
+/// storm's iterations per second then follow the kernel's fair share. Two firers and one
+/// worker on two cores leave the worker two thirds of one. One `sched_yield` per
+/// `STORM_STREAK` coalesced fires lets the worker run. It costs a fraction of a percent of
+/// the firer's time, and nothing for any caller that does other work between fires.
+///
+/// Both kinds of pending run count. A fire into a queued run counts only when it queued
+/// nothing itself. The run is queued between an iteration's end and the next one's start,
+/// or while the worker that queued it waits for a CPU. Meanwhile every fire lands on the
+/// queued run. Firers that only yielded into a reserved re-run kept the cores from that
+/// very worker. Counting the fires into a queued run too raised both the iterations per
+/// second and each firer's fires per second in scenario 4 of the benchmarks. A queued
+/// run's fires are RMWs on the words that the worker is about to take. A longer streak
+/// gave less. A run may also stay queued because every worker is busy elsewhere. There
+/// the cost is one `sched_yield` per `STORM_STREAK` fires, within the noise of scenario 1's
+/// "`fire()`, run already pending".
+#[inline]
+pub(super) fn give_way_in_a_storm() {
+    #[cfg(not(loom))]
+    COALESCED.with(|count| {
+        let next = count.get().wrapping_add(1);
+        count.set(next);
+        if next % STORM_STREAK == 0 {
+            std::thread::yield_now();
         }
-        (kind, installed)
-    }
-
-    /// [`hand_to_timer`](Self::hand_to_timer), delivering the inbox push at once, if one is
-    /// needed.
-    #[inline]
-    pub(super) fn to_timer_now(
-        self: &Arc<Self>,
-        installed: Result<Word, Refused>,
-        stamp: Stamp,
-        deadline: u64,
-        on_closed: OnClosed,
-    ) {
-        if let Some(push) = self.hand_to_timer(installed, stamp, deadline, on_closed) {
-            push.deliver(self);
-        }
-    }
-
-    /// [`publish_at`](Self::publish_at), leaving the inbox push to the caller.
-    ///
-    /// A worker hands the push, if one is needed, to the pool under the lock it takes next
-    /// anyway. `on_closed` says whose request it is. See [`OnClosed`].
-    pub(super) fn publish_at_later(
-        self: &Arc<Self>,
-        version: u32,
-        deadline: u64,
-        now_us: u64,
-        on_closed: OnClosed,
-    ) -> Option<InboxPush> {
-        self.install_at(version, deadline, now_us, on_closed).2
-    }
-
-    /// What both publishes share. It installs the AT request, then calls
-    /// [`hand_to_timer`](Self::hand_to_timer).
-    #[inline]
-    fn install_at(
-        self: &Arc<Self>,
-        version: u32,
-        deadline: u64,
-        now_us: u64,
-        on_closed: OnClosed,
-    ) -> (Kind, Result<Word, Refused>, Option<InboxPush>) {
-        let kind = Kind::at(deadline, now_us);
-        self.mark_timed();
-        let installed = self.request.install(version, kind, Installer::Publish);
-        let stamp = Stamp::new(version, kind, now_us);
-        let push = self.hand_to_timer(installed, stamp, deadline, on_closed);
-        (kind, installed, push)
-    }
-
-    /// Runs after an AT request for `deadline` was installed or refused.
-    ///
-    /// The install that set IN_INBOX must push the trigger to the inbox, so this returns the
-    /// push. One that found the flag set only wakes the timer if the deadline is earlier than
-    /// its sleep target.
-    #[inline]
-    pub(super) fn hand_to_timer(
-        self: &Arc<Self>,
-        installed: Result<Word, Refused>,
-        stamp: Stamp,
-        deadline: u64,
-        on_closed: OnClosed,
-    ) -> Option<InboxPush> {
-        match installed {
-            Ok(old) if !old.in_inbox() => Some(InboxPush {
-                stamp,
-                #[cfg(debug_assertions)]
-                from: self.address(),
-            }),
-            Ok(_) => {
-                self.runtime.poke_timer(Turn::By(deadline));
-                None
-            }
-            // The scan closed the word. The scheduler's own request lists the run it stood
-            // for. A firer's request is refused, in `accepted`.
-            Err(Refused::Closed) => {
-                if on_closed == OnClosed::List {
-                    self.list_owed(stamp.kind());
-                }
-                None
-            }
-            // A newer request won, and its caller tells the timer. Or the trigger is paused.
-            Err(_) => None,
-        }
-    }
-
-    /// Timer side. This trigger's wheel entry is due at `due_at_us`.
-    ///
-    /// Marks the AT request it was filed for DUE, unless a newer request replaced it. Returns
-    /// whether the trigger must be pushed to the run queue. The timer pushes a whole batch at
-    /// once.
-    ///
-    /// The entry keeps no copy of the word it was filed for. That word is the one live now if
-    /// the word is an AT request with IN_INBOX clear. Every AT install sets IN_INBOX, as
-    /// `Request::install` shows. Only the timer's `leave_inbox` clears it. After that, the
-    /// same `take_in` files the word it read, moving this trigger's one entry. An AT word in
-    /// the inbox is newer. The timer reads and files it when it takes the trigger in. The read
-    /// may be stale. The exact-word RMW in `Request::expire` then fails, as for a word
-    /// replaced in between.
-    pub(crate) fn expire(&self, due_at_us: u64) -> bool {
-        let seen = self.request.peek();
-        if seen.in_inbox() || !matches!(seen.kind(), Kind::At { .. }) {
-            return false;
-        }
-        self.stats.marked_due(seen.version(), due_at_us);
-        self.request.expire(seen) && self.claim_queue_slot()
-    }
+    });
 }

@@ -37,9 +37,9 @@
 //! |------|-----|
 //! | `mod.rs` | [`Core`]: the fields, who may touch them, accessors |
 //! | `runtime.rs` | [`Runtime`]: everything the core asks of the runtime |
-//! | `fire.rs` | the firer side (`fire`, `fire_after`, `fire_and_wait`, debounce) and the hand-offs to the runtime: into the run queue, the timer's inbox, the shutdown report |
-//! | `give_way.rs` | a firer whose fire only lands on a pending run yields its CPU once in a while, so a storm's firers leave the worker its core |
-//! | `pause.rs` | the stop calls: `suspend` (G6), and the off switch, `pause` and `resume` (G17) |
+//! | `fire.rs` | the firer side: `fire`, `fire_after` and kin, `fire_and_wait`, debounce, `suspend` (G6), giving way in a storm |
+//! | `hand_off.rs` | the hand-offs to the runtime: into the run queue, the timer's inbox, and the timer's expiry |
+//! | `pause.rs` | the off switch, `pause` and `resume` (G17) |
 //! | `run.rs` | the runner side: `dispatch`, `run`, `end`, re-run and re-arm |
 //! | `task_cell.rs` | the task cell ([`TaskCell`], touched only by the RUNNING holder): the task in place if it fits in a pointer, else boxed |
 //! | `iteration.rs` | an async iteration, polled by its executor |
@@ -82,14 +82,14 @@ use crate::stats::{Counters, LastDelay, RareCounters, TriggerStats};
 use crate::sync::{Arc, AtomicBool, AtomicU32, Ordering, UnsafeCell};
 use crate::wait::Waiters;
 
-pub(crate) use fire::{InboxPush, OnClosed};
+pub(crate) use hand_off::{InboxPush, OnClosed};
 pub(crate) use pause::ResumeTo;
 pub(crate) use runtime::{Alive, Runtime, Turn};
 pub(crate) use task_cell::TaskCell;
 
 mod closed;
 mod fire;
-mod give_way;
+mod hand_off;
 pub(crate) mod iteration;
 mod pause;
 mod run;

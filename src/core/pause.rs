@@ -1,15 +1,12 @@
-//! The stop calls.
+//! The off switch of G17: `pause` and `resume`. They are the two control calls that
+//! take the runtime's pause lock. A suspend that meets a pause takes it too, so that a
+//! resume does not undo it; that part of `suspend` is in `fire.rs`.
 //!
-//! `suspend` cancels what is pending until the next fire, as G6 requires. The off switch
-//! of G17 is `pause` and `resume`. They are the two control calls that take the runtime's
-//! pause lock. A suspend that meets a pause takes it too, so that a resume does not undo
-//! it.
-//!
-//! The firer side's share of the protocol, the paused check and a refused publish, is in
-//! `fire.rs`. The request word's share, PAUSED and `install`, is in `request/mod.rs`. The
+//! The firer side's share of the protocol, the paused check, a refused publish and
+//! `suspend`, is in `fire.rs`. The request word's share, PAUSED and `install`, is in `request/mod.rs`. The
 //! "Pause" section of docs/DESIGN.md has the whole protocol and the models that check it.
 
-use super::fire::OnClosed;
+use super::hand_off::OnClosed;
 use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::error::FireError;
@@ -58,96 +55,6 @@ impl<R: Runtime> Core<R> {
         if let Some(waiters) = self.existing_waiters() {
             waiters.suspended(version);
         }
-    }
-
-    /// Cancels every pending request. An iteration in flight finishes.
-    pub(crate) fn suspend(&self) {
-        self.close_burst();
-        let version = if self.request.peek().kind() == Kind::Paused {
-            // The pause told the waiters of what it cancelled already.
-            match self.suspend_paused(None) {
-                Some(version) => version,
-                None => return,
-            }
-        } else {
-            let (version, refused) = self.advance_to_idle();
-            match refused {
-                // A pause came in between and took what was pending.
-                Some(Refused::Paused) => self.suspend_paused(None).unwrap_or(version),
-                // A newer request won, as the later call. The exception is a resume
-                // installed after this advance. The pause before it took or met what
-                // was pending. The resume restored the schedule that this suspend
-                // cancels under G6. So suspend again.
-                Some(Refused::Newer) => self.suspend_paused(Some(version)).unwrap_or(version),
-                _ => version,
-            }
-        };
-        // After the publish, so a waiter told "suspended" reads the trigger so. It
-        // gets the newest version this suspend installed. A fire accepted after a
-        // resume that it cancelled has a waiter too.
-        if let Some(waiters) = self.existing_waiters() {
-            waiters.suspended(version);
-        }
-    }
-
-    /// Advances and installs IDLE. Returns the version, and why the install was refused, if
-    /// it was.
-    ///
-    /// A refusal comes from a pause that came in between, or from a newer request. The pause
-    /// took what was pending. The suspend then only cancels the schedule that a resume would
-    /// restore, in [`suspend_paused`](Self::suspend_paused).
-    fn advance_to_idle(&self) -> (u32, Option<Refused>) {
-        let version = self.advance();
-        self.rare().counters.suspended(version);
-        let installed = self
-            .request
-            .install(version, Kind::Idle, Installer::Publish);
-        (version, installed.err())
-    }
-
-    /// A suspend that meets a pause.
-    ///
-    /// Nothing is pending. But a resume onto the schedule would restart the trigger, which G6
-    /// forbids until the next fire. The call runs under the pause lock, so no resume can come
-    /// in between. If the trigger is still paused, the resume is told to leave it idle. If it
-    /// was resumed meanwhile, the suspend cancels what the resume installed. The call then
-    /// returns the version it installed.
-    ///
-    /// With `since`, the suspend that advanced to that version met a newer request rather
-    /// than PAUSED. The call then does all this only if a resume installed with a newer
-    /// version. It returns `None` otherwise. `Rare::resumed_at` records that version, written
-    /// under this lock. If the refusing request was that resume's, the refused install read
-    /// it. So this lock is taken after the resume's and sees its record. The call is bounded.
-    /// Under the lock no pause or resume can come, so it happens once only. A record from
-    /// 2^29 versions back may read as newer. That gives a second suspend, which the call's
-    /// overlap with the newer request allows.
-    fn suspend_paused(&self, since: Option<u32>) -> Option<u32> {
-        let _guard = crate::sync::lock(self.runtime.pause_lock());
-        if let Some(version) = since {
-            // Relaxed: under the pause lock. See `Rare::resumed_at`.
-            let resumed_at = self
-                .rare()
-                .resumed_at
-                .load(std::sync::atomic::Ordering::Relaxed);
-            if !crate::request::is_newer(resumed_at, version) {
-                return None;
-            }
-        }
-        if self.is_paused() {
-            // Relaxed: read and written under the pause lock.
-            self.rare()
-                .stays_suspended
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            return None;
-        }
-        // No pause can come in between, since this lock is held.
-        let (version, refused) = self.advance_to_idle();
-        debug_assert_ne!(
-            refused,
-            Some(Refused::Paused),
-            "paused without the pause lock"
-        );
-        Some(version)
     }
 
     /// The scan closed a RESUMING word.

@@ -169,7 +169,7 @@ fn fires_into_a_queued_run_count_toward_giving_way() {
     // re-run do. The first fire queues the run and does not count.
     let runtime = TestRuntime::new();
     let core = runtime.bind(|| None);
-    let counted = || super::give_way::COALESCED.with(std::cell::Cell::get);
+    let counted = || super::fire::COALESCED.with(std::cell::Cell::get);
     let before = counted();
     core.fire().unwrap();
     assert_eq!(counted(), before, "the fire that queued the run");

@@ -30,12 +30,12 @@
 //! | `local.rs` | the hand-polled executor of virtual time's and the models' async iterations |
 //!
 //! A fire's main hand-offs are below. Each step goes downward or through
-//! `Runtime`. A debugger stepping into every call enters 17 files on this
-//! path and 24 on a delayed fire's; `docs/DESIGN.md` lists them.
+//! `Runtime`. A debugger stepping into every call enters 18 files on this
+//! path and 25 on a delayed fire's; `docs/DESIGN.md` lists them.
 //!
 //! ```text
 //! trigger/mod.rs    Trigger::fire
-//!  └▶ core/fire.rs      advance_fire, publish DUE, claim `queued` ─ Runtime::queue_run
+//!  └▶ core/fire.rs + hand_off.rs   advance_fire, publish DUE, claim `queued` ─ Runtime::queue_run
 //!      └▶ scheduler/door.rs     impl Runtime for Shared
 //!          └▶ scheduler/pool/mod.rs   push, wake an idle worker ─ (that worker) next_work pops it
 //!              └▶ scheduler/worker.rs     the worker loop ─ Core::dispatch
@@ -43,10 +43,10 @@
 //! ```
 //!
 //! A delayed fire goes through the timer first. It starts in
-//! `core/fire.rs`, with `publish_at` and `Runtime::to_timer`. It passes
+//! `core/hand_off.rs`, with `publish_at` and `Runtime::to_timer`. It passes
 //! `door.rs`, then `pool/inbox.rs`, which holds the inbox push and its
 //! wake-up. The role holder in `worker.rs` turns `timer.rs`, which calls
-//! `Core::expire` back in `core/fire.rs`. Then `after_turn` in
+//! `Core::expire` back in `core/hand_off.rs`. Then `after_turn` in
 //! `pool/role.rs` queues the due batch. From there the run goes through
 //! `worker.rs` to `core/run.rs`.
 
