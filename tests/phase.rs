@@ -3,21 +3,29 @@
 //! fleet's keys, and run on the monotonic clock — a wall-clock step never
 //! moves them.
 
-use circulation_trigger::{PhaseKeeper, Scheduler, Trigger};
+use circulation_trigger::{PhaseKeeper, Scheduler, Trigger, VirtualScheduler};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SECOND: Duration = Duration::from_secs(1);
 
 /// The wall-clock phase (time since the Unix epoch, modulo `period`) of
-/// the first slot of `key`'s keeper on a scheduler whose time zero is
-/// `epoch`.
-fn wall_phase(key: &str, epoch: SystemTime, period: Duration) -> Duration {
+/// the first slot of the keeper `keeper` makes on a scheduler whose time
+/// zero is `epoch`.
+fn phase_of(
+    epoch: SystemTime,
+    period: Duration,
+    keeper: impl FnOnce(&VirtualScheduler) -> PhaseKeeper,
+) -> Duration {
     let sim = Scheduler::builder().build_virtual();
     sim.set_wall_epoch(epoch);
-    let keeper = PhaseKeeper::keyed(period, key, &sim);
-    let slot = epoch + keeper.first_delay_from(Duration::ZERO);
+    let slot = epoch + keeper(&sim).first_delay_from(Duration::ZERO);
     let since = slot.duration_since(UNIX_EPOCH).unwrap();
     Duration::from_nanos((since.as_nanos() % period.as_nanos()) as u64)
+}
+
+/// The wall-clock phase of `key`'s keeper.
+fn wall_phase(key: &str, epoch: SystemTime, period: Duration) -> Duration {
+    phase_of(epoch, period, |sim| PhaseKeeper::keyed(period, key, sim))
 }
 
 #[test]
@@ -72,15 +80,9 @@ fn slots_run_on_the_monotonic_clock_whatever_the_wall_clock_does() {
     );
 }
 
-/// Where `ordinal`'s keeper puts member `n`'s slot in the wall clock's
-/// period, on a scheduler whose time zero is `epoch`.
+/// The wall-clock phase of member `n`'s keeper.
 fn ordinal_phase(n: u64, epoch: SystemTime, period: Duration) -> Duration {
-    let sim = Scheduler::builder().build_virtual();
-    sim.set_wall_epoch(epoch);
-    let keeper = PhaseKeeper::ordinal(period, n, &sim);
-    let slot = epoch + keeper.first_delay_from(Duration::ZERO);
-    let since = slot.duration_since(UNIX_EPOCH).unwrap();
-    Duration::from_nanos((since.as_nanos() % period.as_nanos()) as u64)
+    phase_of(epoch, period, |sim| PhaseKeeper::ordinal(period, n, sim))
 }
 
 #[test]
