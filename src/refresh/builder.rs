@@ -133,7 +133,9 @@ impl<'a> RefreshBuilder<'a> {
     /// has confirmed it for `after`. By default it never does. It is still
     /// served. [`Refresh::stats`] and
     /// [`Current::freshness`](super::Current::freshness) report it, and
-    /// each change is traced and counted as it happens.
+    /// each change is traced and counted as it happens. A watchdog trigger
+    /// named after the refresher with `:freshness` added does that. It
+    /// shows in the scheduler's stats and in a shutdown report.
     pub fn stale_after(mut self, after: Duration) -> Self {
         self.stale_after = Some(after);
         self

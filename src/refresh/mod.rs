@@ -480,7 +480,9 @@ impl<T, E> Refresh<T, E> {
     }
 
     /// Resumes a paused refresh with [`Trigger::resume`], back on its
-    /// schedule. Returns whether it was paused.
+    /// schedule. Returns whether it was paused. The next fetch waits the
+    /// delay the last one set, counted from this call. For a fetch at once,
+    /// call `resume_after(Duration::ZERO)` on [`trigger`](Self::trigger).
     ///
     /// # Errors
     ///
