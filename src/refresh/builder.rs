@@ -163,7 +163,9 @@ impl<'a> RefreshBuilder<'a> {
     /// The deadline holds during a graceful shutdown too. The fetch in
     /// flight, which the shutdown waits for, still ends by it. On a
     /// [`VirtualScheduler`](crate::VirtualScheduler) an async fetch's
-    /// deadline runs on virtual time.
+    /// deadline runs on virtual time. A fetch waiting on real I/O there
+    /// holds virtual time back, and `advance` panics once it has waited ten
+    /// seconds of real time, as its Panics section says.
     pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
         self.fetch_timeout = Some(timeout);
         self

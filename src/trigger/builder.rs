@@ -214,7 +214,9 @@ impl<'a> TriggerBuilder<'a> {
     /// into that one run. A `fire_after` beyond the cooldown is served at its
     /// deadline as usual, and the latest wins. A storm of "refresh now"
     /// messages then costs at most one run per `interval`. `Duration::ZERO`,
-    /// the default, sets no cooldown.
+    /// the default, sets no cooldown. A refresher's trigger starts with a
+    /// cooldown of one second instead (see
+    /// [`RefreshBuilder::trigger`](crate::RefreshBuilder::trigger)).
     ///
     /// ```text
     /// run ──┐ fire fire fire            fire_after(30 s) ─┐
