@@ -11,6 +11,7 @@
 //! ```
 
 use arc_swap::ArcSwap;
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::{Refresh, Scheduler};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -178,7 +179,7 @@ fn main() {
     let n = Arc::clone(&next);
     let ours = Ours {
         config: Refresh::builder(&scheduler)
-            .trigger(|t| t.min_interval(Duration::ZERO))
+            .trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
             .every(Duration::MAX)
             .bind(move || Ok(config(n.load(Relaxed)))),
         next,

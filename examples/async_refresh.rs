@@ -16,7 +16,8 @@
 //! cargo run --release --features tokio --example async_refresh -- --run-for 3
 //! ```
 
-use circulation_trigger::{FireError, Refresh, RetryBackoff, Scheduler};
+use circulation_trigger::policy::TriggerPolicies;
+use circulation_trigger::{policy::RetryBackoff, FireError, Refresh, Scheduler};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,7 +76,7 @@ async fn main() {
         ))
         .trigger(|t| {
             t.name("config-refresh")
-                .min_interval(Duration::from_millis(100))
+                .policies(TriggerPolicies::new().min_interval(Duration::from_millis(100)))
         })
         .bind_async(client, |client| Box::pin(client.fetch()));
     config.refresh_now().expect("scheduler running");
@@ -149,7 +150,7 @@ async fn main() {
     // so no runtime thread blocks on it.
     handler.abort();
     publisher.abort();
-    let report = scheduler.shutdown_and_join_async().await;
+    let report = scheduler.shutdown_async().await;
     consumer.await.ok();
     println!("{report}");
     let stats = config.trigger().stats();

@@ -15,6 +15,7 @@
 //!
 //! Run: `cargo run --release --example config_refresh`
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::refresh::Fetched;
 use circulation_trigger::{FireError, Refresh, Scheduler};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -93,7 +94,7 @@ fn main() {
             // The store takes 10 QPS: one fetch start per 150 ms at most.
             .trigger(|t| {
                 t.name("config-refresh")
-                    .min_interval(Duration::from_millis(150))
+                    .policies(TriggerPolicies::new().min_interval(Duration::from_millis(150)))
             })
             // The period, tuned at run time, comes with each fetch.
             .bind_conditional(move |_| {

@@ -22,7 +22,10 @@ mod fleet_chart;
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
 
-use circulation_trigger::{jittered, seed_jitter, PhaseKeeper, Scheduler, Trigger};
+use circulation_trigger::{
+    policy::{jittered, seed_jitter, PhaseKeeper},
+    Scheduler, Trigger,
+};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;

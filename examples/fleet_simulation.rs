@@ -19,7 +19,10 @@
 //!
 //! Run: `cargo run --release --example fleet_simulation [-- --svg PATH]`
 
-use circulation_trigger::{jittered, seed_jitter, PhaseKeeper, RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::{
+    policy::{jittered, seed_jitter, PhaseKeeper, RetryBackoff},
+    Scheduler, Trigger,
+};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};

@@ -58,7 +58,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         return Err("the scrape shows no iterations of \"config\"".into());
     }
-    let report = scheduler.shutdown_and_join();
+    scheduler.shutdown();
+    let _ = scheduler.await_termination(Duration::from_secs(5));
+    let report = scheduler.shutdown_report().unwrap_or_default();
     println!("shut down: {report}");
     Ok(())
 }

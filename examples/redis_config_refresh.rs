@@ -25,8 +25,9 @@
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::refresh::{Fetched, Validator};
-use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+use circulation_trigger::{policy::RetryBackoff, Refresh, Scheduler};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
@@ -181,7 +182,7 @@ async fn main() {
         .retry(RetryBackoff::new(Duration::from_millis(100), Duration::from_secs(10)).jitter(0.2))
         .trigger(|t| {
             t.name("config-refresh")
-                .min_interval(Duration::from_millis(200))
+                .policies(TriggerPolicies::new().min_interval(Duration::from_millis(200)))
         })
         .bind_async_conditional(store, |store, last| Box::pin(store.read(last)));
     config.refresh_now().expect("running");
@@ -241,7 +242,7 @@ async fn main() {
     tokio::task::spawn_blocking(move || subscriber.join().expect("subscriber"))
         .await
         .expect("subscriber");
-    let report = scheduler.shutdown_and_join_async().await;
+    let report = scheduler.shutdown_async().await;
     logger.await.expect("the log ends with the scheduler");
     let stats = config.trigger().stats();
     let greeting = config

@@ -82,9 +82,9 @@ pub fn is_cancelled() -> bool {
 /// The time of the scheduler running the current task, since it was built, on its clock.
 ///
 /// That is real time on a [`Scheduler`](crate::Scheduler) and virtual time on a
-/// [`VirtualScheduler`](crate::VirtualScheduler). It is `None` outside tasks. Inside the
+/// [`VirtualScheduler`](crate::testing::VirtualScheduler). It is `None` outside tasks. Inside the
 /// future of an async task or an async fetch, it answers at every poll. The times in
-/// [`TriggerStats`](crate::TriggerStats) are on the same clock.
+/// [`TriggerStats`](crate::report::TriggerStats) are on the same clock.
 ///
 /// # Examples
 ///

@@ -61,7 +61,7 @@ pub enum WaitError {
     Paused,
     /// The fire was refused as [`FireError::DelayTooLong`]. Its debounce
     /// window ends past the clock's range. See
-    /// [`TriggerBuilder::debounce`](crate::TriggerBuilder::debounce).
+    /// [`TriggerBuilder::debounce`](crate::policy::TriggerPolicies::debounce).
     DelayTooLong(Duration),
     /// A blocking wait was called where a Tokio runtime is entered, such as
     /// on a runtime's thread or inside `block_on`. There it could block the

@@ -20,7 +20,7 @@ use std::time::Duration;
 /// # Examples
 ///
 /// ```
-/// use circulation_trigger::jittered;
+/// use circulation_trigger::policy::jittered;
 /// use std::time::Duration;
 ///
 /// let delay = jittered(Duration::from_secs(30), 0.1);
@@ -34,7 +34,7 @@ pub fn jittered(period: Duration, fraction: f64) -> Duration {
 /// Seeds the generator [`jittered`] uses on this thread. Any `u64` is a
 /// valid seed. The seed reaches every other draw of this crate on this
 /// thread too. Those are
-/// [`PhaseKeeper::random_offset`](crate::PhaseKeeper::random_offset) and the
+/// [`PhaseKeeper::random_offset`](crate::policy::PhaseKeeper::random_offset) and the
 /// generator a new [`RetryBackoff`] starts from.
 ///
 /// The generator is this crate's own, one per thread. Seeding it leaves
@@ -44,7 +44,7 @@ pub fn jittered(period: Duration, fraction: f64) -> Duration {
 /// # Examples
 ///
 /// ```
-/// use circulation_trigger::{jittered, seed_jitter};
+/// use circulation_trigger::policy::{jittered, seed_jitter};
 /// use std::time::Duration;
 ///
 /// seed_jitter(7);
@@ -118,7 +118,7 @@ fn unit_fraction(fraction: f64) -> f64 {
 /// # Examples
 ///
 /// ```
-/// use circulation_trigger::{RetryBackoff, Scheduler, Trigger};
+/// use circulation_trigger::{Scheduler, Trigger, policy::RetryBackoff};
 /// use std::time::Duration;
 ///
 /// let sim = Scheduler::builder().build_virtual();
@@ -169,7 +169,7 @@ impl RetryBackoff {
     /// None. A `max` below `initial` is raised to `initial`.
     /// `initial == Duration::ZERO` gives zero delays, so the task re-runs at
     /// once. On a real scheduler other triggers still get their turn.
-    /// [`VirtualScheduler::advance`](crate::VirtualScheduler::advance) stops
+    /// [`VirtualScheduler::advance`](crate::testing::VirtualScheduler::advance) stops
     /// such a loop at its run limit.
     #[must_use]
     pub fn new(initial: Duration, max: Duration) -> Self {
@@ -287,7 +287,7 @@ pub(crate) fn after_at_least(wait: Duration, fraction: f64, unit: f64) -> Durati
 ///
 /// ```
 /// # #[cfg(feature = "serde")] {
-/// use circulation_trigger::RetryBackoff;
+/// use circulation_trigger::policy::RetryBackoff;
 ///
 /// let backoff: RetryBackoff =
 ///     serde_json::from_str(r#"{ "initial": "1s", "max": "1m", "jitter": 0.1 }"#).unwrap();

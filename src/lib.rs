@@ -20,8 +20,9 @@ mod metrics;
 #[doc(hidden)]
 pub mod model;
 mod phase;
-mod policy;
+pub mod policy;
 pub mod refresh;
+pub mod report;
 mod request;
 mod scheduler;
 mod shutdown;
@@ -29,6 +30,7 @@ mod state;
 mod stats;
 mod sync;
 mod task;
+pub mod testing;
 mod trigger;
 mod virtual_time;
 mod wait;
@@ -36,46 +38,34 @@ mod wheel;
 mod word;
 
 pub use context::{is_cancelled, scheduler_time, Outcome};
-pub use error::{BuildError, FireError, RefreshError, WaitError};
-pub use jitter::{jittered, seed_jitter, RetryBackoff};
-pub use phase::PhaseKeeper;
-pub use policy::{DebouncePolicy, PanicPolicy, StuckRun, TriggerPolicies};
-#[cfg(feature = "tokio")]
-pub use refresh::FetchFuture;
-pub use refresh::{Reader, Refresh, RefreshBuilder};
-pub use scheduler::{Builder, Scheduler, TaskPanic};
-pub use shutdown::{DiscardedRun, InFlightRun, ShutdownReport};
-pub use state::Snapshot;
-pub use stats::{SchedulerStats, TriggerState, TriggerStats};
+pub use error::{BuildError, FireError, WaitError};
+pub use refresh::{Refresh, RefreshBuilder};
+pub use scheduler::{Builder, Scheduler};
 pub use task::Task;
 pub use trigger::{Trigger, TriggerBuilder, WeakTrigger};
-pub use virtual_time::{VirtualClock, VirtualScheduler};
 
-// Every public type can be shared across threads. This block checks it at
-// compile time, so a user's `thread::spawn` never has to discover it.
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Scheduler>();
     assert_send_sync::<Builder>();
-    assert_send_sync::<VirtualScheduler>();
-    assert_send_sync::<VirtualClock>();
+    assert_send_sync::<testing::VirtualScheduler>();
+    assert_send_sync::<testing::VirtualClock>();
     assert_send_sync::<Trigger>();
     assert_send_sync::<WeakTrigger>();
     assert_send_sync::<TriggerBuilder<'static>>();
     assert_send_sync::<FireError>();
     assert_send_sync::<BuildError>();
-    assert_send_sync::<TaskPanic>();
-    assert_send_sync::<ShutdownReport>();
-    assert_send_sync::<DiscardedRun>();
-    assert_send_sync::<InFlightRun>();
+    assert_send_sync::<report::TaskPanic>();
+    assert_send_sync::<report::ShutdownReport>();
+    assert_send_sync::<report::DiscardedRun>();
+    assert_send_sync::<report::InFlightRun>();
     assert_send_sync::<Outcome>();
-    assert_send_sync::<TriggerStats>();
-    assert_send_sync::<SchedulerStats>();
-    assert_send_sync::<TriggerState>();
-    assert_send_sync::<RetryBackoff>();
-    assert_send_sync::<PhaseKeeper>();
-    assert_send_sync::<PanicPolicy>();
-    assert_send_sync::<StuckRun>();
+    assert_send_sync::<report::TriggerStats>();
+    assert_send_sync::<report::SchedulerStats>();
+    assert_send_sync::<report::TriggerState>();
+    assert_send_sync::<policy::RetryBackoff>();
+    assert_send_sync::<policy::PhaseKeeper>();
+    assert_send_sync::<policy::PanicPolicy>();
+    assert_send_sync::<policy::StuckRun>();
     assert_send_sync::<WaitError>();
-    assert_send_sync::<Snapshot>();
 };

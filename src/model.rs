@@ -18,8 +18,9 @@ use crate::scheduler::pool::{Limits, Pool};
 use crate::scheduler::shared::Shared;
 use crate::scheduler::timer::Timer;
 use crate::scheduler::Scheduler;
+use crate::state::Snapshot;
 use crate::sync::Arc;
-use crate::{Snapshot, Task, Trigger};
+use crate::{Task, Trigger};
 use std::future::Future;
 
 pub use crate::state::{Enter, Exit, Reserve, State};
@@ -113,6 +114,16 @@ impl Harness {
     /// The scheduler to bind triggers to.
     pub fn scheduler(&self) -> &Scheduler {
         &self.scheduler
+    }
+
+    /// Whether the scheduler has begun to shut down, as its fire paths see it.
+    pub fn is_shutdown(&self) -> bool {
+        self.scheduler.is_shutdown()
+    }
+
+    /// Whether every thread and async iteration of the scheduler has ended.
+    pub fn is_terminated(&self) -> bool {
+        self.scheduler.is_terminated()
     }
 
     fn shared(&self) -> &Shared {
@@ -246,6 +257,11 @@ impl Harness {
     /// The state word of `trigger`.
     pub fn snapshot(trigger: &Trigger) -> Snapshot {
         trigger.snapshot()
+    }
+
+    /// Whether `trigger` is paused, read from its request word alone.
+    pub fn is_paused(trigger: &Trigger) -> bool {
+        trigger.is_paused()
     }
 
     /// Watches the warnings `trigger`'s last handle gives when it goes with

@@ -31,14 +31,14 @@ use std::time::Duration;
 ///
 /// It composes with the crate's other delay helpers. Return
 /// `RetryBackoff::failed()` on failure and `Some(phase.next_delay())` on
-/// success. Wrap it in [`jittered`](crate::jittered) to spread each run a
+/// success. Wrap it in [`jittered`](crate::policy::jittered) to spread each run a
 /// little around its slot. The grid itself does not drift. Give each client
 /// of a fleet its own offset with [`random_offset`](Self::random_offset).
 ///
 /// # Examples
 ///
 /// ```
-/// use circulation_trigger::{PhaseKeeper, Scheduler, Trigger};
+/// use circulation_trigger::{Scheduler, Trigger, policy::PhaseKeeper};
 /// use std::time::Duration;
 ///
 /// let sim = Scheduler::builder().build_virtual();
@@ -59,7 +59,7 @@ use std::time::Duration;
 /// [`RefreshBuilder::phase`](crate::RefreshBuilder::phase).
 ///
 /// ```
-/// use circulation_trigger::{PhaseKeeper, RetryBackoff, Scheduler, Trigger};
+/// use circulation_trigger::{Scheduler, Trigger, policy::{PhaseKeeper, RetryBackoff}};
 /// use std::time::Duration;
 ///
 /// fn refresh() -> Result<(), ()> {
@@ -123,13 +123,13 @@ impl PhaseKeeper {
     /// change between Rust releases. The wall clock is read once, when
     /// `scheduler` was built. The slots then run on its monotonic clock, so a
     /// wall-clock step never makes a run early, as guarantee G15 requires. On
-    /// a [`VirtualScheduler`](crate::VirtualScheduler), set that reading with
-    /// [`set_wall_epoch`](crate::VirtualScheduler::set_wall_epoch).
+    /// a [`VirtualScheduler`](crate::testing::VirtualScheduler), set that reading with
+    /// [`set_wall_epoch`](crate::testing::VirtualScheduler::set_wall_epoch).
     ///
     /// # Examples
     ///
     /// ```
-    /// use circulation_trigger::{PhaseKeeper, Scheduler};
+    /// use circulation_trigger::{Scheduler, policy::PhaseKeeper};
     /// use std::time::{Duration, UNIX_EPOCH};
     ///
     /// let period = Duration::from_secs(60);
@@ -171,7 +171,7 @@ impl PhaseKeeper {
     /// # Examples
     ///
     /// ```
-    /// use circulation_trigger::{PhaseKeeper, Scheduler};
+    /// use circulation_trigger::{Scheduler, policy::PhaseKeeper};
     /// use std::time::Duration;
     ///
     /// let period = Duration::from_secs(60);
@@ -230,7 +230,7 @@ impl PhaseKeeper {
     }
 
     /// A uniformly random offset in `[0, period)`, drawn from a thread-local
-    /// generator. Seed it with [`seed_jitter`](crate::seed_jitter) for a
+    /// generator. Seed it with [`seed_jitter`](crate::policy::seed_jitter) for a
     /// deterministic test. Each client of a fleet then gets its own phase.
     #[must_use]
     pub fn random_offset(self) -> Self {
@@ -335,7 +335,7 @@ fn modulo(value: Duration, period: Duration) -> Duration {
 ///
 /// ```
 /// # #[cfg(feature = "serde")] {
-/// use circulation_trigger::PhaseKeeper;
+/// use circulation_trigger::policy::PhaseKeeper;
 /// use std::time::Duration;
 ///
 /// let phase: PhaseKeeper =

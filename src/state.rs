@@ -106,32 +106,12 @@ pub(crate) const fn next_version(version: u32) -> u32 {
     version.wrapping_add(1) & VERSION_MASK
 }
 
-/// A decoded copy of a trigger's state word at one instant, from
-/// [`Trigger::snapshot`](crate::Trigger::snapshot).
+/// A decoded copy of a trigger's state word at one instant.
 ///
 /// It tells whether an iteration is in flight, whether a follow-up is reserved, and the
 /// version. Every `fire`, `fire_after` and `suspend` bumps the version, which has 30 bits
-/// and wraps.
-///
-/// It is a diagnostic and a test aid, as cheap as one atomic load. It may be out of date
-/// as soon as it is taken. [`Trigger::stats`](crate::Trigger::stats) says more, with
-/// counters, the armed deadline, and whether the trigger is paused.
-///
-/// # Examples
-///
-/// ```
-/// use circulation_trigger::{Scheduler, Trigger};
-/// use std::time::Duration;
-///
-/// let scheduler = Scheduler::new();
-/// let trigger = Trigger::bind(&scheduler, || None);
-/// let before = trigger.snapshot();
-/// trigger.fire_after(Duration::from_secs(3600))?;
-/// let after = trigger.snapshot();
-/// assert_eq!(after.version(), before.version() + 1);
-/// assert!(!after.is_running() && !after.is_reserved());
-/// # Ok::<(), circulation_trigger::FireError>(())
-/// ```
+/// and wraps. It may be out of date as soon as it is taken. Users read
+/// [`Trigger::stats`](crate::Trigger::stats), which derives its state from it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Snapshot(u32);
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// through the run queue, so other triggers still get their turn. A delay whose deadline
 /// lies past the clock's range, such as `Duration::MAX`, stops circulating, as `None`
 /// does. A panic is caught and reported, and stops circulating. The exception is a
-/// trigger whose [`PanicPolicy`](crate::PanicPolicy) says to retry.
+/// trigger whose [`PanicPolicy`](crate::policy::PanicPolicy) says to retry.
 ///
 /// Implemented for every `FnMut() -> Option<Duration> + Send + 'static`.
 ///

@@ -62,11 +62,14 @@ async fn a_graceful_async_shutdown_lets_the_iteration_on_this_thread_finish() {
     // it is let through only while the shutdown is pending.
     let (report, ()) = tokio::join!(scheduler.shutdown_async(), async {
         tokio::task::yield_now().await;
-        assert!(scheduler.is_shutdown() && !scheduler.is_terminated());
+        assert!(
+            scheduler.shutdown_report().is_some()
+                && !scheduler.await_termination(std::time::Duration::ZERO)
+        );
         open.notify_one();
     });
     assert!(finished.load(Ordering::SeqCst));
-    assert!(scheduler.is_terminated());
+    assert!(scheduler.await_termination(std::time::Duration::ZERO));
     assert_eq!(report.in_flight().len(), 1);
     assert_eq!(report.in_flight()[0].outcome(), Outcome::Completed);
 }
@@ -86,20 +89,20 @@ async fn an_abrupt_async_shutdown_cancels_the_iteration_in_flight() {
     .await;
     let report = scheduler.shutdown_now_async().await;
     assert!(!finished.load(Ordering::SeqCst), "dropped at its `.await`");
-    assert!(scheduler.is_terminated());
+    assert!(scheduler.await_termination(std::time::Duration::ZERO));
     assert_eq!(report.in_flight()[0].outcome(), Outcome::Cancelled);
     assert_eq!(report.discarded().len(), 1);
     assert_eq!(report.discarded()[0].trigger(), Some("armed"));
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn shutdown_and_join_async_joins_every_thread() {
+async fn shutdown_async_waits_for_every_thread() {
     let scheduler = Scheduler::builder().workers(2).build().unwrap();
     let trigger = Trigger::builder(&scheduler).name("hourly").bind(|| None);
     trigger.fire_after(Duration::from_secs(3_600)).unwrap();
-    let probe = scheduler.terminated();
-    let report = scheduler.shutdown_and_join_async().await;
-    assert_eq!(report.detached_threads(), 0);
+    let probe = scheduler.await_termination_async();
+    let report = scheduler.shutdown_async().await;
+    assert!(scheduler.await_termination(Duration::ZERO));
     assert_eq!(report.discarded().len(), 1);
     // A waiter made before resolves too (and at once, now).
     probe.await;
@@ -113,14 +116,18 @@ async fn shutdown_and_join_async_joins_every_thread() {
 async fn terminated_does_not_resolve_before_a_shutdown() {
     let scheduler = Scheduler::builder().workers(1).build().unwrap();
     // Resolving here would be the bug; not resolving cannot be a fluke.
-    let early = tokio::time::timeout(Duration::from_millis(50), scheduler.terminated()).await;
+    let early = tokio::time::timeout(
+        Duration::from_millis(50),
+        scheduler.await_termination_async(),
+    )
+    .await;
     assert!(early.is_err(), "resolved while the scheduler runs");
     let waiters: Vec<_> = (0..3)
-        .map(|_| tokio::spawn(scheduler.terminated()))
+        .map(|_| tokio::spawn(scheduler.await_termination_async()))
         .collect();
     scheduler.shutdown();
     for waiter in waiters {
         waiter.await.unwrap();
     }
-    assert!(scheduler.is_terminated());
+    assert!(scheduler.await_termination(std::time::Duration::ZERO));
 }

@@ -66,8 +66,11 @@ fn a_heartbeat_keeps_running_while_more_tasks_block_than_there_are_workers() {
     assert!(stats.peak_workers > cores(), "{stats:?}");
     assert_eq!(stats.worker_limit_hits, 0);
     gate.open();
-    let report = scheduler.shutdown_and_join();
-    assert_eq!(report.detached_threads(), 0, "every worker was joined");
+    scheduler.shutdown();
+    assert!(
+        scheduler.await_termination(common::PATIENCE),
+        "every worker exits"
+    );
 }
 
 #[test]
@@ -241,7 +244,7 @@ fn later_deadline_runs_while_blocked(
         .saturating_duration_since(due);
     assert!(late < Duration::from_secs(2), "{late:?} late");
     gate.open();
-    let _ = scheduler.shutdown_and_join();
+    drop(scheduler);
 }
 
 /// Two workers and a trigger whose first run ends at once and whose
@@ -312,7 +315,7 @@ fn blocking_runs_due_together_do_not_leave_the_role_unwatched() {
     });
     assert_eq!(started.get(), 2, "both blockers are still in their runs");
     gate.open();
-    let _ = scheduler.shutdown_and_join();
+    drop(scheduler);
 }
 
 /// A task's state whose destructor blocks on `gate` — unless it runs on
@@ -387,7 +390,7 @@ fn a_dropped_trigger_whose_destructor_blocks_holds_back_no_deadline() {
             blocked.get() == 1 || on_owner.load(std::sync::atomic::Ordering::SeqCst)
         });
         if blocked.get() == 0 {
-            let _ = scheduler.shutdown_and_join();
+            drop(scheduler);
             continue;
         }
         eventually("the later deadline ran while the destructor blocks", || {
@@ -396,7 +399,7 @@ fn a_dropped_trigger_whose_destructor_blocks_holds_back_no_deadline() {
         let late = runs.lock().unwrap()[1].saturating_duration_since(due);
         assert!(late < Duration::from_secs(2), "{late:?} late");
         gate.open();
-        let _ = scheduler.shutdown_and_join();
+        drop(scheduler);
         return;
     }
     panic!("in 5 attempts, the destructor never ran on a worker");
@@ -425,7 +428,7 @@ fn an_extra_worker_with_no_keep_alive_does_not_spin() {
     std::thread::sleep(Duration::from_millis(500));
     let used = cpu_time() - before;
     gate.open();
-    let _ = scheduler.shutdown_and_join();
+    drop(scheduler);
     // Spinning would use the whole half second of one core.
     assert!(
         used < Duration::from_millis(250),
@@ -481,7 +484,7 @@ fn an_earlier_re_arm_of_a_trigger_waiting_for_a_free_role_is_honoured() {
     later.fire_after(Duration::from_millis(5)).unwrap();
     eventually("the re-armed trigger ran", || ran.get() == 1);
     busy.suspend();
-    let _ = scheduler.shutdown_and_join();
+    drop(scheduler);
 }
 
 /// `SchedulerStats::workers` is "Worker threads now"; after shutdown and a
@@ -492,7 +495,7 @@ fn worker_count_drops_to_zero_once_every_thread_has_exited() {
     assert_eq!(scheduler.stats().workers, 2);
     scheduler.shutdown();
     assert!(scheduler.await_termination(common::PATIENCE));
-    assert!(scheduler.is_terminated());
+    assert!(scheduler.await_termination(std::time::Duration::ZERO));
     assert_eq!(
         scheduler.stats().workers,
         0,
@@ -514,8 +517,8 @@ fn stats_past_a_stale_deadline(
     max_workers: usize,
     supersede: impl Fn(&Trigger),
 ) -> (
-    circulation_trigger::SchedulerStats,
-    circulation_trigger::SchedulerStats,
+    circulation_trigger::report::SchedulerStats,
+    circulation_trigger::report::SchedulerStats,
 ) {
     const STALE: Duration = Duration::from_millis(1_500);
     for _ in 0..5 {
@@ -631,7 +634,7 @@ fn a_deadline_after_the_monitors_turn_is_not_left_to_the_next_stall() {
         late < Duration::from_millis(100),
         "Z started {late:?} late with a worker parked idle the whole time: {pool:?}"
     );
-    let _ = scheduler.shutdown_and_join();
+    drop(scheduler);
 }
 
 #[test]
@@ -661,16 +664,16 @@ fn a_re_run_queued_behind_a_run_that_blocks_starts_within_the_stall_threshold() 
     assert_eq!(started.get(), 1, "B started and still blocks");
     assert_eq!(
         blocker.stats().state,
-        circulation_trigger::TriggerState::Running,
+        circulation_trigger::report::TriggerState::Running,
         "B still blocks"
     );
     assert_eq!(scheduler.stats().peak_workers, 2, "the monitor started one");
     gate.open();
     eventually("B finished", || {
-        blocker.stats().state != circulation_trigger::TriggerState::Running
+        blocker.stats().state != circulation_trigger::report::TriggerState::Running
     });
-    let report = scheduler.shutdown_and_join();
-    assert_eq!(report.detached_threads(), 0);
+    scheduler.shutdown();
+    assert!(scheduler.await_termination(common::PATIENCE));
 }
 
 #[test]
@@ -706,7 +709,7 @@ fn the_monitor_of_a_pool_that_only_runs_quick_periodic_runs_does_not_tick() {
     std::thread::sleep(Duration::from_secs(1));
     let woke = monitor_wake_ups("quietmon-monitor") - before;
     assert!(trigger.stats().iterations >= 5, "the trigger kept running");
-    let _ = scheduler.shutdown_and_join();
+    drop(scheduler);
     assert!(woke < 100, "the monitor woke {woke} times in a second");
 }
 

@@ -10,8 +10,9 @@
 mod common;
 
 use circulation_trigger::{
-    jittered, seed_jitter, BuildError, Builder, FireError, Outcome, RetryBackoff, Scheduler,
-    Trigger, VirtualScheduler,
+    policy::{jittered, seed_jitter, RetryBackoff},
+    testing::VirtualScheduler,
+    BuildError, Builder, FireError, Outcome, Scheduler, Trigger,
 };
 use common::{eventually, Counter, PATIENCE};
 use proptest::prelude::*;
@@ -164,7 +165,7 @@ fn check_timed_fire(
     (earliest, latest): (Duration, Duration),
 ) {
     let horizon = VirtualScheduler::HORIZON;
-    let version = trigger.snapshot().version();
+    let version = trigger.stats().version;
     match call(trigger, delay) {
         Ok(()) => assert!(
             earliest
@@ -182,7 +183,7 @@ fn check_timed_fire(
                 "{delay:?} refused at {latest:?}, though it fits the clock"
             );
             assert_eq!(
-                trigger.snapshot().version(),
+                trigger.stats().version,
                 version,
                 "a refusal changes nothing"
             );
@@ -274,12 +275,12 @@ fn check_backoff(case: &BackoffCase) {
 /// timeout may expire first), fires are refused, and nothing was left
 /// running or detached.
 fn check_shut_down(scheduler: Scheduler, trigger: &Trigger, timeout: Duration) {
-    assert!(scheduler.is_shutdown());
+    assert!(scheduler.shutdown_report().is_some());
     if !scheduler.await_termination(timeout) {
         assert!(timeout < PATIENCE, "await_termination({timeout:?}) gave up");
         assert!(scheduler.await_termination(PATIENCE), "threads still alive");
     }
-    assert!(scheduler.is_terminated());
+    assert!(scheduler.await_termination(std::time::Duration::ZERO));
     assert_eq!(trigger.fire(), Err(FireError::Shutdown));
     assert!(trigger.fire_after(Duration::from_secs(1)).is_err());
     let late = Trigger::bind(&scheduler, || None);
@@ -288,8 +289,8 @@ fn check_shut_down(scheduler: Scheduler, trigger: &Trigger, timeout: Duration) {
         Err(FireError::Shutdown),
         "bound after shutdown"
     );
-    let report = scheduler.shutdown_and_join();
-    assert_eq!(report.detached_threads(), 0);
+    assert!(scheduler.await_termination(PATIENCE));
+    let report = scheduler.shutdown_report().unwrap();
     assert!(report
         .in_flight()
         .iter()
@@ -363,14 +364,14 @@ fn apply(sim: &VirtualScheduler, trigger: &Trigger, bound: &mut Vec<Trigger>, ca
                             .map_or(true, |end| end > horizon),
                         "{delay:?} refused at {now:?}, though it fits the clock"
                     );
-                    assert!(trigger.is_paused(), "a refusal changes nothing");
+                    assert!(trigger.stats().paused, "a refusal changes nothing");
                     // Back on the schedule (any delay: resumes idle if
                     // it is past the clock).
                     assert_eq!(trigger.resume(), Ok(true));
                 }
                 Err(other) => panic!("{delay:?} gave {other:?} before shutdown"),
             }
-            assert!(!trigger.is_paused());
+            assert!(!trigger.stats().paused);
         }
         Call::Advance(delay) => {
             let _ = sim.advance(delay);
@@ -405,9 +406,9 @@ fn apply(sim: &VirtualScheduler, trigger: &Trigger, bound: &mut Vec<Trigger>, ca
         Call::SeedJitter(seed) => seed_jitter(seed),
         Call::RetryBackoff(case) => check_backoff(&case),
         Call::Observe => {
-            let _ = (trigger.stats(), sim.stats(), sim.panic_count());
+            let _ = (trigger.stats(), sim.stats(), sim.stats().panics);
             assert_eq!(sim.clock().now(), sim.now());
-            assert!(sim.shutdown_report().is_none() && !sim.is_shutdown());
+            assert!(sim.shutdown_report().is_none());
             let weak = trigger.downgrade();
             assert!(weak.upgrade().is_some());
         }
@@ -623,7 +624,7 @@ fn fire_within_refuses_a_window_past_the_horizon_every_time() {
     let (trigger, runs) = scripted(&sim, "within", 0, vec![Some(Duration::from_secs(1))]);
     trigger.fire().unwrap();
     let _ = sim.advance(Duration::ZERO);
-    let version = trigger.snapshot().version();
+    let version = trigger.stats().version;
     for window in [
         Duration::MAX,
         Duration::from_secs(u64::MAX),
@@ -636,7 +637,7 @@ fn fire_within_refuses_a_window_past_the_horizon_every_time() {
             );
         }
     }
-    assert_eq!(trigger.snapshot().version(), version, "nothing changed");
+    assert_eq!(trigger.stats().version, version, "nothing changed");
     let _ = sim.advance(Duration::from_secs(1));
     assert_eq!(runs.get(), 2, "the chain kept its period");
 }

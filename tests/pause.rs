@@ -6,7 +6,7 @@
 mod common;
 
 use circulation_trigger::{
-    FireError, Scheduler, Trigger, TriggerState, VirtualScheduler, WaitError,
+    report::TriggerState, testing::VirtualScheduler, FireError, Scheduler, Trigger, WaitError,
 };
 use common::{Counter, Gate, PATIENCE};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -53,7 +53,7 @@ fn a_burst_of_fires_while_paused_runs_nothing_and_resume_brings_back_the_schedul
     assert_eq!(runs.get(), 1);
 
     trigger.pause();
-    assert!(trigger.is_paused());
+    assert!(trigger.stats().paused);
     assert_eq!(trigger.stats().state, TriggerState::Paused);
     for _ in 0..1_000 {
         assert_eq!(trigger.fire(), Err(FireError::Paused));
@@ -78,7 +78,7 @@ fn a_burst_of_fires_while_paused_runs_nothing_and_resume_brings_back_the_schedul
     // Back on the schedule: the delay the last run returned, from now.
     let resumed_at = sim.now();
     assert_eq!(trigger.resume(), Ok(true));
-    assert!(!trigger.is_paused());
+    assert!(!trigger.stats().paused);
     assert_eq!(sim.next_deadline(), Some(resumed_at + PERIOD));
     sim.advance(PERIOD - Duration::from_micros(1));
     assert_eq!(runs.get(), 1, "never early");
@@ -105,7 +105,7 @@ fn a_pause_during_a_run_keeps_that_run_and_remembers_its_delay() {
     trigger.fire().unwrap();
     sim.advance(Duration::from_secs(100));
     assert_eq!(runs.get(), 1, "the returned delay was not armed");
-    assert!(trigger.is_paused());
+    assert!(trigger.stats().paused);
     assert!(trigger.resume().unwrap());
     sim.advance(Duration::from_secs(10));
     assert_eq!(runs.get(), 2, "resume re-armed the remembered 10 s");
@@ -151,7 +151,7 @@ fn bad_inputs_leave_the_trigger_paused_and_repeated_calls_change_nothing() {
         trigger.resume_after(Duration::MAX),
         Err(FireError::DelayTooLong(Duration::MAX))
     );
-    assert!(trigger.is_paused(), "a refused resume leaves it paused");
+    assert!(trigger.stats().paused, "a refused resume leaves it paused");
     sim.advance(Duration::from_secs(60));
     assert_eq!(runs.get(), 0);
     assert_eq!(trigger.resume(), Ok(true));
@@ -171,7 +171,7 @@ fn a_task_that_returned_a_delay_past_the_clock_resumes_idle() {
     sim.advance(Duration::ZERO);
     trigger.pause();
     assert_eq!(trigger.resume(), Ok(true));
-    assert!(!trigger.is_paused());
+    assert!(!trigger.stats().paused);
     assert_eq!(sim.next_deadline(), None);
     trigger.fire().unwrap();
     sim.advance(Duration::ZERO);
@@ -191,7 +191,7 @@ fn suspend_is_not_a_mode_pause_is() {
 
     trigger.pause();
     trigger.suspend(); // changes nothing: still paused
-    assert!(trigger.is_paused());
+    assert!(trigger.stats().paused);
     assert_eq!(trigger.fire(), Err(FireError::Paused));
     sim.advance(PERIOD * 2);
     assert_eq!(runs.get(), 2);
@@ -240,11 +240,11 @@ fn after_shutdown_pause_works_and_resume_is_refused() {
     sim.shutdown();
     trigger.pause();
     assert_eq!(trigger.resume(), Err(FireError::Shutdown));
-    assert!(trigger.is_paused());
+    assert!(trigger.stats().paused);
     // Paused first after shutdown: it says so too, and stays refused.
-    assert!(!later.is_paused());
+    assert!(!later.stats().paused);
     later.pause();
-    assert!(later.is_paused());
+    assert!(later.stats().paused);
     assert_eq!(later.resume(), Err(FireError::Shutdown));
     assert_eq!(later.fire(), Err(FireError::Shutdown));
     // A paused trigger has nothing armed to report.
@@ -435,7 +435,7 @@ fn a_suspended_trigger_stays_suspended_through_pause_and_resume() {
     // Suspended while paused: the same.
     trigger.pause();
     trigger.suspend();
-    assert!(trigger.is_paused(), "suspend is not a resume");
+    assert!(trigger.stats().paused, "suspend is not a resume");
     assert_eq!(trigger.resume(), Ok(true));
     sim.advance(PERIOD * 4);
     assert_eq!(runs.get(), 3, "a suspend while paused was forgotten");

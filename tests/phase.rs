@@ -3,7 +3,7 @@
 //! fleet's keys, and run on the monotonic clock — a wall-clock step never
 //! moves them.
 
-use circulation_trigger::{PhaseKeeper, Scheduler, Trigger, VirtualScheduler};
+use circulation_trigger::{policy::PhaseKeeper, testing::VirtualScheduler, Scheduler, Trigger};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SECOND: Duration = Duration::from_secs(1);

@@ -4,7 +4,11 @@
 
 mod common;
 
-use circulation_trigger::{scheduler_time, PhaseKeeper, RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::policy::TriggerPolicies;
+use circulation_trigger::{
+    policy::{PhaseKeeper, RetryBackoff},
+    scheduler_time, Scheduler, Trigger,
+};
 use common::eventually;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +20,7 @@ fn secs(s: u64) -> Duration {
 /// A trigger on `sim` whose task logs its scheduler time and returns
 /// `next(now)`.
 fn logging(
-    sim: &circulation_trigger::VirtualScheduler,
+    sim: &circulation_trigger::testing::VirtualScheduler,
     mut next: impl FnMut(Duration) -> Option<Duration> + Send + 'static,
 ) -> (Trigger, Arc<Mutex<Vec<u64>>>) {
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -93,12 +97,12 @@ fn back_off_then_back_on_the_grid() {
 
 #[test]
 fn jitter_around_the_slots_does_not_drift_the_grid() {
-    circulation_trigger::seed_jitter(3);
+    circulation_trigger::policy::seed_jitter(3);
     let sim = Scheduler::builder().build_virtual();
     let phase = PhaseKeeper::new(secs(60)).min_gap(Duration::ZERO);
     let (trigger, log) = logging(&sim, move |_| {
         // Aim a little after each slot: ± 1 % of a 2 s lag.
-        Some(circulation_trigger::jittered(
+        Some(circulation_trigger::policy::jittered(
             phase.next_delay() + secs(2),
             0.01,
         ))
@@ -213,10 +217,12 @@ fn a_cooldown_coalesces_fires_into_one_run_at_its_end() {
     let sim = Scheduler::builder().build_virtual();
     let log = Arc::new(Mutex::new(Vec::new()));
     let l = log.clone();
-    let trigger = Trigger::builder(&sim).min_interval(secs(10)).bind(move || {
-        l.lock().unwrap().push(scheduler_time().unwrap().as_secs());
-        None
-    });
+    let trigger = Trigger::builder(&sim)
+        .policies(TriggerPolicies::new().min_interval(secs(10)))
+        .bind(move || {
+            l.lock().unwrap().push(scheduler_time().unwrap().as_secs());
+            None
+        });
     trigger.fire().unwrap(); // 0 s
     sim.advance_to(secs(1));
     for _ in 0..1_000 {
@@ -237,10 +243,12 @@ fn a_cooldown_spaces_a_periodic_task_and_its_reservations() {
     let sim = Scheduler::builder().build_virtual();
     let log = Arc::new(Mutex::new(Vec::new()));
     let l = log.clone();
-    let trigger = Trigger::builder(&sim).min_interval(secs(5)).bind(move || {
-        l.lock().unwrap().push(scheduler_time().unwrap().as_secs());
-        Some(secs(1)) // asks for 1 s: served every 5 s
-    });
+    let trigger = Trigger::builder(&sim)
+        .policies(TriggerPolicies::new().min_interval(secs(5)))
+        .bind(move || {
+            l.lock().unwrap().push(scheduler_time().unwrap().as_secs());
+            Some(secs(1)) // asks for 1 s: served every 5 s
+        });
     trigger.fire().unwrap();
     sim.advance_to(secs(21));
     assert_eq!(*log.lock().unwrap(), [0, 5, 10, 15, 20]);
@@ -259,16 +267,18 @@ fn a_panic_policy_retries_after_a_back_off_and_resets_on_success() {
     let sim = Scheduler::builder().build_virtual();
     let log = Arc::new(Mutex::new(Vec::new()));
     let l = log.clone();
-    let policy = circulation_trigger::PanicPolicy::Retry(
+    let policy = circulation_trigger::policy::PanicPolicy::Retry(
         RetryBackoff::new(secs(1), secs(60)).max_retries(3),
     );
-    let trigger = Trigger::builder(&sim).on_panic(policy).bind(move || {
-        let now = scheduler_time().unwrap().as_secs();
-        l.lock().unwrap().push(now);
-        // Panics at 0, 1 and 3 s; fine at 7 s; panics for good from 100 s.
-        assert!(now == 7 || (8..100).contains(&now), "boom at {now}");
-        (now == 7).then_some(secs(93))
-    });
+    let trigger = Trigger::builder(&sim)
+        .policies(TriggerPolicies::new().on_panic(policy))
+        .bind(move || {
+            let now = scheduler_time().unwrap().as_secs();
+            l.lock().unwrap().push(now);
+            // Panics at 0, 1 and 3 s; fine at 7 s; panics for good from 100 s.
+            assert!(now == 7 || (8..100).contains(&now), "boom at {now}");
+            (now == 7).then_some(secs(93))
+        });
     trigger.fire().unwrap();
     sim.advance_to(secs(200));
     // After success the back-off starts over: 100, then 3 retries (101,
@@ -276,7 +286,7 @@ fn a_panic_policy_retries_after_a_back_off_and_resets_on_success() {
     // stops the chain.
     assert_eq!(*log.lock().unwrap(), [0, 1, 3, 7, 100, 101, 103, 107]);
     assert_eq!(trigger.stats().panics, 7);
-    assert_eq!(sim.panic_count(), 7);
+    assert_eq!(sim.stats().panics, 7);
     // The default policy stops at the first panic (G8).
     let stop = Trigger::bind(&sim, || panic!("once"));
     stop.fire().unwrap();
@@ -298,7 +308,7 @@ fn a_run_longer_than_stuck_after_is_reported_once() {
     let r = release.clone();
     let trigger = Trigger::builder(&scheduler)
         .name("hung")
-        .stuck_after(Duration::from_millis(30))
+        .policies(TriggerPolicies::new().stuck_after(Duration::from_millis(30)))
         .bind(move || {
             let (open, bed) = &*r;
             let mut open = open.lock().unwrap();
@@ -332,7 +342,7 @@ fn a_cooldown_holds_on_real_time() {
     let me = Arc::new(std::sync::OnceLock::<circulation_trigger::WeakTrigger>::new());
     let m = me.clone();
     let trigger = Trigger::builder(&scheduler)
-        .min_interval(cooldown)
+        .policies(TriggerPolicies::new().min_interval(cooldown))
         .bind(move || {
             let me = m.get().and_then(|weak| weak.upgrade()).expect("set");
             s.lock()
@@ -361,10 +371,11 @@ fn a_panic_policy_retries_on_real_time() {
     let calls = common::Counter::default();
     let c = calls.clone();
     let trigger = Trigger::builder(&scheduler)
-        .on_panic(circulation_trigger::PanicPolicy::Retry(RetryBackoff::new(
-            Duration::from_millis(5),
-            Duration::from_millis(50),
-        )))
+        .policies(
+            TriggerPolicies::new().on_panic(circulation_trigger::policy::PanicPolicy::Retry(
+                RetryBackoff::new(Duration::from_millis(5), Duration::from_millis(50)),
+            )),
+        )
         .bind(move || {
             assert!(c.bump() > 2, "boom: flaky start");
             None
@@ -373,7 +384,7 @@ fn a_panic_policy_retries_on_real_time() {
     eventually("the third call succeeded", || calls.get() == 3);
     eventually("its statistics", || trigger.stats().iterations == 3);
     assert_eq!(trigger.stats().panics, 2);
-    assert_eq!(scheduler.panic_count(), 2);
+    assert_eq!(scheduler.stats().panics, 2);
 }
 
 #[test]
@@ -393,13 +404,16 @@ fn hostile_values_for_the_new_entry_points_never_panic() {
             .max_workers(0)
             .stall_threshold(d)
             .build_virtual();
-        for s in [&scheduler, sim.scheduler()] {
+        for s in [&scheduler, &*sim] {
             let trigger = Trigger::builder(s)
-                .min_interval(d)
-                .stuck_after(d)
-                .on_panic(circulation_trigger::PanicPolicy::Retry(RetryBackoff::new(
-                    d, d,
-                )))
+                .policies(
+                    TriggerPolicies::new()
+                        .min_interval(d)
+                        .stuck_after(d)
+                        .on_panic(circulation_trigger::policy::PanicPolicy::Retry(
+                            RetryBackoff::new(d, d),
+                        )),
+                )
                 .bind(|| Some(Duration::MAX));
             let _ = trigger.fire_at_elapsed(d);
             let _ = trigger.fire_at(std::time::Instant::now());
@@ -437,8 +451,11 @@ fn a_cooldown_deferral_is_never_reported_stuck() {
         .build()
         .unwrap();
     let trigger = Trigger::builder(&scheduler)
-        .min_interval(secs(3600))
-        .stuck_after(Duration::from_millis(1))
+        .policies(
+            TriggerPolicies::new()
+                .min_interval(secs(3600))
+                .stuck_after(Duration::from_millis(1)),
+        )
         .bind(|| None);
     trigger.fire_and_wait(secs(20)).unwrap();
     std::thread::sleep(Duration::from_millis(5));
@@ -485,7 +502,7 @@ fn the_stuck_hook_may_bind_a_watched_trigger() {
                 if let Some(scheduler) = w.get().and_then(std::sync::Weak::upgrade) {
                     drop(
                         Trigger::builder(&*scheduler)
-                            .stuck_after(secs(3600))
+                            .policies(TriggerPolicies::new().stuck_after(secs(3600)))
                             .bind(|| None),
                     );
                 }
@@ -501,7 +518,7 @@ fn the_stuck_hook_may_bind_a_watched_trigger() {
         let release = common::Gate::default();
         let r = release.clone();
         let hung = Trigger::builder(&*scheduler)
-            .stuck_after(Duration::from_millis(5))
+            .policies(TriggerPolicies::new().stuck_after(Duration::from_millis(5)))
             .bind(move || {
                 r.wait();
                 None
@@ -529,10 +546,11 @@ fn cloned_retry_backoffs_draw_their_own_jitter() {
 #[test]
 fn a_fire_after_the_retry_limit_starts_a_fresh_round_of_retries() {
     let sim = Scheduler::builder().build_virtual();
-    let policy =
-        circulation_trigger::PanicPolicy::Retry(RetryBackoff::new(secs(1), secs(1)).max_retries(1));
+    let policy = circulation_trigger::policy::PanicPolicy::Retry(
+        RetryBackoff::new(secs(1), secs(1)).max_retries(1),
+    );
     let trigger = Trigger::builder(&sim)
-        .on_panic(policy)
+        .policies(TriggerPolicies::new().on_panic(policy))
         .bind(|| -> Option<Duration> { panic!("always down") });
     common::quiet_panics();
     trigger.fire().unwrap();
@@ -549,7 +567,7 @@ fn a_fire_after_the_retry_limit_starts_a_fresh_round_of_retries() {
 
 /// `RetryBackoff::seed` is documented "Seeds the jitter, for deterministic
 /// tests", but `TriggerBuilder::bind` clones the policy, and a clone draws
-/// a fresh generator: the seed given to `circulation_trigger::PanicPolicy::Retry` is ignored.
+/// a fresh generator: the seed given to `circulation_trigger::policy::PanicPolicy::Retry` is ignored.
 #[test]
 fn a_seeded_retry_backoff_keeps_its_seed_once_bound() {
     common::quiet_panics();
@@ -565,7 +583,10 @@ fn a_seeded_retry_backoff_keeps_its_seed_once_bound() {
     let starts = Arc::new(Mutex::new(Vec::new()));
     let (log, clock) = (starts.clone(), sim.clock());
     let trigger = Trigger::builder(&sim)
-        .on_panic(circulation_trigger::PanicPolicy::Retry(backoff()))
+        .policies(
+            TriggerPolicies::new()
+                .on_panic(circulation_trigger::policy::PanicPolicy::Retry(backoff())),
+        )
         .bind(move || -> Option<Duration> {
             log.lock().unwrap().push(clock.now());
             panic!("boom: always down");

@@ -10,7 +10,7 @@ mod common;
 #[path = "common/redis_server.rs"]
 mod redis_server;
 
-use circulation_trigger::{is_cancelled, Outcome, RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::{is_cancelled, policy::RetryBackoff, Outcome, Scheduler, Trigger};
 use common::{eventually, Counter};
 use redis_server::{set_version, RedisServer};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};

@@ -13,6 +13,7 @@ mod fleet_client;
 #[path = "common/redis_server.rs"]
 mod redis_server;
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::{Scheduler, Trigger};
 use fleet_client::{Client, Tuning, CHANNEL};
 use redis_server::{set_version, RedisServer};
@@ -119,7 +120,7 @@ fn a_paused_store_stalls_nothing_else_piles_up_nothing_and_is_caught_up() {
     let mut hung_con = admin(&server);
     let hung = Trigger::builder(&scheduler)
         .name("hung-fetch")
-        .stuck_after(Duration::from_millis(200))
+        .policies(TriggerPolicies::new().stuck_after(Duration::from_millis(200)))
         .bind(move || {
             let _: Result<Vec<String>, _> =
                 redis::cmd("HGETALL").arg("config").query(&mut hung_con);
@@ -150,7 +151,7 @@ fn a_paused_store_stalls_nothing_else_piles_up_nothing_and_is_caught_up() {
     // Still paused (a loaded machine may have slept longer: then skip the
     // mid-pause looks, which are only meaningful while it lasts).
     if paused_at.elapsed() < Duration::from_millis(1_400) {
-        assert!(hung.stats().state == circulation_trigger::TriggerState::Running);
+        assert!(hung.stats().state == circulation_trigger::report::TriggerState::Running);
         assert!(
             beats.load(Relaxed) > beats_at_pause,
             "the heartbeat stalled behind the hung fetch"
@@ -177,7 +178,7 @@ fn a_paused_store_stalls_nothing_else_piles_up_nothing_and_is_caught_up() {
     let most = CLIENTS * (elapsed.as_millis() as u64 / 300 + 4);
     assert!(refreshes <= most, "{refreshes} refreshes in {elapsed:?}");
     clients.iter_mut().for_each(Client::stop);
-    let _ = scheduler.shutdown_and_join();
+    drop(scheduler);
 }
 
 #[test_with::executable(redis-server)]

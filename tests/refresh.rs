@@ -5,7 +5,9 @@
 mod common;
 
 use circulation_trigger::refresh::Fetched;
-use circulation_trigger::{FireError, Refresh, RefreshError, RetryBackoff, Scheduler, WaitError};
+use circulation_trigger::{
+    policy::RetryBackoff, refresh::RefreshError, FireError, Refresh, Scheduler, WaitError,
+};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -372,7 +374,10 @@ async fn async_readers_get_the_last_value_then_learn_the_scheduler_terminated() 
         .recv_timeout(common::PATIENCE)
         .expect("second fetch started");
     scheduler.shutdown();
-    assert!(!scheduler.is_terminated(), "the fetch is held");
+    assert!(
+        !scheduler.await_termination(std::time::Duration::ZERO),
+        "the fetch is held"
+    );
     go.send(()).unwrap();
     let mut seen = Vec::new();
     let closed = tokio::time::timeout(common::PATIENCE, async {
@@ -390,7 +395,7 @@ async fn async_readers_get_the_last_value_then_learn_the_scheduler_terminated() 
         Some(&2),
         "the fetch in flight at shutdown is not lost"
     );
-    assert!(scheduler.is_terminated());
+    assert!(scheduler.await_termination(std::time::Duration::ZERO));
     // Subscribed after termination: the last value, on a closed channel.
     let mut late = config.subscribe();
     assert_eq!(late.borrow().as_deref(), Some(&2));
@@ -432,7 +437,7 @@ async fn on_virtual_time_a_fetch_in_flight_at_shutdown_sends_its_value_first() {
     let mut updates = config.subscribe();
     config.refresh_now().unwrap();
     sim.advance(Duration::ZERO);
-    assert!(sim.is_terminated());
+    assert!(sim.await_termination(std::time::Duration::ZERO));
     // Sent before the close (the channel started with `None`).
     assert_eq!(updates.borrow_and_update().as_deref(), Some(&7));
     let changed = tokio::time::timeout(common::PATIENCE, updates.changed()).await;

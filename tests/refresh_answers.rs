@@ -7,8 +7,9 @@
 
 mod common;
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::refresh::{Fetched, Freshness, Validator};
-use circulation_trigger::{Refresh, RefreshError, RetryBackoff, Scheduler};
+use circulation_trigger::{policy::RetryBackoff, refresh::RefreshError, Refresh, Scheduler};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -126,7 +127,7 @@ fn unchanged_without_a_validator_keeps_it_and_a_value_without_one_forgets_it() {
     let mut call = 0;
     let config = Refresh::builder(&sim)
         .every(SECOND)
-        .trigger(|t| t.min_interval(Duration::ZERO))
+        .trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
         .bind_conditional(move |last: Option<Validator>| {
             s.lock().unwrap().push(last.map(|v| v.to_string()));
             call += 1;
@@ -196,7 +197,7 @@ fn on_real_time_an_unchanged_answer_wakes_no_subscriber() {
     let store = VersionedStore::new();
     let s = store.clone();
     let config = Refresh::builder(&scheduler)
-        .trigger(|t| t.min_interval(Duration::ZERO))
+        .trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
         .bind_conditional(move |last| s.fetch(last));
     let first = config.refresh_and_wait(SECOND * 10).unwrap();
     let mut updates = config.subscribe();
@@ -224,7 +225,7 @@ fn retry_after(error: &StoreError) -> Option<Duration> {
 /// The virtual times of each fetch, and a refresher whose first fetch
 /// fails with `first`, the rest succeed.
 fn throttled_once(
-    sim: &circulation_trigger::VirtualScheduler,
+    sim: &circulation_trigger::testing::VirtualScheduler,
     backoff: Option<RetryBackoff>,
     first: StoreError,
 ) -> (Refresh<u32, StoreError>, Arc<Mutex<Vec<Duration>>>) {
@@ -334,7 +335,7 @@ fn on_real_time_a_retry_after_is_never_cut_short_by_refresh_now() {
     let starts = Arc::new(Mutex::new(Vec::new()));
     let s = Arc::clone(&starts);
     let config = Refresh::builder(&scheduler)
-        .trigger(|t| t.min_interval(Duration::ZERO))
+        .trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
         .bind(move || {
             let mut starts = s.lock().unwrap();
             starts.push(Instant::now());

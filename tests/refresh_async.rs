@@ -6,7 +6,10 @@
 
 mod common;
 
-use circulation_trigger::{Refresh, RefreshError, RetryBackoff, Scheduler, VirtualScheduler};
+use circulation_trigger::policy::TriggerPolicies;
+use circulation_trigger::{
+    policy::RetryBackoff, refresh::RefreshError, testing::VirtualScheduler, Refresh, Scheduler,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,7 +54,7 @@ type ReadTimes = Arc<Mutex<Vec<(Duration, Duration)>>>;
 /// The fetch's own state: where to read, and what it has seen.
 struct FileClient {
     path: std::path::PathBuf,
-    clock: circulation_trigger::VirtualClock,
+    clock: circulation_trigger::testing::VirtualClock,
     times: ReadTimes,
 }
 
@@ -153,7 +156,7 @@ fn without_a_runtime_the_fetch_fails_with_an_error_naming_the_recipe() {
     assert!(
         matches!(
             config.trigger().stats().state,
-            circulation_trigger::TriggerState::Armed(_)
+            circulation_trigger::report::TriggerState::Armed(_)
         ),
         "retried on its schedule"
     );
@@ -218,7 +221,10 @@ async fn on_a_real_scheduler_it_is_the_same_refresh() {
             Duration::from_millis(1),
             Duration::from_millis(10),
         ))
-        .trigger(|t| t.name("async-config").min_interval(Duration::ZERO))
+        .trigger(|t| {
+            t.name("async-config")
+                .policies(TriggerPolicies::new().min_interval(Duration::ZERO))
+        })
         .bind_async(0u32, |calls| {
             Box::pin(async move {
                 tokio::time::sleep(Duration::from_millis(2)).await;

@@ -5,6 +5,7 @@
 
 mod common;
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::{FireError, Refresh, Scheduler, WaitError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ const SECOND: Duration = Duration::from_secs(1);
 
 /// A refresher on virtual time whose fetch logs the virtual time it ran.
 fn logged(
-    sim: &circulation_trigger::VirtualScheduler,
+    sim: &circulation_trigger::testing::VirtualScheduler,
     configure: impl FnOnce(
         circulation_trigger::RefreshBuilder<'_>,
     ) -> circulation_trigger::RefreshBuilder<'_>,
@@ -110,7 +111,9 @@ fn refresh_and_wait_is_served_at_the_cooldowns_end() {
 #[test]
 fn the_cooldown_is_the_triggers_min_interval_and_can_be_changed_or_turned_off() {
     let sim = Scheduler::builder().build_virtual();
-    let (config, log) = logged(&sim, |b| b.trigger(|t| t.min_interval(5 * SECOND)));
+    let (config, log) = logged(&sim, |b| {
+        b.trigger(|t| t.policies(TriggerPolicies::new().min_interval(5 * SECOND)))
+    });
     config.refresh_now().unwrap();
     sim.advance(Duration::ZERO);
     // Calls before a fetch starts are served by it; these come after.
@@ -121,7 +124,9 @@ fn the_cooldown_is_the_triggers_min_interval_and_can_be_changed_or_turned_off() 
     assert_eq!(*log.lock().unwrap(), [Duration::ZERO, 5 * SECOND]);
 
     let sim = Scheduler::builder().build_virtual();
-    let (config, log) = logged(&sim, |b| b.trigger(|t| t.min_interval(Duration::ZERO)));
+    let (config, log) = logged(&sim, |b| {
+        b.trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
+    });
     for _ in 0..3 {
         config.refresh_now().unwrap();
         sim.advance(Duration::from_millis(10));
@@ -144,7 +149,9 @@ fn calls_refused_while_paused_are_counted_by_the_refresh_and_the_scheduler() {
     assert_eq!(config.refresh_now(), Err(FireError::Paused));
     assert!(matches!(
         config.refresh_and_wait(SECOND),
-        Err(circulation_trigger::RefreshError::Wait(WaitError::Paused))
+        Err(circulation_trigger::refresh::RefreshError::Wait(
+            WaitError::Paused
+        ))
     ));
     assert_eq!(config.trigger().fire(), Err(FireError::Paused));
     assert_eq!(config.refused_fires(), 3, "its own calls");

@@ -3,8 +3,12 @@
 //! delayed and coalesced; fetches kept on a phase's slots, with retries
 //! that never wait past the next slot.
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::refresh::Budget;
-use circulation_trigger::{PhaseKeeper, Refresh, RetryBackoff, Scheduler};
+use circulation_trigger::{
+    policy::{PhaseKeeper, RetryBackoff},
+    Refresh, Scheduler,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +26,7 @@ fn refreshers_sharing_a_budget_never_exceed_it_and_none_starves() {
         .map(|n| {
             let (log, clock) = (Arc::clone(&log), sim.clock());
             Refresh::builder(&sim)
-                .trigger(|t| t.min_interval(Duration::ZERO))
+                .trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
                 .every(Duration::from_millis(100)) // each wants 10/s
                 .budget(&budget)
                 .bind(move || {

@@ -6,8 +6,9 @@
 
 mod common;
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::refresh::Freshness;
-use circulation_trigger::{Refresh, RetryBackoff, Scheduler, WaitError};
+use circulation_trigger::{policy::RetryBackoff, Refresh, Scheduler, WaitError};
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
@@ -183,7 +184,7 @@ async fn readiness_is_awaited_with_a_timeout() {
     store.set_down(true);
     let s = store.clone();
     let config = Refresh::builder(&scheduler)
-        .trigger(|t| t.min_interval(Duration::ZERO))
+        .trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
         .retry(RetryBackoff::new(
             Duration::from_millis(10),
             Duration::from_millis(10),
@@ -233,7 +234,10 @@ fn a_blocking_fetch_past_its_deadline_is_reported_once_and_its_late_result_count
     let release = std::sync::Mutex::new(release);
     let mut calls = 0;
     let config = Refresh::builder(&scheduler)
-        .trigger(|t| t.name("config").min_interval(Duration::ZERO))
+        .trigger(|t| {
+            t.name("config")
+                .policies(TriggerPolicies::new().min_interval(Duration::ZERO))
+        })
         .every(Duration::from_secs(3600))
         .fetch_timeout(Duration::from_millis(50))
         .stale_after(Duration::from_millis(100))
@@ -277,10 +281,12 @@ fn a_blocking_fetch_past_its_deadline_is_reported_once_and_its_late_result_count
 #[cfg(feature = "tokio")]
 mod asynchronous {
     use super::*;
-    use circulation_trigger::RefreshError;
+    use circulation_trigger::refresh::RefreshError;
 
     /// The fetch's state: calls so far; the second hangs for an hour.
-    fn hanging_second(calls: &mut u32) -> circulation_trigger::FetchFuture<'_, u32, String> {
+    fn hanging_second(
+        calls: &mut u32,
+    ) -> circulation_trigger::refresh::FetchFuture<'_, u32, String> {
         Box::pin(async move {
             *calls += 1; // kept in the state even when the fetch is dropped
             if *calls == 2 {
@@ -294,7 +300,7 @@ mod asynchronous {
     async fn on_real_time_an_async_fetch_is_dropped_at_its_deadline() {
         let scheduler = Scheduler::new();
         let config = Refresh::builder(&scheduler)
-            .trigger(|t| t.min_interval(Duration::ZERO))
+            .trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
             .every(Duration::from_secs(3600))
             .fetch_timeout(Duration::from_millis(100))
             .bind_async(0, hanging_second);

@@ -7,10 +7,11 @@
 
 mod common;
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::refresh::{
     Fetched, Freshness, LocalCopy, LocalCopyError, Origin, StartPolicy, Validator,
 };
-use circulation_trigger::{Refresh, RefreshError, Scheduler, WaitError};
+use circulation_trigger::{refresh::RefreshError, Refresh, Scheduler, WaitError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
@@ -84,7 +85,7 @@ fn refresher(
 ) -> Refresh<String, String> {
     let store = store.clone();
     Refresh::builder(scheduler)
-        .trigger(|t| t.min_interval(Duration::ZERO))
+        .trigger(|t| t.policies(TriggerPolicies::new().min_interval(Duration::ZERO)))
         .every(Duration::from_secs(3600))
         .bind_conditional(move |last| store.fetch(last))
         .local_copy(copy)

@@ -1,7 +1,7 @@
 //! Statistics: exact counts under deterministic (virtual-time) scenarios,
 //! and the aggregate view of a scheduler.
 
-use circulation_trigger::{RetryBackoff, Scheduler, Trigger, TriggerState};
+use circulation_trigger::{policy::RetryBackoff, report::TriggerState, Scheduler, Trigger};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ fn counts_are_exact_in_a_deterministic_scenario() {
     let s = trigger.stats();
     assert_eq!((s.fires, s.coalesced_fires), (6, 5));
     assert_eq!(s.state, TriggerState::Suspended);
-    assert_eq!(sim.panic_count(), 1);
+    assert_eq!(sim.stats().panics, 1);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use circulation_trigger::{FireError, Scheduler, Trigger, TriggerState, WeakTrigger};
+use circulation_trigger::{report::TriggerState, FireError, Scheduler, Trigger, WeakTrigger};
 use common::{eventually, Counter, Storm};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -19,7 +19,11 @@ fn scheduler(workers: usize) -> Scheduler {
 /// Waits until no iteration of `trigger` is in flight.
 fn settle(trigger: &Trigger) {
     eventually("the iteration in flight ends", || {
-        !trigger.snapshot().is_running()
+        !matches!(
+            trigger.stats().state,
+            circulation_trigger::report::TriggerState::Running
+                | circulation_trigger::report::TriggerState::RunningWithRerun
+        )
     });
 }
 
@@ -128,7 +132,13 @@ fn g3_fire_then_fire_after_cancels_the_immediate_run() {
         None
     });
     blocker.fire().unwrap(); // occupies the only worker
-    eventually("the blocker runs", || blocker.snapshot().is_running());
+    eventually("the blocker runs", || {
+        matches!(
+            blocker.stats().state,
+            circulation_trigger::report::TriggerState::Running
+                | circulation_trigger::report::TriggerState::RunningWithRerun
+        )
+    });
     trigger.fire().unwrap();
     trigger.fire_after(Duration::from_secs(3600)).unwrap();
     gate_tx.send(()).unwrap();
@@ -187,7 +197,7 @@ fn g4_g5_fires_during_a_run_give_exactly_one_follow_up() {
         .collect();
     firers.into_iter().for_each(|f| f.join().unwrap());
     eventually("a fire reserved the follow-up", || {
-        trigger.snapshot().is_reserved()
+        trigger.stats().state == circulation_trigger::report::TriggerState::RunningWithRerun
     });
     release_tx.send(()).unwrap();
     eventually("the follow-up runs", || runs.get() == 2);
@@ -280,9 +290,16 @@ fn g8_panics_are_caught_reported_and_the_trigger_stays_usable() {
         None
     });
     trigger.fire().unwrap();
-    eventually("the panic is counted", || scheduler.panic_count() == 1);
+    eventually("the panic is counted", || scheduler.stats().panics == 1);
     settle(&trigger);
-    assert!(!trigger.snapshot().is_running(), "running bit released");
+    assert!(
+        !matches!(
+            trigger.stats().state,
+            circulation_trigger::report::TriggerState::Running
+                | circulation_trigger::report::TriggerState::RunningWithRerun
+        ),
+        "running bit released"
+    );
     assert_eq!(
         *hooked.lock().unwrap(),
         ["task of trigger `flaky` panicked: boom"]
@@ -408,7 +425,7 @@ fn g12_behaviour_is_unchanged_across_the_version_wrap() {
         eventually("each fire runs once", || runs.get() == expected);
         settle(&trigger);
     }
-    assert!(trigger.snapshot().version() < 100, "the version wrapped");
+    assert!(trigger.stats().version < 100, "the version wrapped");
     trigger.fire_after(Duration::from_millis(10)).unwrap();
     trigger.suspend();
     thread::sleep(Duration::from_millis(100));
@@ -445,12 +462,12 @@ fn overflowing_delays_are_refused_without_touching_the_chain() {
     });
     trigger.fire().unwrap();
     eventually("the chain circulates", || runs.get() >= 3);
-    let version = trigger.snapshot().version();
+    let version = trigger.stats().version;
     assert_eq!(
         trigger.fire_after(Duration::MAX),
         Err(FireError::DelayTooLong(Duration::MAX))
     );
-    assert_eq!(trigger.snapshot().version(), version, "version untouched");
+    assert_eq!(trigger.stats().version, version, "version untouched");
     let before = runs.get();
     eventually("the chain still circulates", || runs.get() >= before + 3);
     // A task returning a huge delay just stops.
@@ -671,7 +688,7 @@ fn g8_a_panic_payload_that_panics_as_it_is_dropped_is_contained() {
         trigger.fire_and_wait(common::PATIENCE),
         Ok(circulation_trigger::Outcome::Completed)
     );
-    assert_eq!(scheduler.panic_count(), 1);
+    assert_eq!(scheduler.stats().panics, 1);
     // Virtual time: `advance` does not unwind.
     let sim = Scheduler::builder().build_virtual();
     let virtual_trigger = Trigger::bind(&sim, || std::panic::panic_any(PanicsWhenDropped));

@@ -4,7 +4,7 @@
 //! Tokio runtime, no real waiting.
 #![cfg(feature = "tokio")]
 
-use circulation_trigger::{FireError, Outcome, Scheduler, Trigger, TriggerState};
+use circulation_trigger::{report::TriggerState, FireError, Outcome, Scheduler, Trigger};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ fn a_30_s_async_trigger_advanced_95_s_runs_exactly_4_times() {
 /// An async task whose fetch takes `fetch` of virtual time, every `period`
 /// after the previous fetch ended, logging its starts.
 fn slow_refresher(
-    sim: &circulation_trigger::VirtualScheduler,
+    sim: &circulation_trigger::testing::VirtualScheduler,
     fetch: Duration,
 ) -> (Trigger, Starts) {
     let (clock, starts) = (sim.clock(), Starts::default());
@@ -109,11 +109,14 @@ fn shutdown_now_cancels_an_iteration_waiting_in_a_virtual_sleep() {
     });
     trigger.fire().unwrap();
     sim.advance(SECOND);
-    assert!(!sim.is_terminated(), "the iteration is in flight");
+    assert!(
+        !sim.await_termination(std::time::Duration::ZERO),
+        "the iteration is in flight"
+    );
     let report = sim.shutdown_now();
     assert_eq!(report.in_flight().len(), 1);
     assert_eq!(report.in_flight()[0].outcome(), Outcome::Cancelled);
-    assert!(sim.is_terminated());
+    assert!(sim.await_termination(std::time::Duration::ZERO));
     assert_eq!(trigger.fire(), Err(FireError::Shutdown));
 }
 

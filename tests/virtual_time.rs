@@ -3,7 +3,8 @@
 //! against a small sequential reference model: which iterations run, at
 //! which virtual instants.
 
-use circulation_trigger::{FireError, Scheduler, Trigger, VirtualScheduler, WeakTrigger};
+use circulation_trigger::policy::TriggerPolicies;
+use circulation_trigger::{testing::VirtualScheduler, FireError, Scheduler, Trigger, WeakTrigger};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
@@ -187,7 +188,7 @@ fn scripted_with(
     let mut index = 0;
     let trigger = Trigger::builder(sim)
         .start_version(version)
-        .min_interval(min_interval)
+        .policies(TriggerPolicies::new().min_interval(min_interval))
         .bind(move || {
             log.lock().unwrap().push(clock.now().as_micros() as u64);
             let step = script[index % script.len()];
@@ -211,7 +212,7 @@ fn scripted_with(
 }
 
 fn apply(trigger: &Trigger, sim: &VirtualScheduler, op: Op) {
-    let paused = trigger.is_paused();
+    let paused = trigger.stats().paused;
     let fired = match op {
         Op::Fire => trigger.fire(),
         Op::FireAfter(d) => trigger.fire_after(Duration::from_micros(d)),
@@ -303,7 +304,7 @@ proptest! {
             apply(&trigger, &sim, op);
             model.apply(op, &script);
             prop_assert_eq!(&*runs.lock().unwrap(), &model.runs, "after {:?}", op);
-            prop_assert_eq!(trigger.is_paused(), model.paused);
+            prop_assert_eq!(trigger.stats().paused, model.paused);
         }
     }
 
@@ -324,7 +325,7 @@ proptest! {
             apply(&trigger, &sim, op);
             model.apply(op, &script);
             prop_assert_eq!(&*runs.lock().unwrap(), &model.runs, "after {:?}", op);
-            prop_assert_eq!(trigger.is_paused(), model.paused);
+            prop_assert_eq!(trigger.stats().paused, model.paused);
         }
     }
 

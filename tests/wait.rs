@@ -4,7 +4,7 @@
 
 mod common;
 
-use circulation_trigger::{Outcome, Scheduler, Trigger, TriggerState, WaitError};
+use circulation_trigger::{report::TriggerState, Outcome, Scheduler, Trigger, WaitError};
 use common::{eventually, Counter, Gate, PATIENCE};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};

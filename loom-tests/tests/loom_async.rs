@@ -176,7 +176,7 @@ fn shutdown_now_cancels_an_awaiting_iteration_without_losing_its_wake_up() {
             [] => assert_eq!(report.discarded().len(), 1, "{report:?}"),
             more => panic!("{more:?}"),
         }
-        assert!(h.scheduler().is_terminated());
+        assert!(h.is_terminated());
         assert!(!Harness::snapshot(&trigger).is_running());
     });
 }

@@ -5,7 +5,8 @@
 mod common;
 
 use circulation_trigger::model::Harness;
-use circulation_trigger::{FireError, Outcome, ShutdownReport, WaitError};
+use circulation_trigger::policy::TriggerPolicies;
+use circulation_trigger::{report::ShutdownReport, FireError, Outcome, WaitError};
 use common::{a_waiter_racing, counted, run_model, run_model_bounded, Count};
 use loom::sync::Arc;
 use loom::thread;
@@ -146,7 +147,7 @@ fn is_shutdown_sees_what_preceded_shutdown() {
                 h.scheduler().shutdown();
             })
         };
-        if h.scheduler().is_shutdown() {
+        if h.is_shutdown() {
             assert_eq!(data.load(loom::sync::atomic::Ordering::Relaxed), 1);
         }
         closer.join().unwrap();
@@ -427,7 +428,7 @@ fn a_deferred_run_racing_shutdown_is_listed_once() {
         let r = runs.clone();
         let trigger = circulation_trigger::Trigger::builder(h.scheduler())
             .name("cooled")
-            .min_interval(Duration::from_micros(50))
+            .policies(TriggerPolicies::new().min_interval(Duration::from_micros(50)))
             .bind(move || {
                 r.bump();
                 None

@@ -48,7 +48,7 @@ fn g1_two_fires_race_a_running_iteration() {
             h.run_all();
             let runs = state.get();
             assert!((1..=3).contains(&runs), "runs = {runs}");
-            assert!(!trigger.snapshot().is_running());
+            assert!(!Harness::snapshot(&trigger).is_running());
         });
     }
 }
@@ -190,7 +190,7 @@ fn g4_every_fire_is_served_by_a_run_that_sees_what_preceded_it() {
         h.run_all();
         assert_eq!(seen.load(Ordering::Relaxed), 0b11, "a fire was not served");
         assert!((1..=3).contains(&state.get()), "runs = {}", state.get());
-        assert!(h.queued() == 0 && !trigger.snapshot().is_running());
+        assert!(h.queued() == 0 && !Harness::snapshot(&trigger).is_running());
     });
 }
 
@@ -264,7 +264,7 @@ fn g6_suspend_racing_the_exit_step_stops_everything() {
             trigger.suspend();
             // Snapshot first: an iteration seen idle here has already
             // counted itself (its exit Release precedes this Acquire).
-            let in_flight = usize::from(trigger.snapshot().is_running());
+            let in_flight = usize::from(Harness::snapshot(&trigger).is_running());
             let at_suspend = runs.get();
             worker.join().unwrap();
             h.run_all();
@@ -296,7 +296,7 @@ fn g6_fire_fire_suspend_runs_nothing_after_suspend() {
             trigger.suspend();
             // Snapshot first: an iteration seen idle here has already
             // counted itself (its exit Release precedes this Acquire).
-            let in_flight = usize::from(trigger.snapshot().is_running());
+            let in_flight = usize::from(Harness::snapshot(&trigger).is_running());
             let at_suspend = runs.get();
             worker.join().unwrap();
             h.run_all();
@@ -333,7 +333,7 @@ fn g8_a_panicking_iteration_releases_the_running_bit() {
         worker.join().unwrap();
         h.run_all();
         assert_eq!(runs.get(), 2, "the later fire runs");
-        assert!(!trigger.snapshot().is_running());
+        assert!(!Harness::snapshot(&trigger).is_running());
     });
 }
 

@@ -50,7 +50,7 @@ impl<R: Runtime> Core<R> {
     /// now, and the latest wins.
     fn fire_debounced(
         self: &Arc<Self>,
-        debounce: &crate::policy::Debounce,
+        debounce: &crate::policy::trigger::Debounce,
     ) -> Result<u32, FireError> {
         let now_ns = self.runtime.timing().clock.now_ns();
         let (delay_us, start, opened) = debounce.delay_us(now_ns / 1_000);

@@ -75,7 +75,7 @@
 //! | `handles` | the user's handles (`Trigger`), by RMW only (see [`Core::release_handle`]) |
 
 use crate::async_task::CancelSlot;
-use crate::policy::Policies;
+use crate::policy::trigger::Policies;
 use crate::request::Request;
 use crate::state::{Snapshot, State};
 use crate::stats::{Counters, LastDelay, RareCounters, TriggerStats};
@@ -407,7 +407,7 @@ impl<R: Runtime> Core<R> {
 
     /// The trigger's debounce policy, if it has one.
     #[inline]
-    pub(crate) fn debounce(&self) -> Option<&crate::policy::Debounce> {
+    pub(crate) fn debounce(&self) -> Option<&crate::policy::trigger::Debounce> {
         self.policies().and_then(|p| p.debounce.as_ref())
     }
 

@@ -1,7 +1,7 @@
 //! The task cell, which only the RUNNING holder touches.
 //!
 //! It holds the task, with the back-off of a
-//! [`PanicPolicy::Retry`](crate::PanicPolicy::Retry) if it has one. It is stored in the
+//! [`PanicPolicy::Retry`](crate::policy::PanicPolicy::Retry) if it has one. It is stored in the
 //! trigger's own allocation when it fits.
 //!
 //! A task is one of several kinds. It is sync or async, with or without a retry back-off.
@@ -25,7 +25,7 @@
 
 use crate::async_task::{AsyncBody, AsyncTask, TaskFuture};
 use crate::jitter::RetryBackoff;
-use crate::policy::PanicPolicy;
+use crate::policy::trigger::PanicPolicy;
 use crate::task::Task;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
@@ -47,7 +47,7 @@ trait Body: Send + 'static {
     }
 }
 
-/// A task under [`PanicPolicy::Retry`](crate::PanicPolicy::Retry).
+/// A task under [`PanicPolicy::Retry`](crate::policy::PanicPolicy::Retry).
 ///
 /// The back-off lives beside it, in the task's box. With the back-off, it is larger than
 /// a pointer.
@@ -264,8 +264,8 @@ impl TaskCell {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::policy::Policies;
-    use crate::RetryBackoff;
+    use crate::jitter::RetryBackoff;
+    use crate::policy::trigger::Policies;
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 
 use super::{Alive, Core, Runtime, TaskCell, Turn};
 use crate::clock::{Clock, ManualTime, Timing};
-use crate::policy::PanicPolicy;
+use crate::policy::trigger::PanicPolicy;
 use crate::request::Stamp;
 use crate::shutdown::Ledger;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};

@@ -18,10 +18,11 @@ impl Refresh<()> {
     /// then bind the fetch with [`bind`](RefreshBuilder::bind). With the
     /// `tokio` feature, [`bind_async`](RefreshBuilder::bind_async) binds an
     /// async one. Takes a [`Scheduler`] or a
-    /// [`VirtualScheduler`](crate::VirtualScheduler).
+    /// [`VirtualScheduler`](crate::testing::VirtualScheduler).
     pub fn builder<S: AsRef<Scheduler> + ?Sized>(scheduler: &S) -> RefreshBuilder<'_> {
         RefreshBuilder {
-            trigger: Trigger::builder(scheduler).min_interval(DEFAULT_COOLDOWN),
+            trigger: Trigger::builder(scheduler)
+                .policies(crate::policy::TriggerPolicies::new().min_interval(DEFAULT_COOLDOWN)),
             every: DEFAULT_PERIOD,
             retry: None,
             stale_after: None,
@@ -90,7 +91,7 @@ impl<'a> RefreshBuilder<'a> {
     /// Keeps the fetches after a success on `phase`'s grid of slots,
     /// instead of a period after the fetch. The period is then the phase's.
     /// A "refresh now" does not move the schedule. With
-    /// [`PhaseKeeper::keyed`](crate::PhaseKeeper::keyed) a fleet keeps its
+    /// [`PhaseKeeper::keyed`](crate::policy::PhaseKeeper::keyed) a fleet keeps its
     /// spread across restarts. A retry after a failure never waits past
     /// the next slot. Once the back-off has climbed to the period, the
     /// retries fall on the slots only, so a fleet's load on a store that
@@ -99,7 +100,7 @@ impl<'a> RefreshBuilder<'a> {
     /// # Examples
     ///
     /// ```
-    /// use circulation_trigger::{PhaseKeeper, Refresh, Scheduler};
+    /// use circulation_trigger::{Refresh, Scheduler, policy::PhaseKeeper};
     /// use std::time::Duration;
     ///
     /// let sim = Scheduler::builder().build_virtual();
@@ -151,7 +152,7 @@ impl<'a> RefreshBuilder<'a> {
 
     /// A fetch's deadline, none by default. An async fetch still running at
     /// it is dropped, and its state is given back. It counts as a timeout,
-    /// [`RefreshError::TimedOut`](crate::RefreshError::TimedOut), apart from
+    /// [`RefreshError::TimedOut`](crate::refresh::RefreshError::TimedOut), apart from
     /// the fetch's own errors. The value stays, and the fetch is retried on
     /// the back-off. A blocking fetch cannot be interrupted. Its overrun is
     /// reported once through the scheduler's stuck hook, since this sets the
@@ -162,7 +163,7 @@ impl<'a> RefreshBuilder<'a> {
     ///
     /// The deadline holds during a graceful shutdown too. The fetch in
     /// flight, which the shutdown waits for, still ends by it. On a
-    /// [`VirtualScheduler`](crate::VirtualScheduler) an async fetch's
+    /// [`VirtualScheduler`](crate::testing::VirtualScheduler) an async fetch's
     /// deadline runs on virtual time. A fetch waiting on real I/O there
     /// holds virtual time back, and `advance` panics once it has waited ten
     /// seconds of real time, as its Panics section says.
@@ -186,11 +187,15 @@ impl<'a> RefreshBuilder<'a> {
     ///
     /// ```
     /// use circulation_trigger::{Refresh, Scheduler};
+    /// use circulation_trigger::policy::TriggerPolicies;
     /// use std::time::Duration;
     ///
     /// let sim = Scheduler::builder().build_virtual();
     /// let config = Refresh::builder(&sim)
-    ///     .trigger(|t| t.name("config").min_interval(Duration::from_secs(5)))
+    ///     .trigger(|t| {
+    ///         t.name("config")
+    ///             .policies(TriggerPolicies::new().min_interval(Duration::from_secs(5)))
+    ///     })
     ///     .bind(|| Ok::<_, String>("v1"));
     /// assert_eq!(config.trigger().name(), Some("config"));
     /// config.refresh_now()?;
@@ -232,7 +237,7 @@ impl<'a> RefreshBuilder<'a> {
     /// no feature.
     ///
     /// ```
-    /// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+    /// use circulation_trigger::{Refresh, Scheduler, policy::RetryBackoff};
     /// use std::time::Duration;
     ///
     /// fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -271,7 +276,7 @@ impl<'a> RefreshBuilder<'a> {
     /// fetch answers a [`Fetched`], which is a new value or "unchanged".
     /// "Unchanged" renews the value's freshness and publishes nothing, so no
     /// subscriber wakes. "Unchanged" with no value held is a failure,
-    /// [`RefreshError::NothingHeld`](crate::RefreshError::NothingHeld).
+    /// [`RefreshError::NothingHeld`](crate::refresh::RefreshError::NothingHeld).
     /// [`Fetched::next_after`] names the delay before the next fetch, for
     /// a value that carries its own period. Otherwise it works as
     /// [`bind`](Self::bind).
@@ -317,7 +322,8 @@ impl<'a> RefreshBuilder<'a> {
         } = self.parts();
         if let Some(timeout) = course.timeout {
             if trigger.stuck_after_unset() {
-                trigger = trigger.stuck_after(timeout);
+                trigger =
+                    trigger.policies(crate::policy::TriggerPolicies::new().stuck_after(timeout));
             }
         }
         let shared = Arc::clone(&latest);
@@ -413,7 +419,7 @@ impl<'a> RefreshBuilder<'a> {
     /// future `fetch(&mut state)` returns, polled on a Tokio runtime. That
     /// is the one this is called in, or the one given with
     /// [`TriggerBuilder::runtime`] through [`trigger`](Self::trigger). On a
-    /// [`VirtualScheduler`](crate::VirtualScheduler) without one, its
+    /// [`VirtualScheduler`](crate::testing::VirtualScheduler) without one, its
     /// `advance` polls the future. The outcome counts as
     /// [`bind`](Self::bind)'s does. The `Refresh` is the same, with its
     /// reads, `subscribe`, errors, back-off, cooldown, pause,

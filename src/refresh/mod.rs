@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! use circulation_trigger::refresh::{Budget, LocalCopy, StartPolicy};
-//! use circulation_trigger::{PhaseKeeper, Refresh, RetryBackoff, Scheduler};
+//! use circulation_trigger::{Refresh, Scheduler, policy::{PhaseKeeper, RetryBackoff}};
 //! use std::time::Duration;
 //!
 //! let scheduler = Scheduler::new();
@@ -46,9 +46,10 @@
 //! its turn, and every "refresh now" meanwhile is served by it. A store
 //! that says "retry after" is obeyed through [`Refresh::retry_after`]. Keys
 //! spread a fleet like random draws. A fleet that numbers its members
-//! spreads evenly with [`PhaseKeeper::ordinal`](crate::PhaseKeeper::ordinal).
+//! spreads evenly with [`PhaseKeeper::ordinal`](crate::policy::PhaseKeeper::ordinal).
 
-use crate::error::{FireError, RefreshError};
+use crate::error::FireError;
+pub use crate::error::RefreshError;
 use crate::trigger::Trigger;
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
@@ -95,7 +96,7 @@ pub(crate) use shared::{Ended, Latest};
 /// A fetch written as a function.
 ///
 /// ```
-/// use circulation_trigger::{FetchFuture, Refresh, Scheduler};
+/// use circulation_trigger::{Refresh, Scheduler, refresh::FetchFuture};
 /// use std::time::Duration;
 ///
 /// fn fetch(calls: &mut u32) -> FetchFuture<'_, u32, String> {
@@ -188,13 +189,13 @@ pub struct RefreshStats {
 /// [`refresh_now`](Self::refresh_now). A burst costs at most two fetches, as
 /// guarantee G18 promises. The period catches whatever an event lost while
 /// the listener was disconnected. The listener reconnects after a jittered
-/// back-off, a [`RetryBackoff`](crate::RetryBackoff) with jitter. So a
+/// back-off, a [`RetryBackoff`](crate::policy::RetryBackoff) with jitter. So a
 /// fleet whose store restarts does not reconnect in step.
 /// `examples/redis_config_refresh.rs` in the repository is this shape on
 /// Redis.
 ///
 /// ```
-/// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+/// use circulation_trigger::{Refresh, Scheduler, policy::RetryBackoff};
 /// use std::time::Duration;
 ///
 /// let scheduler = Scheduler::builder().workers(1).build()?;
@@ -232,7 +233,7 @@ pub struct RefreshStats {
 /// # Examples
 ///
 /// ```
-/// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+/// use circulation_trigger::{Refresh, Scheduler, policy::RetryBackoff};
 /// use std::time::Duration;
 ///
 /// #[derive(Debug, PartialEq)]
@@ -319,7 +320,7 @@ impl<T, E> Refresh<T, E> {
     /// # Examples
     ///
     /// ```
-    /// use circulation_trigger::{Refresh, RefreshError, Scheduler};
+    /// use circulation_trigger::{Refresh, Scheduler, refresh::RefreshError};
     /// use std::time::Duration;
     ///
     /// let sim = Scheduler::builder().build_virtual();
@@ -499,7 +500,7 @@ impl<T, E> Refresh<T, E> {
     /// Calls of [`refresh_now`](Self::refresh_now) and
     /// [`refresh_and_wait`](Self::refresh_and_wait) refused because the
     /// refresh was paused. The scheduler's
-    /// [`SchedulerStats::refused_paused`](crate::SchedulerStats::refused_paused)
+    /// [`SchedulerStats::refused_paused`](crate::report::SchedulerStats::refused_paused)
     /// counts those of every trigger.
     pub fn refused_fires(&self) -> u64 {
         self.latest.refused.load(Relaxed)
@@ -533,14 +534,14 @@ impl<T, E> Refresh<T, E> {
     ///   paused or suspended, or the scheduler shut down. A debounce window
     ///   may lie past the clock's range. The call may have come from inside
     ///   the fetch itself. [`WaitError`](crate::WaitError) tells which. On a
-    ///   [`VirtualScheduler`](crate::VirtualScheduler) the fetch runs when
+    ///   [`VirtualScheduler`](crate::testing::VirtualScheduler) the fetch runs when
     ///   another thread advances time. With no such thread, the call times
     ///   out.
     ///
     /// # Examples
     ///
     /// ```
-    /// use circulation_trigger::{Refresh, RefreshError, Scheduler};
+    /// use circulation_trigger::{Refresh, Scheduler, refresh::RefreshError};
     /// use std::time::Duration;
     ///
     /// let scheduler = Scheduler::builder().workers(1).build().unwrap();
@@ -907,7 +908,7 @@ impl<T, E> Refresh<T, E> {
     /// # Examples
     ///
     /// ```
-    /// use circulation_trigger::{Refresh, RetryBackoff, Scheduler};
+    /// use circulation_trigger::{Refresh, Scheduler, policy::RetryBackoff};
     /// use std::time::Duration;
     ///
     /// #[derive(Debug)]

@@ -140,7 +140,7 @@ impl RefreshModel {
     pub fn last_outcome(&self) -> Option<Result<u32, String>> {
         self.latest.last_outcome().map(|outcome| match outcome {
             Ok(value) => Ok(value.get()),
-            Err(crate::RefreshError::Failed(error)) => Err((*error).clone()),
+            Err(crate::refresh::RefreshError::Failed(error)) => Err((*error).clone()),
             Err(other) => Err(format!("{other:?}")),
         })
     }

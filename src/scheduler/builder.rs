@@ -142,7 +142,7 @@ impl Builder {
     /// A value below [`workers`](Self::workers) is raised to it, and one
     /// above 1,024 is lowered to 1,024. When every worker is busy the runs
     /// wait, and
-    /// [`SchedulerStats::worker_limit_hits`](crate::SchedulerStats::worker_limit_hits)
+    /// [`SchedulerStats::worker_limit_hits`](crate::report::SchedulerStats::worker_limit_hits)
     /// counts it. With the `tracing` feature, a warning says so too.
     /// `max_workers(n)` equal to `workers(n)` gives a fixed pool.
     pub fn max_workers(mut self, max: usize) -> Self {
@@ -227,9 +227,9 @@ impl Builder {
     /// Called with every panic caught in a task, on the thread that ran it.
     /// That thread is a worker, or for an async task a thread of its
     /// runtime. The hook runs after the panic is counted in
-    /// [`Scheduler::panic_count`] and in the trigger's statistics. The
+    /// [`SchedulerStats::panics`](crate::report::SchedulerStats::panics) and in the trigger's statistics. The
     /// trigger then stops circulating until fired again, unless its
-    /// [`PanicPolicy`](crate::PanicPolicy) retries.
+    /// [`PanicPolicy`](crate::policy::PanicPolicy) retries.
     pub fn panic_hook(mut self, hook: impl Fn(&super::TaskPanic) + Send + Sync + 'static) -> Self {
         self.panic_hook = Some(Box::new(hook));
         self
@@ -237,8 +237,8 @@ impl Builder {
 
     /// Called on the scheduler's monitor thread, once for every run in
     /// flight longer than its trigger's
-    /// [`stuck_after`](crate::TriggerBuilder::stuck_after). The run goes
-    /// on, and [`TriggerStats::stuck`](crate::TriggerStats::stuck) marks
+    /// [`stuck_after`](crate::policy::TriggerPolicies::stuck_after). The run goes
+    /// on, and [`TriggerStats::stuck`](crate::report::TriggerStats::stuck) marks
     /// it.
     ///
     /// Keep it short and never let it block. Logging, counting, or sending
@@ -247,7 +247,7 @@ impl Builder {
     /// and reports no other stuck run. A panic in it is caught and ignored.
     pub fn stuck_hook(
         mut self,
-        hook: impl Fn(&crate::policy::StuckRun) + Send + Sync + 'static,
+        hook: impl Fn(&crate::policy::trigger::StuckRun) + Send + Sync + 'static,
     ) -> Self {
         self.stuck_hook = Some(Box::new(hook));
         self
@@ -282,7 +282,7 @@ impl Builder {
     }
 
     /// The thread-less scheduler under a
-    /// [`VirtualScheduler`](crate::VirtualScheduler), on the manual clock
+    /// [`VirtualScheduler`](crate::testing::VirtualScheduler), on the manual clock
     /// `time`. The virtual driver holds its timer role for good.
     pub(crate) fn build_threadless(self, time: &Arc<ManualTime>) -> Scheduler {
         let clock = Clock::Manual(Arc::clone(time));

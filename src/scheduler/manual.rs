@@ -1,6 +1,6 @@
 //! A hand-driven scheduler core with no threads. Whoever holds the driver
 //! plays the timer and the workers, and moves a manual clock. The public
-//! [`VirtualScheduler`](crate::VirtualScheduler) and the loom harness are
+//! [`VirtualScheduler`](crate::testing::VirtualScheduler) and the loom harness are
 //! both built on it. So they run exactly the threaded scheduler's code
 //! paths, minus the sleeping. Those paths are `Core`, the pool's queue and
 //! inbox, and the timer. The driver holds the timer role for good, and its

@@ -90,7 +90,7 @@ use std::time::{Duration, Instant};
 /// |---|---|---|---|---|---|
 /// | [`shutdown`](Self::shutdown) | refused: [`FireError::Shutdown`](crate::FireError::Shutdown) | discarded, listed in the report | finish normally | exit once idle | — |
 /// | [`shutdown_now`](Self::shutdown_now) | refused | discarded, listed | told to stop ([`is_cancelled`](crate::is_cancelled) turns `true`), waited for up to the grace period | exit once idle | the [`ShutdownReport`] |
-/// | drop, or [`shutdown_and_join`](Self::shutdown_and_join) | refused | discarded, listed | finish, waited for up to the grace period | joined; a thread whose task outlives the grace period is detached | `shutdown_and_join`: the report, with the detached threads counted |
+/// | drop | refused | discarded, listed | finish, waited for up to the grace period | joined; a thread whose task outlives the grace period is detached | — |
 ///
 /// The report is exact. A fire that races the shutdown is either refused
 /// to its caller or listed, never both and never neither. The state word
@@ -99,10 +99,10 @@ use std::time::{Duration, Instant};
 /// [`shutdown_report`](Self::shutdown_report) gives it after either kind
 /// of shutdown.
 ///
-/// Async services await [`shutdown_async`](Self::shutdown_async),
-/// [`shutdown_now_async`](Self::shutdown_now_async),
-/// [`shutdown_and_join_async`](Self::shutdown_and_join_async) and
-/// [`terminated`](Self::terminated). They wait without blocking the thread
+/// [`await_termination`](Self::await_termination) waits for the threads to
+/// exit. Async services await [`shutdown_async`](Self::shutdown_async),
+/// [`shutdown_now_async`](Self::shutdown_now_async) and
+/// [`await_termination_async`](Self::await_termination_async). They wait without blocking the thread
 /// that polls them, so an async iteration in flight finishes even on a
 /// single-threaded runtime. Bound them with the runtime's timeout, and
 /// never await them from inside the scheduler's own tasks. Shutting down
@@ -123,9 +123,6 @@ use std::time::{Duration, Instant};
 /// ```
 pub struct Scheduler {
     pub(crate) shared: Arc<Shared>,
-    /// Set once `finish` has run in `shutdown_and_join`, so drop does not
-    /// wait again.
-    finished: bool,
     /// A virtual scheduler's executor. Async triggers bound to it without a
     /// runtime of their own have their iterations polled by `advance`.
     pub(crate) local: Option<Arc<LocalJobs>>,
@@ -153,7 +150,7 @@ impl fmt::Debug for Scheduler {
 }
 
 /// Lets [`Trigger::bind`](crate::Trigger::bind) take a `Scheduler` or a
-/// [`VirtualScheduler`](crate::VirtualScheduler) alike.
+/// [`VirtualScheduler`](crate::testing::VirtualScheduler) alike.
 impl AsRef<Scheduler> for Scheduler {
     fn as_ref(&self) -> &Scheduler {
         self
@@ -190,7 +187,6 @@ impl Scheduler {
     pub(crate) fn threadless(shared: Shared) -> Self {
         Self {
             shared: Arc::new(shared),
-            finished: false,
             local: None,
             virtual_sleep: None,
         }
@@ -274,6 +270,16 @@ impl Scheduler {
         // through it.
         self.shared.ledger.cancel.store(true, Ordering::Relaxed);
         self.shared.ledger.wake_async();
+        self.poll_local();
+    }
+
+    /// Polls a virtual scheduler's woken async iterations until none is
+    /// woken. No thread of its own polls them, and a shutdown needs an
+    /// iteration told to stop to see it.
+    fn poll_local(&self) {
+        if let Some(jobs) = &self.local {
+            while jobs.poll_one() {}
+        }
     }
 
     /// The shutdown report so far. It is `None` before shutdown. After it,
@@ -288,12 +294,12 @@ impl Scheduler {
     }
 
     /// Whether [`shutdown`](Self::shutdown) has been called.
-    pub fn is_shutdown(&self) -> bool {
+    pub(crate) fn is_shutdown(&self) -> bool {
         self.shared.is_closed()
     }
 
     /// Whether every thread of the scheduler has exited.
-    pub fn is_terminated(&self) -> bool {
+    pub(crate) fn is_terminated(&self) -> bool {
         *lock(&self.shared.alive) == 0
     }
 
@@ -310,6 +316,7 @@ impl Scheduler {
     /// ever.
     #[must_use = "`false` means some threads are still running"]
     pub fn await_termination(&self, timeout: Duration) -> bool {
+        self.poll_local();
         // A timeout beyond the clock's range waits without a deadline.
         let deadline = Instant::now().checked_add(timeout);
         let me = thread::current().id();
@@ -356,66 +363,28 @@ impl Scheduler {
     }
 
     /// Number of panics caught in tasks so far.
-    pub fn panic_count(&self) -> u64 {
+    fn panic_count(&self) -> u64 {
         // Relaxed: a statistic.
         self.shared.panics.load(Ordering::Relaxed)
-    }
-
-    /// What drop does, returning the final report. It shuts down
-    /// gracefully, waits up to the grace period of
-    /// [`Builder::shutdown_grace`], and joins every thread. A thread whose
-    /// task has not returned by then is detached, not waited for.
-    /// [`ShutdownReport::detached_threads`] counts it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use circulation_trigger::{Scheduler, Trigger};
-    /// use std::time::Duration;
-    ///
-    /// let scheduler = Scheduler::new();
-    /// let trigger = Trigger::builder(&scheduler).name("hourly").bind(|| None);
-    /// trigger.fire_after(Duration::from_secs(3600))?;
-    /// let report = scheduler.shutdown_and_join();
-    /// assert_eq!(report.discarded().len(), 1);
-    /// assert_eq!(report.detached_threads(), 0);
-    /// # Ok::<(), circulation_trigger::FireError>(())
-    /// ```
-    ///
-    /// A sync service stops on Ctrl-C or SIGTERM with the `signal-hook`
-    /// crate or `ctrlc`. Then it shuts down and prints what was cut short.
-    ///
-    /// ```no_run
-    /// use circulation_trigger::Scheduler;
-    /// use signal_hook::consts::{SIGINT, SIGTERM};
-    ///
-    /// fn main() -> std::io::Result<()> {
-    ///     let scheduler = Scheduler::builder().workers(1).build().expect("threads");
-    ///     // … bind and fire the service's triggers …
-    ///     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    ///     signals.forever().next(); // blocks until Ctrl-C or SIGTERM
-    ///     println!("{}", scheduler.shutdown_and_join()); // armed runs discarded, runs in flight finished
-    ///     Ok(())
-    /// }
-    /// ```
-    pub fn shutdown_and_join(mut self) -> ShutdownReport {
-        self.finish();
-        self.shutdown_report().unwrap_or_default()
     }
 
     /// Shuts down, waits up to the grace period, detaches what is left,
     /// joins the rest. Idempotent.
     fn finish(&mut self) {
-        if std::mem::replace(&mut self.finished, true) {
-            return;
-        }
         self.shutdown();
         if !self.await_termination(self.shared.grace) {
             let me = thread::current().id();
             let mut threads = lock(&self.shared.threads);
             let before = threads.len();
             threads.retain(|(id, handle)| *id == me || handle.is_finished());
-            self.shared.ledger.detached(before - threads.len());
+            let _detached = before - threads.len();
+            #[cfg(feature = "tracing")]
+            if _detached > 0 {
+                tracing::warn!(
+                    threads = _detached,
+                    "scheduler dropped with tasks still running after the grace period; their threads are detached"
+                );
+            }
         }
         self.join_all();
     }
@@ -438,8 +407,8 @@ impl Drop for Scheduler {
     /// Shuts down gracefully and joins every thread. If a task drops its
     /// own scheduler, the calling thread is not joined. Threads whose task
     /// has not returned within the grace period of
-    /// [`Builder::shutdown_grace`] are detached rather than waited for. The
-    /// report counts them.
+    /// [`Builder::shutdown_grace`] are detached rather than waited for.
+    /// With the `tracing` feature, a warning counts them.
     fn drop(&mut self) {
         self.finish();
     }

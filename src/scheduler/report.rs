@@ -34,7 +34,7 @@ impl fmt::Display for TaskPanic {
 }
 
 pub(crate) type PanicHook = Box<dyn Fn(&TaskPanic) + Send + Sync>;
-pub(crate) type StuckHook = Box<dyn Fn(&crate::policy::StuckRun) + Send + Sync>;
+pub(crate) type StuckHook = Box<dyn Fn(&crate::policy::trigger::StuckRun) + Send + Sync>;
 
 /// The text of a panic payload.
 pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {

@@ -253,7 +253,7 @@ impl Shared {
     /// A run of `core` has been in flight for `running_for_us`, past its
     /// `stuck_after`. This reports it. The monitor calls it once per run.
     pub(super) fn report_stuck(&self, core: &crate::core::Core<Self>, running_for_us: u64) {
-        let report = crate::policy::StuckRun {
+        let report = crate::policy::trigger::StuckRun {
             trigger: core.name().map(str::to_owned),
             running_for: Duration::from_micros(running_for_us),
         };
@@ -437,7 +437,7 @@ pub(super) mod tests {
         // thread is held up between spawn and listing, so that the new
         // thread's look comes in that gap unless the listing holds it off.
         let virtual_scheduler = crate::Scheduler::builder().build_virtual();
-        let shared = &virtual_scheduler.scheduler().shared;
+        let shared = &virtual_scheduler.shared;
         AFTER_SPAWN.with(|hook| hook.set(Some(|| std::thread::sleep(Duration::from_millis(50)))));
         shared
             .spawn("own-handle".to_string(), look_for_own_handle)

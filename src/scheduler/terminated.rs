@@ -1,4 +1,4 @@
-//! Shutdown as futures, in [`Scheduler::terminated`] and the `*_async`
+//! Shutdown as futures, in [`Scheduler::await_termination_async`] and the `*_async`
 //! shutdowns. They wait for the scheduler's threads and async iterations in
 //! flight without blocking the thread that polls them. So on a
 //! single-threaded runtime, an async iteration in flight can finish on the
@@ -16,7 +16,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The future [`Scheduler::terminated`] returns. Its waker sits in the list
+/// The future [`Scheduler::await_termination_async`] returns. Its waker sits in the list
 /// under its own id while it waits. It leaves the list when the future is
 /// dropped unfinished, so a timed-out wait leaves nothing behind.
 struct Terminated {
@@ -86,12 +86,12 @@ impl Scheduler {
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let scheduler = Scheduler::new();
     /// scheduler.shutdown();
-    /// scheduler.terminated().await;
-    /// assert!(scheduler.is_terminated());
+    /// scheduler.await_termination_async().await;
+    /// assert!(scheduler.await_termination(std::time::Duration::ZERO));
     /// # });
     /// # }
     /// ```
-    pub fn terminated(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn await_termination_async(&self) -> impl Future<Output = ()> + Send + 'static {
         Terminated {
             shared: Arc::clone(&self.shared),
             id: None,
@@ -105,7 +105,7 @@ impl Scheduler {
     /// runtime. The wait has no limit, so wrap it in a timeout to bound it.
     /// The report is then [`shutdown_report`](Self::shutdown_report). Do
     /// not await it from inside one of the scheduler's own tasks, for the
-    /// reason [`terminated`](Self::terminated) gives.
+    /// reason [`await_termination_async`](Self::await_termination_async) gives.
     ///
     /// # Examples
     ///
@@ -125,7 +125,7 @@ impl Scheduler {
     /// ```
     pub async fn shutdown_async(&self) -> ShutdownReport {
         self.shutdown();
-        self.terminated().await;
+        self.await_termination_async().await;
         self.shutdown_report().unwrap_or_default()
     }
 
@@ -138,25 +138,7 @@ impl Scheduler {
     /// bound it.
     pub async fn shutdown_now_async(&self) -> ShutdownReport {
         self.cancel_now();
-        self.terminated().await;
+        self.await_termination_async().await;
         self.shutdown_report().unwrap_or_default()
-    }
-
-    /// [`shutdown_and_join`](Self::shutdown_and_join) as a future. It shuts
-    /// down gracefully and waits without blocking for every thread to exit.
-    /// Then it joins them and returns the final report. The threads have
-    /// exited by then, so the join only collects them. It owns the
-    /// scheduler. If the future is dropped unfinished, as by a timeout, the
-    /// scheduler is dropped with it. That drop blocks for up to the grace
-    /// period. To bound the wait, put a timeout around
-    /// [`shutdown_async`](Self::shutdown_async) instead.
-    pub async fn shutdown_and_join_async(self) -> ShutdownReport {
-        self.shutdown();
-        self.terminated().await;
-        // Every thread has exited. So `Drop`'s wait returns at once, and
-        // its joins only collect them.
-        let report = self.shutdown_report().unwrap_or_default();
-        drop(self);
-        report
     }
 }

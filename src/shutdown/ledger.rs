@@ -309,13 +309,6 @@ impl<R: Runtime> Ledger<R> {
         }
     }
 
-    /// Notes threads detached after the grace period.
-    pub(crate) fn detached(&self, threads: usize) {
-        if let Some(draft) = lock(&self.draft).as_mut() {
-            draft.report.detached_threads += threads;
-        }
-    }
-
     /// The report so far. It is `None` before shutdown.
     pub(crate) fn report(&self) -> Option<ShutdownReport> {
         lock(&self.draft).as_ref().map(|draft| draft.report.clone())

@@ -63,7 +63,6 @@ impl InFlightRun {
 pub struct ShutdownReport {
     pub(super) discarded: Vec<DiscardedRun>,
     pub(super) in_flight: Vec<InFlightRun>,
-    pub(super) detached_threads: usize,
 }
 
 impl ShutdownReport {
@@ -76,12 +75,6 @@ impl ShutdownReport {
     pub fn in_flight(&self) -> &[InFlightRun] {
         &self.in_flight
     }
-
-    /// Threads left running, detached, when the scheduler was dropped after its grace period.
-    /// Their tasks had not returned.
-    pub fn detached_threads(&self) -> usize {
-        self.detached_threads
-    }
 }
 
 fn name(trigger: Option<&str>) -> &str {
@@ -89,8 +82,7 @@ fn name(trigger: Option<&str>) -> &str {
 }
 
 impl fmt::Display for ShutdownReport {
-    /// One summary line, then one line per discarded run, per iteration in flight and for
-    /// detached threads.
+    /// One summary line, then one line per discarded run and per iteration in flight.
     ///
     /// The lines are separated, with no newline at the end. So `println!("{report}")` prints
     /// no blank line.
@@ -115,13 +107,6 @@ impl fmt::Display for ShutdownReport {
                 "\n  in flight  {:<24} {:?}",
                 name(run.trigger()),
                 run.outcome
-            )?;
-        }
-        if self.detached_threads > 0 {
-            write!(
-                f,
-                "\n  {} thread(s) detached after the grace period",
-                self.detached_threads
             )?;
         }
         Ok(())

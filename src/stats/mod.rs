@@ -377,6 +377,11 @@ impl Counters {
             last_lateness: lateness(&self.last_lateness_us),
             max_lateness: lateness(&self.max_lateness_us),
             state: Self::state(rare, state, request, now_us, closed),
+            paused: matches!(
+                request.kind(),
+                Kind::Paused | Kind::Closed { paused: true, .. }
+            ),
+            version: state.version(),
             stuck: stuck && state.is_running(),
         }
     }

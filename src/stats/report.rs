@@ -61,8 +61,15 @@ pub struct TriggerStats {
     pub max_lateness: Option<Duration>,
     /// What the trigger is doing now.
     pub state: TriggerState,
+    /// The trigger is paused by [`Trigger::pause`](crate::Trigger::pause).
+    /// A run in flight as it paused still shows as
+    /// [`TriggerState::Running`].
+    pub paused: bool,
+    /// The state word's version, which every fire moves on. It wraps at
+    /// 2³⁰. See [`TriggerBuilder::start_version`](crate::TriggerBuilder::start_version).
+    pub version: u32,
     /// The run in flight has been running longer than the trigger's
-    /// [`stuck_after`](crate::TriggerBuilder::stuck_after), and was reported.
+    /// [`stuck_after`](crate::policy::TriggerPolicies::stuck_after), and was reported.
     /// It is false again once that run ends.
     pub stuck: bool,
 }

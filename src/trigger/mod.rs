@@ -24,7 +24,7 @@ pub use identity::WeakTrigger;
 /// that happens in the drop. For one that did, through `fire_after` or a
 /// returned delay, a scheduler thread as a rule drops the task once the
 /// timer lets go of it. The drop asks the timer to let go at once. On a
-/// [`VirtualScheduler`](crate::VirtualScheduler), the task is dropped in the
+/// [`VirtualScheduler`](crate::testing::VirtualScheduler), the task is dropped in the
 /// drop, or by an advance running at that moment. A task that needs its own
 /// trigger captures a [`WeakTrigger`]. A strong one would keep itself alive
 /// forever.
@@ -117,7 +117,7 @@ impl Trigger {
     /// trigger whose fires return [`FireError::Shutdown`].
     ///
     /// `scheduler` is a [`Scheduler`] or a
-    /// [`VirtualScheduler`](crate::VirtualScheduler). Anything that is
+    /// [`VirtualScheduler`](crate::testing::VirtualScheduler). Anything that is
     /// `AsRef<Scheduler>` will do.
     #[must_use = "dropping the last handle suspends the trigger: its task never runs"]
     pub fn bind<S: AsRef<Scheduler> + ?Sized>(scheduler: &S, task: impl Task) -> Self {
@@ -153,19 +153,19 @@ impl Trigger {
     /// Shut down with the async shutdowns, which are
     /// [`Scheduler::shutdown_async`],
     /// [`shutdown_now_async`](Scheduler::shutdown_now_async) and
-    /// [`shutdown_and_join_async`](Scheduler::shutdown_and_join_async).
+    /// [`await_termination_async`](Scheduler::await_termination_async).
     /// They wait without blocking the runtime's threads, which the in-flight
     /// futures may need. The blocking ones are drop, `shutdown_now` and
     /// `await_termination`. Called on a runtime thread, they can wait on an
     /// iteration that thread should be polling. Inside an async task, the
     /// task's own iteration counts as in flight.
     ///
-    /// On a [`VirtualScheduler`](crate::VirtualScheduler) the futures run
+    /// On a [`VirtualScheduler`](crate::testing::VirtualScheduler) the futures run
     /// on virtual time, with no runtime.
-    /// [`advance`](crate::VirtualScheduler::advance) polls them on the
+    /// [`advance`](crate::testing::VirtualScheduler::advance) polls them on the
     /// calling thread. Each iteration ends and re-arms at the virtual time
     /// its future completes. A future that waits should wait with
-    /// [`VirtualClock::sleep`](crate::VirtualClock::sleep) there. A Tokio
+    /// [`VirtualClock::sleep`](crate::testing::VirtualClock::sleep) there. A Tokio
     /// timer would wait in real time, and `advance` does not wait for it.
     /// README's "Testing" section has the recipe. To poll them on a Tokio
     /// runtime instead, name it with [`TriggerBuilder::runtime`].
@@ -249,8 +249,8 @@ impl Trigger {
     /// promises. A burst that arrives *paced* runs on every fire that finds
     /// the trigger idle. Such a burst has a fire every few milliseconds, as
     /// from a bounded channel. To turn it into one run, debounce it or cap
-    /// its rate. [`TriggerBuilder::debounce`] gives one run a window after
-    /// the last fire. [`TriggerBuilder::min_interval`] runs the first at
+    /// its rate. [`TriggerPolicies::debounce`](crate::policy::TriggerPolicies::debounce) gives one run a window after
+    /// the last fire. [`TriggerPolicies::min_interval`](crate::policy::TriggerPolicies::min_interval) runs the first at
     /// once, then one per interval.
     ///
     /// **A storm gives way.** A fire that only lands on a run already
@@ -268,7 +268,7 @@ impl Trigger {
     ///
     /// [`FireError::Shutdown`] once the scheduler has shut down.
     /// [`FireError::Paused`] while the trigger is [paused](Self::pause). For
-    /// a [debounced](TriggerBuilder::debounce) trigger,
+    /// a [debounced](crate::policy::TriggerPolicies::debounce) trigger,
     /// [`FireError::DelayTooLong`] if its window puts the run past the
     /// clock's range. Nothing is requested then.
     #[inline]
@@ -335,7 +335,7 @@ impl Trigger {
     /// flight at the call does not count, but its follow-up does. Concurrent
     /// callers share one run, since fires coalesce as always.
     ///
-    /// On a [`VirtualScheduler`](crate::VirtualScheduler) the run happens
+    /// On a [`VirtualScheduler`](crate::testing::VirtualScheduler) the run happens
     /// when another thread advances time. With no such thread, the call
     /// times out. With `Duration::MAX` it then waits for ever.
     ///
@@ -440,7 +440,7 @@ impl Trigger {
     /// supersedes earlier requests as [`fire_after`](Self::fire_after) does.
     /// The latest wins, and the run is never early.
     ///
-    /// On a [`VirtualScheduler`](crate::VirtualScheduler), whose time is
+    /// On a [`VirtualScheduler`](crate::testing::VirtualScheduler), whose time is
     /// not the real clock's, `deadline` counts from the real now. The run is
     /// due `deadline - Instant::now()` of virtual time later. Use
     /// [`fire_at_elapsed`](Self::fire_at_elapsed) to name a point of the
@@ -470,7 +470,7 @@ impl Trigger {
 
     /// Runs the task when the scheduler's clock shows `at`, or at once if it
     /// already has. `at` is the time since the scheduler was built, as
-    /// [`VirtualScheduler::now`](crate::VirtualScheduler::now),
+    /// [`VirtualScheduler::now`](crate::testing::VirtualScheduler::now),
     /// [`scheduler_time`](crate::scheduler_time) and the statistics count it.
     /// The latest wins and the run is never early, on the real and the
     /// virtual scheduler alike. A point over about 67 seconds ahead is
@@ -567,7 +567,7 @@ impl Trigger {
     /// # Examples
     ///
     /// ```
-    /// use circulation_trigger::{Scheduler, Trigger, TriggerState};
+    /// use circulation_trigger::{Scheduler, Trigger, report::TriggerState};
     /// use std::time::Duration;
     ///
     /// let sim = Scheduler::builder().build_virtual();
@@ -581,13 +581,12 @@ impl Trigger {
     /// assert_eq!(stats.state, TriggerState::Armed(Duration::from_secs(20)));
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
-    pub fn stats(&self) -> crate::TriggerStats {
+    pub fn stats(&self) -> crate::report::TriggerStats {
         self.core.stats()
     }
 
-    /// The state word now, with its running bit, reserved bit and version,
-    /// for diagnostics and tests. It costs one atomic load. See [`Snapshot`].
-    pub fn snapshot(&self) -> Snapshot {
+    /// The state word now, with its running bit, reserved bit and version.
+    pub(crate) fn snapshot(&self) -> Snapshot {
         self.core.snapshot()
     }
 }

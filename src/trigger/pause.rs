@@ -1,5 +1,5 @@
-//! The off switch of guarantee G17, with `pause`, `resume`, `resume_after`
-//! and `is_paused`.
+//! The off switch of guarantee G17, with `pause`, `resume` and
+//! `resume_after`. `TriggerStats::paused` reads it.
 
 use super::Trigger;
 use crate::core::ResumeTo;
@@ -94,9 +94,9 @@ impl Trigger {
     /// let trigger = Trigger::bind(&sim, || None);
     /// assert!(!trigger.resume()?); // not paused: nothing to do
     /// trigger.pause();
-    /// assert!(trigger.is_paused());
+    /// assert!(trigger.stats().paused);
     /// assert!(trigger.resume()?);
-    /// assert!(!trigger.is_paused());
+    /// assert!(!trigger.stats().paused);
     /// # Ok::<(), circulation_trigger::FireError>(())
     /// ```
     pub fn resume(&self) -> Result<bool, FireError> {
@@ -132,20 +132,9 @@ impl Trigger {
         self.core.resume(ResumeTo::After(delay))
     }
 
-    /// Whether the trigger is paused by [`pause`](Self::pause).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use circulation_trigger::{Scheduler, Trigger};
-    ///
-    /// let sim = Scheduler::builder().build_virtual();
-    /// let trigger = Trigger::bind(&sim, || None);
-    /// assert!(!trigger.is_paused());
-    /// trigger.pause();
-    /// assert!(trigger.is_paused());
-    /// ```
-    pub fn is_paused(&self) -> bool {
+    /// Whether the trigger is paused. Users read
+    /// [`TriggerStats::paused`](crate::report::TriggerStats::paused).
+    pub(crate) fn is_paused(&self) -> bool {
         self.core.is_paused()
     }
 }

@@ -4,8 +4,6 @@
 use crate::clock::{ManualTime, HORIZON_US};
 use crate::scheduler::LocalJobs;
 use crate::scheduler::{Builder, Driver, Scheduler};
-use crate::shutdown::ShutdownReport;
-use crate::stats::SchedulerStats;
 use crate::sync::Arc;
 use std::fmt;
 use std::future::Future;
@@ -22,7 +20,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Builder {
     /// Builds a scheduler on **virtual time** instead. It has no threads,
     /// and a clock at zero that moves only in
-    /// [`VirtualScheduler::advance`](crate::VirtualScheduler::advance).
+    /// [`VirtualScheduler::advance`](crate::testing::VirtualScheduler::advance).
     /// That call runs the due iterations on the calling thread. `workers`
     /// and `thread_name_prefix` do not apply, so they are never refused
     /// here. `tick`, `coalesce_periodic`, `shutdown_grace`, `seed` and
@@ -65,9 +63,10 @@ impl Builder {
 /// order.
 ///
 /// Triggers bind to it as to a [`Scheduler`], because it implements
-/// `AsRef<Scheduler>`. [`scheduler`](Self::scheduler) gives the scheduler
-/// itself. Triggers run the same code as on the threaded scheduler. Only
-/// the clock and the threads differ. Build one with
+/// `AsRef<Scheduler>`. It dereferences to the [`Scheduler`] itself, so its
+/// shutdowns and statistics are the real scheduler's methods. Triggers run
+/// the same code as on the threaded scheduler. Only the clock and the
+/// threads differ. Build one with
 /// [`Builder::build_virtual`](crate::Builder::build_virtual).
 ///
 /// # Examples
@@ -110,7 +109,7 @@ impl Builder {
 /// scheduler shuts down or drops. Take a task that owns the scheduler it
 /// runs on, as an `Arc<VirtualScheduler>` moved into it. That task keeps
 /// the scheduler alive while its run waits, even after every handle is
-/// dropped. Call [`shutdown`](Self::shutdown) on it, or give the task a
+/// dropped. Call [`shutdown`](Scheduler::shutdown) on it, or give the task a
 /// [`Weak`](std::sync::Weak) instead.
 pub struct VirtualScheduler {
     scheduler: Scheduler,
@@ -150,7 +149,7 @@ impl VirtualScheduler {
 
     /// Sets the wall-clock time at which this scheduler's virtual time read
     /// zero. By default it is the wall clock when the scheduler was built.
-    /// [`PhaseKeeper::keyed`](crate::PhaseKeeper::keyed) and a refresher's
+    /// [`PhaseKeeper::keyed`](crate::policy::PhaseKeeper::keyed) and a refresher's
     /// confirmation times count from it. Set it before building them,
     /// because they read it once.
     pub fn set_wall_epoch(&self, epoch: std::time::SystemTime) {
@@ -297,13 +296,6 @@ impl VirtualScheduler {
         }
         dispatched + self.driver.advance_to(shared, target_us)
     }
-
-    /// Polls the woken futures of this scheduler's async iterations until
-    /// none is woken, at the current time. The shutdowns need it to let an
-    /// iteration told to stop see it.
-    fn poll_woken(&self) {
-        while self.jobs.poll_one() {}
-    }
 }
 
 /// How long in real time `advance` waits for an async iteration pending on
@@ -317,66 +309,17 @@ fn micros_up(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
 }
 
-/// The scheduler side of a [`VirtualScheduler`], with lifecycle and
-/// statistics exactly as on [`Scheduler`]. Each method links to the docs of
-/// its [`Scheduler`] twin.
-impl VirtualScheduler {
-    /// The underlying [`Scheduler`], for code written against it.
-    pub fn scheduler(&self) -> &Scheduler {
+/// A virtual scheduler is a [`Scheduler`]. Every method of the real one,
+/// shutdown and statistics included, works on it as written there. The
+/// shutdowns poll its async iterations in flight, so they see a
+/// `shutdown_now` without an `advance`. Its `await_termination` is `true`
+/// at once unless an async iteration is in flight. One waiting on a
+/// [`VirtualClock::sleep`] needs an `advance` to end.
+impl std::ops::Deref for VirtualScheduler {
+    type Target = Scheduler;
+
+    fn deref(&self) -> &Scheduler {
         &self.scheduler
-    }
-
-    /// [`Scheduler::shutdown`].
-    pub fn shutdown(&self) {
-        self.scheduler.shutdown();
-    }
-
-    /// [`Scheduler::shutdown_now`]. The async iterations in flight here are
-    /// polled at once, see that they are cancelled, and end. There is no
-    /// thread to wait for, so it returns at once. The exception is
-    /// iterations that run on a Tokio runtime given with
-    /// `TriggerBuilder::runtime`.
-    pub fn shutdown_now(&self) -> ShutdownReport {
-        self.scheduler.cancel_now();
-        self.poll_woken();
-        self.scheduler.report_after_grace()
-    }
-
-    /// [`Scheduler::shutdown_report`].
-    pub fn shutdown_report(&self) -> Option<ShutdownReport> {
-        self.scheduler.shutdown_report()
-    }
-
-    /// [`Scheduler::is_shutdown`].
-    pub fn is_shutdown(&self) -> bool {
-        self.scheduler.is_shutdown()
-    }
-
-    /// [`Scheduler::is_terminated`]. There are no threads, so it is `true`
-    /// unless an async trigger's iteration is in flight.
-    /// `Trigger::bind_async`, with the `tokio` feature, makes such
-    /// iterations.
-    pub fn is_terminated(&self) -> bool {
-        self.scheduler.is_terminated()
-    }
-
-    /// [`Scheduler::await_termination`]. It is `true` at once unless an
-    /// async iteration is in flight. One waiting on a
-    /// [`VirtualClock::sleep`] needs an `advance` to end.
-    #[must_use = "`false` means some threads are still running"]
-    pub fn await_termination(&self, timeout: Duration) -> bool {
-        self.poll_woken();
-        self.scheduler.await_termination(timeout)
-    }
-
-    /// [`Scheduler::stats`].
-    pub fn stats(&self) -> SchedulerStats {
-        self.scheduler.stats()
-    }
-
-    /// [`Scheduler::panic_count`].
-    pub fn panic_count(&self) -> u64 {
-        self.scheduler.panic_count()
     }
 }
 

@@ -11,8 +11,12 @@
 
 #![allow(dead_code)]
 
+use circulation_trigger::policy::TriggerPolicies;
 use circulation_trigger::refresh::{Fetched, LocalCopy, Origin, Validator};
-use circulation_trigger::{seed_jitter, PhaseKeeper, Refresh, RetryBackoff, Scheduler, Trigger};
+use circulation_trigger::{
+    policy::{seed_jitter, PhaseKeeper, RetryBackoff},
+    Refresh, Scheduler, Trigger,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -105,7 +109,7 @@ impl Client {
             .retry(RetryBackoff::new(tuning.retry, tuning.period).jitter(0.5))
             .trigger(|t| {
                 t.name(format!("client-{id}"))
-                    .min_interval(Duration::from_millis(200))
+                    .policies(TriggerPolicies::new().min_interval(Duration::from_millis(200)))
             })
             .bind_conditional(fetch);
         let config = match copy {
@@ -145,7 +149,7 @@ impl Client {
             let _ = listener.join();
         }
         if let Some(scheduler) = self.scheduler.take() {
-            let _ = scheduler.shutdown_and_join();
+            drop(scheduler);
         }
     }
 }
@@ -232,7 +236,7 @@ fn connect(url: &str, timeout: Duration) -> Result<redis::Connection, String> {
 fn listen(url: &str, trigger: &Trigger, tuning: Tuning, stats: &ClientStats, stop: &AtomicBool) {
     while !stop.load(Relaxed) {
         let Ok(mut con) = connect(url, tuning.fetch_timeout) else {
-            thread::sleep(circulation_trigger::jittered(
+            thread::sleep(circulation_trigger::policy::jittered(
                 Duration::from_millis(200),
                 0.5,
             ));

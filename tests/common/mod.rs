@@ -117,7 +117,7 @@ impl Gate {
 /// `step`s, a millisecond of real time apart, until `wait` returns (or
 /// `PATIENCE` runs out): for a blocking wait on virtual time.
 pub fn while_time_moves<R>(
-    sim: &circulation_trigger::VirtualScheduler,
+    sim: &circulation_trigger::testing::VirtualScheduler,
     step: Duration,
     wait: impl FnOnce() -> R,
 ) -> R {

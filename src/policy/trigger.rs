@@ -1,7 +1,6 @@
-//! Per-trigger policies set on [`TriggerBuilder`](crate::TriggerBuilder).
-//! They set the cooldown, a minimum interval between starts. They set what a
-//! panic does and when a run counts as stuck. They are kept out of the
-//! trigger's hot words, so a trigger without policies pays one null pointer.
+//! A trigger's policies: the public values a user sets, and the part a
+//! trigger keeps out of line. A trigger without policies pays one null
+//! pointer for them.
 
 use crate::jitter::RetryBackoff;
 use std::fmt;
@@ -14,16 +13,15 @@ use std::time::Duration;
 /// # Examples
 ///
 /// ```
-/// use circulation_trigger::{PanicPolicy, RetryBackoff, Scheduler, Trigger};
+/// use circulation_trigger::policy::{PanicPolicy, RetryBackoff, TriggerPolicies};
+/// use circulation_trigger::{Scheduler, Trigger};
 /// use std::time::Duration;
 ///
 /// let sim = Scheduler::builder().build_virtual();
 /// let mut calls = 0;
+/// let retry = RetryBackoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// let trigger = Trigger::builder(&sim)
-///     .on_panic(PanicPolicy::Retry(RetryBackoff::new(
-///         Duration::from_secs(1),
-///         Duration::from_secs(60),
-///     )))
+///     .policies(TriggerPolicies::new().on_panic(PanicPolicy::Retry(retry)))
 ///     .bind(move || {
 ///         calls += 1;
 ///         assert!(calls > 2, "flaky start"); // panics twice
@@ -50,27 +48,49 @@ pub enum PanicPolicy {
     Retry(RetryBackoff),
 }
 
-/// A trigger's policies as data, to keep in a config file and apply with
-/// [`TriggerBuilder::policies`](crate::TriggerBuilder::policies). They are
-/// what [`TriggerBuilder`](crate::TriggerBuilder)'s `name`, `min_interval`,
-/// `debounce`, `stuck_after` and `on_panic` set. With the `serde` feature
-/// they deserialize, with durations in human form. Every field is optional.
+/// A trigger's policies, set with [`TriggerBuilder::policies`](crate::TriggerBuilder::policies).
+/// They are a cooldown, a debounce, a stuck-run report and what a panic
+/// does. Each is off until set. With the `serde` feature they also read
+/// from a config file, with durations in human form.
 ///
 /// # Examples
 ///
+/// Set in code.
+///
+/// ```
+/// use circulation_trigger::policy::{PanicPolicy, RetryBackoff, TriggerPolicies};
+/// use circulation_trigger::{Scheduler, Trigger};
+/// use std::time::Duration;
+///
+/// let sim = Scheduler::builder().build_virtual();
+/// let trigger = Trigger::builder(&sim)
+///     .name("config")
+///     .policies(
+///         TriggerPolicies::new()
+///             .min_interval(Duration::from_millis(200))
+///             .on_panic(PanicPolicy::Retry(RetryBackoff::new(
+///                 Duration::from_secs(1),
+///                 Duration::from_secs(60),
+///             ))),
+///     )
+///     .bind(|| None);
+/// # drop(trigger);
+/// ```
+///
+/// Read from a config file.
+///
 /// ```
 /// # #[cfg(feature = "serde")] {
-/// use circulation_trigger::{Scheduler, Trigger, TriggerPolicies};
+/// use circulation_trigger::{Scheduler, Trigger, policy::TriggerPolicies};
 ///
 /// let policies: TriggerPolicies = serde_json::from_str(r#"{
-///     "name": "config",
 ///     "min_interval": "200ms",
 ///     "debounce": { "window": "50ms", "max_wait": "1s" },
 ///     "on_panic": { "Retry": { "initial": "1s", "max": "1m" } }
 /// }"#).unwrap();
 /// let sim = Scheduler::builder().build_virtual();
-/// let trigger = Trigger::builder(&sim).policies(&policies).bind(|| None);
-/// assert_eq!(trigger.name(), Some("config"));
+/// let trigger = Trigger::builder(&sim).policies(policies).bind(|| None);
+/// # drop(trigger);
 /// # }
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -79,24 +99,237 @@ pub enum PanicPolicy {
     derive(serde::Deserialize),
     serde(default, deny_unknown_fields)
 )]
-#[non_exhaustive]
 pub struct TriggerPolicies {
-    /// The trigger's name.
-    pub name: Option<String>,
-    /// No start sooner than this after the previous start.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
-    pub min_interval: Option<Duration>,
-    /// Trailing-edge debounce of `fire`.
-    pub debounce: Option<DebouncePolicy>,
-    /// Report a run in flight for longer than this.
+    min_interval: Option<Duration>,
+    debounce: Option<DebouncePolicy>,
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
-    pub stuck_after: Option<Duration>,
-    /// What a panic in the task does.
-    pub on_panic: Option<PanicPolicy>,
+    stuck_after: Option<Duration>,
+    on_panic: Option<PanicPolicy>,
+}
+
+impl TriggerPolicies {
+    /// No policy set: no cooldown, no debounce, no stuck report, and a
+    /// panic stops the trigger.
+    pub const fn new() -> Self {
+        Self {
+            min_interval: None,
+            debounce: None,
+            stuck_after: None,
+            on_panic: None,
+        }
+    }
+
+    /// A cooldown. No iteration starts sooner than `interval` after the
+    /// previous one started. A run due earlier waits for the cooldown's end.
+    /// Such a run may come from a fire, a re-run after a reservation, or a
+    /// shorter delay the task returned. All that come meanwhile coalesce
+    /// into that one run. A `fire_after` beyond the cooldown is served at its
+    /// deadline as usual, and the latest wins. A storm of "refresh now"
+    /// messages then costs at most one run per `interval`. `Duration::ZERO`,
+    /// the default, sets no cooldown. A refresher's trigger starts with a
+    /// cooldown of one second instead (see
+    /// [`RefreshBuilder::trigger`](crate::RefreshBuilder::trigger)).
+    ///
+    /// ```text
+    /// run ──┐ fire fire fire            fire_after(30 s) ─┐
+    ///       │  │    │    │                                 │
+    ///       ●──┴────┴────┴──── ● (at +10 s: one run)       └─ ● (+30 s)
+    ///       └─ min_interval(10 s) ─┘
+    /// ```
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use circulation_trigger::policy::TriggerPolicies;
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::builder(&sim)
+    ///     .policies(TriggerPolicies::new().min_interval(Duration::from_secs(10)))
+    ///     .bind(|| None);
+    /// trigger.fire()?; // runs at 0 s
+    /// sim.advance(Duration::from_secs(1));
+    /// for _ in 0..100 {
+    ///     trigger.fire()?; // a storm at 1 s: one run, at 10 s
+    /// }
+    /// sim.advance(Duration::from_secs(20));
+    /// assert_eq!(trigger.stats().iterations, 2);
+    /// assert_eq!(trigger.stats().last_start, Some(Duration::from_secs(10)));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn min_interval(mut self, interval: Duration) -> Self {
+        self.min_interval = Some(interval);
+        self
+    }
+
+    /// Debounces `fire` on the trailing edge. A burst of fires becomes one
+    /// run `window` after its **last** fire, since each fire pushes the run
+    /// back. The run comes no later than `max_wait` after the burst's
+    /// **first** fire. So a steady stream of fires still runs every
+    /// `max_wait`. A burst begins with the first fire after a worker claimed
+    /// a run. The claim ends the burst before it, even one the run then finds
+    /// superseded or holds for `min_interval`. Compare
+    /// [`min_interval`](Self::min_interval), which runs the first fire at
+    /// once and caps the rate after it.
+    ///
+    /// ```text
+    /// fires:         f  f   f    f                 f
+    /// debounce(w):   ───────────────┤w├● ─────────────┤w├●   one run, w after the last fire
+    /// min_interval:  ●─────────┤d├● ─────────────────● ...   first at once, then one per d
+    /// ```
+    ///
+    /// `suspend` and `pause` end a burst too, and the next fire begins a new
+    /// one. Take a window of 200 milliseconds, a fire at 0, `suspend` at 0.1
+    /// seconds and a fire at 10 seconds. The run comes at 10.2 seconds, not
+    /// at once for a burst begun at 0.
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use circulation_trigger::policy::TriggerPolicies;
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::builder(&sim)
+    ///     .policies(TriggerPolicies::new().debounce(Duration::from_millis(200), Duration::from_secs(2)))
+    ///     .bind(|| None);
+    /// trigger.fire()?;
+    /// sim.advance(Duration::from_millis(100));
+    /// trigger.suspend(); // the burst begun at 0 ends, unserved
+    /// sim.advance(Duration::from_millis(9_900));
+    /// trigger.fire()?; // at 10 s: a new burst
+    /// sim.advance(Duration::from_secs(1));
+    /// assert_eq!(trigger.stats().last_start, Some(Duration::from_millis(10_200)));
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    ///
+    /// Only `fire` is debounced, with `fire_and_wait`, whose wait ends with
+    /// that run. `fire_after`, `fire_at` and `fire_within` name their own
+    /// time. Combined with `min_interval`, the debounced run also waits
+    /// for the cooldown.
+    ///
+    /// # Edge cases
+    ///
+    /// A zero `window` turns debouncing off. A `max_wait` under `window`
+    /// runs every burst `max_wait` after its first fire. Both are rounded
+    /// up to the microsecond, and `Duration::MAX` saturates. A `max_wait`
+    /// that long never caps. A window that puts the run past the clock's
+    /// range, uncapped by `max_wait`, makes `fire` return
+    /// [`FireError::DelayTooLong`](crate::FireError::DelayTooLong), as
+    /// `fire_after` would. Nothing is requested then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use circulation_trigger::policy::TriggerPolicies;
+    /// use std::time::Duration;
+    ///
+    /// let sim = Scheduler::builder().build_virtual();
+    /// let trigger = Trigger::builder(&sim)
+    ///     .policies(TriggerPolicies::new().debounce(Duration::from_millis(200), Duration::from_secs(2)))
+    ///     .bind(|| None);
+    /// for _ in 0..5 {
+    ///     trigger.fire()?; // a paced burst: one fire every 100 ms
+    ///     sim.advance(Duration::from_millis(100));
+    /// }
+    /// assert_eq!(trigger.stats().iterations, 0);
+    /// sim.advance(Duration::from_millis(100)); // 200 ms after the last fire
+    /// assert_eq!(trigger.stats().iterations, 1);
+    /// # Ok::<(), circulation_trigger::FireError>(())
+    /// ```
+    pub fn debounce(mut self, window: Duration, max_wait: Duration) -> Self {
+        self.debounce = Some(DebouncePolicy { window, max_wait });
+        self
+    }
+
+    /// Reports a run still in flight `after` it started, once per run. The
+    /// report goes to the scheduler's [`stuck_hook`](crate::Builder::stuck_hook).
+    /// With the `tracing` feature it is also a `tracing` warning.
+    /// [`TriggerStats::stuck`](crate::report::TriggerStats::stuck) shows it until
+    /// that run ends. The run is not interrupted, since a sync task cannot
+    /// be. The scheduler's monitor checks every half
+    /// [stall threshold](crate::Builder::stall_threshold), so a report
+    /// comes within about that much after `after`. On a
+    /// [`VirtualScheduler`](crate::testing::VirtualScheduler) time does not move
+    /// during a run, so no run becomes stuck. `Duration::ZERO`, the default,
+    /// never reports.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    /// use circulation_trigger::policy::TriggerPolicies;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let scheduler = Scheduler::builder()
+    ///     .stuck_hook(move |stuck| tx.send(stuck.trigger().map(str::to_owned)).unwrap())
+    ///     .build()?;
+    /// let trigger = Trigger::builder(&scheduler)
+    ///     .name("config-refresh")
+    ///     .policies(TriggerPolicies::new().stuck_after(Duration::from_millis(20)))
+    ///     .bind(|| {
+    ///         std::thread::sleep(Duration::from_millis(200)); // an RPC that hangs
+    ///         None
+    ///     });
+    /// trigger.fire().unwrap();
+    /// let stuck = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    /// assert_eq!(stuck.as_deref(), Some("config-refresh"));
+    /// # Ok::<(), circulation_trigger::BuildError>(())
+    /// ```
+    pub fn stuck_after(mut self, after: Duration) -> Self {
+        self.stuck_after = Some(after);
+        self
+    }
+
+    /// What a panic in the task does, as a [`PanicPolicy`]. By default the
+    /// trigger stops circulating, as guarantee G8 says. It may instead retry
+    /// after a back-off. The panic is caught, counted and reported either
+    /// way.
+    pub fn on_panic(mut self, policy: PanicPolicy) -> Self {
+        self.on_panic = Some(policy);
+        self
+    }
+}
+
+impl TriggerPolicies {
+    /// Takes every policy `newer` sets, and keeps the rest.
+    pub(crate) fn merge(&mut self, newer: TriggerPolicies) {
+        self.min_interval = newer.min_interval.or(self.min_interval);
+        self.debounce = newer.debounce.or(self.debounce);
+        self.stuck_after = newer.stuck_after.or(self.stuck_after);
+        if newer.on_panic.is_some() {
+            self.on_panic = newer.on_panic;
+        }
+    }
+
+    /// Whether no stuck report was set.
+    pub(crate) fn stuck_after_unset(&self) -> bool {
+        self.stuck_after.map_or(true, |after| after.is_zero())
+    }
+
+    /// The parts the trigger keeps out of line, and the panic policy its task cell keeps.
+    pub(crate) fn split(
+        self,
+        name: Option<Box<str>>,
+        spawner: Option<std::sync::Arc<dyn crate::async_task::Spawn>>,
+    ) -> (Option<Box<Policies>>, PanicPolicy) {
+        let policies = Policies::new(
+            name,
+            self.min_interval.unwrap_or(Duration::ZERO),
+            self.stuck_after.unwrap_or(Duration::ZERO),
+            self.debounce.map(|d| (d.window, d.max_wait)),
+            spawner,
+        );
+        (policies, self.on_panic.unwrap_or_default())
+    }
 }
 
 /// The debounce of [`TriggerPolicies`]. See
-/// [`TriggerBuilder::debounce`](crate::TriggerBuilder::debounce).
+/// [`TriggerPolicies::debounce`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(
     feature = "serde",
@@ -306,7 +539,7 @@ impl Debounce {
 }
 
 /// A run that has been in flight longer than its trigger's
-/// [`stuck_after`](crate::TriggerBuilder::stuck_after), as handed to the
+/// [`stuck_after`](crate::policy::TriggerPolicies::stuck_after), as handed to the
 /// scheduler's [`stuck_hook`](crate::Builder::stuck_hook). It is reported
 /// once per run. The run is not interrupted, since a sync task cannot be.
 #[derive(Debug, Clone)]
@@ -340,7 +573,7 @@ impl fmt::Display for StuckRun {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::*;
+    use crate::policy::trigger::*;
 
     #[test]
     fn policy_durations_round_up_to_the_microsecond() {
