@@ -30,12 +30,24 @@ impl DelayQueueTimers {
 
     /// Spawns the task that owns every timer: `bodies[i]` first runs after
     /// `first(i)`, then after each delay it returns (`None` drops it).
-    pub fn spawn(&self, mut bodies: Vec<Body>, first: impl Fn(usize) -> Duration + Send + 'static) {
+    pub fn spawn(&self, bodies: Vec<Body>, first: impl Fn(usize) -> Duration + Send + 'static) {
+        self.spawn_then(bodies, first, || {});
+    }
+
+    /// [`spawn`](Self::spawn), calling `inserted` once every timer is in
+    /// the queue.
+    pub fn spawn_then(
+        &self,
+        mut bodies: Vec<Body>,
+        first: impl Fn(usize) -> Duration + Send + 'static,
+        inserted: impl FnOnce() + Send + 'static,
+    ) {
         self.runtime.spawn(async move {
             let mut queue = DelayQueue::with_capacity(bodies.len());
             for i in 0..bodies.len() {
                 queue.insert(i, first(i));
             }
+            inserted();
             while let Some(expired) = poll_fn(|cx| queue.poll_expired(cx)).await {
                 let i = expired.into_inner();
                 if let Some(delay) = bodies[i]() {

@@ -46,6 +46,8 @@ pub enum Unit {
     Seconds,
     /// A count: printed bare, no ratio.
     Count,
+    /// A ratio of two figures of one column: printed as `2.70×`, no ratio.
+    Times,
 }
 
 /// One metric across the implementations.
@@ -123,7 +125,7 @@ pub fn render(rows: &[Row]) -> String {
                 None => "—".to_string(),
                 Some(value) => {
                     let mut cell = format_value(value, row.unit);
-                    if column != OURS && !matches!(row.unit, Unit::Count) {
+                    if column != OURS && !matches!(row.unit, Unit::Count | Unit::Times) {
                         cell += &format_ratio(row.values[OURS].unwrap_or(f64::NAN), value);
                     }
                     cell + row.notes[column]
@@ -181,5 +183,6 @@ fn format_value(value: f64, unit: Unit) -> String {
         Unit::PerSecond => format!("{}/s", thousands(value)),
         Unit::Seconds => format!("{value:.2} s"),
         Unit::Count => thousands(value),
+        Unit::Times => format!("{value:.2}×"),
     }
 }
