@@ -29,8 +29,8 @@ pub struct Idle {
     pub switches_per_s: f64,
 }
 
-/// The first run of trigger `i`: spread evenly over the first period.
-fn first_delay(i: u64) -> Duration {
+/// The first run of trigger `i`: one every 10 µs from the start.
+pub fn first_delay(i: u64) -> Duration {
     Duration::from_micros(1 + i * 10)
 }
 
@@ -50,7 +50,7 @@ pub fn measure<P: Peer>(window: Duration) -> Idle {
         trigger.fire_after(first_delay(i));
         triggers.push(trigger);
     }
-    let idle = observe(before, &runs, window);
+    let idle = observe(before, TRIGGERS, &runs, WARM_UP, window);
     drop(triggers);
     drop(peer);
     idle
@@ -71,15 +71,22 @@ pub fn measure_delay_queue(window: Duration) -> Idle {
         })
         .collect();
     timers.spawn(bodies, |i| first_delay(i as u64));
-    let idle = observe(before, &runs, window);
+    let idle = observe(before, TRIGGERS, &runs, WARM_UP, window);
     drop(timers);
     idle
 }
 
-/// Warms up, then reads heap, CPU and runs over `window`.
-fn observe(heap_before: isize, runs: &AtomicU64, window: Duration) -> Idle {
-    thread::sleep(WARM_UP);
-    let bytes_per_trigger = (heap() - heap_before) as f64 / TRIGGERS as f64;
+/// Waits `warm_up`, then reads the heap per trigger of `triggers`, and
+/// CPU, runs and context switches over `window`.
+pub fn observe(
+    heap_before: isize,
+    triggers: u64,
+    runs: &AtomicU64,
+    warm_up: Duration,
+    window: Duration,
+) -> Idle {
+    thread::sleep(warm_up);
+    let bytes_per_trigger = (heap() - heap_before) as f64 / triggers as f64;
     let (cpu_before, runs_before) = (cpu_time(), runs.load(Relaxed));
     let switches_before = context_switches();
     thread::sleep(window);

@@ -7,15 +7,14 @@
 //! Our shutdown is `shutdown()`, `await_termination` and the report built,
 //! which lists every discarded run. The peers' is the drop that stops them.
 
-use crate::alloc::{heap, settled_heap};
-use crate::cpu::cpu_time;
+use crate::alloc::settled_heap;
+use crate::idle_scale::{first_delay, observe, Idle};
 use crate::peers::delay_queue::DelayQueueTimers;
 use crate::peers::heap_timer::HeapTimer;
+use crate::peers::ours::Ours;
 use crate::peers::{Fire, Peer};
-use circulation_trigger::{Scheduler, Trigger};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// How many triggers.
@@ -32,12 +31,8 @@ const WARM_UP: Duration = Duration::from_millis(11_500);
 pub struct Million {
     /// Seconds to create and arm every trigger.
     pub create_s: f64,
-    /// Heap bytes per trigger once every chain is armed.
-    pub bytes_per_trigger: f64,
-    /// CPU seconds (user + system) over the window.
-    pub cpu_s: f64,
-    /// Task runs per second over the window (≈ 100,000 if it keeps up).
-    pub runs_per_s: f64,
+    /// Heap, CPU and runs over the window.
+    pub idle: Idle,
     /// Seconds to shut down.
     pub shutdown_s: f64,
 }
@@ -45,56 +40,15 @@ pub struct Million {
 impl Million {
     /// CPU nanoseconds per run over the window.
     pub fn cpu_per_run_ns(&self, window: Duration) -> f64 {
-        self.cpu_s * 1e9 / (self.runs_per_s * window.as_secs_f64())
+        self.idle.cpu_s * 1e9 / (self.idle.runs_per_s * window.as_secs_f64())
     }
 }
 
-/// The first run of trigger `i`: spread evenly over the first period.
-fn first_delay(i: u64) -> Duration {
-    Duration::from_micros(1 + i * 10)
-}
-
-/// Our scheduler with two workers.
-pub fn measure_ours(window: Duration) -> Million {
-    let scheduler = Scheduler::builder().workers(2).build().expect("scheduler");
+/// Binds and arms every trigger on `peer`, then observes. Returns the
+/// handles, the seconds it took to create them, and what was observed.
+fn create_and_observe<P: Peer>(peer: &P, window: Duration) -> (Vec<P::Trigger>, f64, Idle) {
     let runs = Arc::new(AtomicU64::new(0));
     // The user's handles are the user's memory: allocated before counting.
-    let mut triggers = Vec::with_capacity(TRIGGERS as usize);
-    let before = settled_heap();
-    let start = Instant::now();
-    for i in 0..TRIGGERS {
-        let runs = runs.clone();
-        let trigger = Trigger::bind(&scheduler, move || {
-            runs.fetch_add(1, Relaxed);
-            Some(PERIOD)
-        });
-        trigger.fire_after(first_delay(i)).expect("armed");
-        triggers.push(trigger);
-    }
-    let create_s = start.elapsed().as_secs_f64();
-    let (bytes_per_trigger, cpu_s, runs_per_s) = observe(before, &runs, window);
-    let start = Instant::now();
-    scheduler.shutdown();
-    assert!(scheduler.await_termination(Duration::from_secs(60)));
-    let report = scheduler.shutdown_report().expect("shut down");
-    let shutdown_s = start.elapsed().as_secs_f64();
-    // Every chain is armed or in flight: the report lists each one.
-    let listed = report.discarded().len() + report.in_flight().len();
-    assert!(listed as u64 >= TRIGGERS - 2, "{listed} listed");
-    drop((report, triggers, scheduler));
-    Million {
-        create_s,
-        bytes_per_trigger,
-        cpu_s,
-        runs_per_s,
-        shutdown_s,
-    }
-}
-
-/// The heap timer through the common interface.
-pub fn measure_heap_timer(window: Duration) -> Million {
-    let peer = HeapTimer::start(2);
-    let runs = Arc::new(AtomicU64::new(0));
     let mut triggers = Vec::with_capacity(TRIGGERS as usize);
     let before = settled_heap();
     let start = Instant::now();
@@ -108,16 +62,41 @@ pub fn measure_heap_timer(window: Duration) -> Million {
         triggers.push(trigger);
     }
     let create_s = start.elapsed().as_secs_f64();
-    let (bytes_per_trigger, cpu_s, runs_per_s) = observe(before, &runs, window);
+    let idle = observe(before, TRIGGERS, &runs, WARM_UP, window);
+    (triggers, create_s, idle)
+}
+
+/// Our scheduler with two workers.
+pub fn measure_ours(window: Duration) -> Million {
+    let peer = Ours::start(2);
+    let (triggers, create_s, idle) = create_and_observe(&peer, window);
+    let start = Instant::now();
+    peer.scheduler.shutdown();
+    assert!(peer.scheduler.await_termination(Duration::from_secs(60)));
+    let report = peer.scheduler.shutdown_report().expect("shut down");
+    let shutdown_s = start.elapsed().as_secs_f64();
+    // Every chain is armed or in flight: the report lists each one.
+    let listed = report.discarded().len() + report.in_flight().len();
+    assert!(listed as u64 >= TRIGGERS - 2, "{listed} listed");
+    drop((report, triggers, peer));
+    Million {
+        create_s,
+        idle,
+        shutdown_s,
+    }
+}
+
+/// The heap timer through the common interface.
+pub fn measure_heap_timer(window: Duration) -> Million {
+    let peer = HeapTimer::start(2);
+    let (triggers, create_s, idle) = create_and_observe(&peer, window);
     let start = Instant::now();
     drop(peer);
     let shutdown_s = start.elapsed().as_secs_f64();
     drop(triggers);
     Million {
         create_s,
-        bytes_per_trigger,
-        cpu_s,
-        runs_per_s,
+        idle,
         shutdown_s,
     }
 }
@@ -147,31 +126,13 @@ pub fn measure_delay_queue(window: Duration) -> Million {
     );
     armed.recv().expect("every timer inserted");
     let create_s = start.elapsed().as_secs_f64();
-    let (bytes_per_trigger, cpu_s, runs_per_s) = observe(before, &runs, window);
+    let idle = observe(before, TRIGGERS, &runs, WARM_UP, window);
     let start = Instant::now();
     drop(timers);
     let shutdown_s = start.elapsed().as_secs_f64();
     Million {
         create_s,
-        bytes_per_trigger,
-        cpu_s,
-        runs_per_s,
+        idle,
         shutdown_s,
     }
-}
-
-/// Warms up, then reads the heap per trigger, CPU seconds and runs per
-/// second over `window`.
-fn observe(heap_before: isize, runs: &AtomicU64, window: Duration) -> (f64, f64, f64) {
-    thread::sleep(WARM_UP);
-    let bytes_per_trigger = (heap() - heap_before) as f64 / TRIGGERS as f64;
-    let (cpu_before, runs_before) = (cpu_time(), runs.load(Relaxed));
-    thread::sleep(window);
-    let (cpu_after, runs_after) = (cpu_time(), runs.load(Relaxed));
-    let cpu_s = match (cpu_before, cpu_after) {
-        (Some(a), Some(b)) => (b - a).as_secs_f64(),
-        _ => f64::NAN,
-    };
-    let runs_per_s = (runs_after - runs_before) as f64 / window.as_secs_f64();
-    (bytes_per_trigger, cpu_s, runs_per_s)
 }
