@@ -172,8 +172,9 @@ impl<'a> RefreshBuilder<'a> {
         self
     }
 
-    /// Sets the trigger's own options, such as `name`, `min_interval`,
-    /// `debounce` and `stuck_after`. Its `runtime` serves
+    /// Sets the trigger's own options: its `name`, its
+    /// [`policies`](crate::TriggerBuilder::policies) such as `min_interval`,
+    /// `debounce` and `stuck_after`, and its `runtime`, which serves
     /// [`bind_async`](Self::bind_async).
     ///
     /// A refresher's trigger starts with a cooldown, since its

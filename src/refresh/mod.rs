@@ -6,8 +6,8 @@
 //!
 //! The types here are what a refresher's fetch answers and what its readers
 //! see. A fetch answers with [`Fetched`] and [`Validator`]. Readers see
-//! [`Current`], [`Freshness`], [`Origin`] and [`RefreshStats`]. [`Refresh`],
-//! [`RefreshBuilder`] and [`Reader`] are at the crate's root too.
+//! [`Current`], [`Freshness`], [`Origin`] and [`RefreshStats`].
+//! [`Refresh`] and [`RefreshBuilder`] are at the crate's root too.
 //!
 //! # A fleet's client
 //!

@@ -229,7 +229,10 @@ impl Builder {
     /// runtime. The hook runs after the panic is counted in
     /// [`SchedulerStats::panics`](crate::report::SchedulerStats::panics) and in the trigger's statistics. The
     /// trigger then stops circulating until fired again, unless its
-    /// [`PanicPolicy`](crate::policy::PanicPolicy) retries.
+    /// [`PanicPolicy`](crate::policy::PanicPolicy) retries. The standard
+    /// library's panic hook runs too, when the task panics and before this
+    /// one. It prints the message, with a backtrace under `RUST_BACKTRACE`.
+    /// Set [`std::panic::set_hook`] to quiet it.
     pub fn panic_hook(mut self, hook: impl Fn(&super::TaskPanic) + Send + Sync + 'static) -> Self {
         self.panic_hook = Some(Box::new(hook));
         self

@@ -102,8 +102,8 @@ use std::time::{Duration, Instant};
 /// [`await_termination`](Self::await_termination) waits for the threads to
 /// exit. Async services await [`shutdown_async`](Self::shutdown_async),
 /// [`shutdown_now_async`](Self::shutdown_now_async) and
-/// [`await_termination_async`](Self::await_termination_async). They wait without blocking the thread
-/// that polls them, so an async iteration in flight finishes even on a
+/// [`await_termination_async`](Self::await_termination_async). They wait
+/// without blocking the thread that polls them, so an async iteration in flight finishes even on a
 /// single-threaded runtime. Bound them with the runtime's timeout, and
 /// never await them from inside the scheduler's own tasks. Shutting down
 /// or dropping the scheduler from inside a sync task does not deadlock.
@@ -221,6 +221,32 @@ impl Scheduler {
     /// It is idempotent and callable from any thread, including from inside
     /// a task. It does not wait.
     /// [`await_termination`](Self::await_termination) waits.
+    ///
+    /// # Examples
+    ///
+    /// A sync service stops on Ctrl-C or SIGTERM with the `signal-hook`
+    /// crate or `ctrlc`. Then it shuts down and prints what was cut short.
+    ///
+    /// ```no_run
+    /// use circulation_trigger::Scheduler;
+    /// use signal_hook::consts::{SIGINT, SIGTERM};
+    /// use std::time::Duration;
+    ///
+    /// fn main() -> std::io::Result<()> {
+    ///     let scheduler = Scheduler::builder().workers(1).build().expect("threads");
+    ///     // … bind and fire the service's triggers …
+    ///     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    ///     signals.forever().next(); // blocks until Ctrl-C or SIGTERM
+    ///     scheduler.shutdown(); // armed runs discarded, runs in flight finish
+    ///     if !scheduler.await_termination(Duration::from_secs(10)) {
+    ///         eprintln!("a task is still running; the drop detaches its thread");
+    ///     }
+    ///     if let Some(report) = scheduler.shutdown_report() {
+    ///         println!("{report}");
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
     pub fn shutdown(&self) {
         self.shared.begin_shutdown();
     }

@@ -123,6 +123,21 @@ impl Scheduler {
     /// # });
     /// # }
     /// ```
+    ///
+    /// A Tokio service stops on Ctrl-C, and prints what was cut short.
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "tokio")] {
+    /// use circulation_trigger::Scheduler;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let scheduler = Scheduler::new();
+    /// // … bind the service's refreshers and triggers …
+    /// tokio::signal::ctrl_c().await.expect("a signal handler");
+    /// println!("{}", scheduler.shutdown_async().await);
+    /// # });
+    /// # }
+    /// ```
     pub async fn shutdown_async(&self) -> ShutdownReport {
         self.shutdown();
         self.await_termination_async().await;
