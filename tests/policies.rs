@@ -607,3 +607,52 @@ fn a_seeded_retry_backoff_keeps_its_seed_once_bound() {
         "the retry delays ignore RetryBackoff::seed"
     );
 }
+
+/// `TriggerBuilder::policies` merges: a policy a later value leaves unset
+/// keeps the earlier setting, and one it sets replaces it. A refresher's
+/// one-second default cooldown therefore survives a user's debounce.
+#[test]
+fn policies_given_twice_merge_and_a_refreshers_cooldown_survives_a_debounce() {
+    let sim = Scheduler::builder().build_virtual();
+    let trigger = Trigger::builder(&sim)
+        .policies(TriggerPolicies::new().min_interval(secs(10)))
+        .policies(TriggerPolicies::new().debounce(Duration::from_millis(100), secs(1)))
+        .bind(|| None);
+    trigger.fire().unwrap();
+    sim.advance(Duration::from_millis(100)); // debounced: the first run at 0.1 s
+    trigger.fire().unwrap();
+    sim.advance(secs(20)); // the cooldown from the first call holds the second to 10.1 s
+    let stats = trigger.stats();
+    assert_eq!(stats.iterations, 2);
+    assert_eq!(stats.last_start, Some(Duration::from_millis(10_100)));
+
+    let replaced = Trigger::builder(&sim)
+        .policies(TriggerPolicies::new().min_interval(secs(10)))
+        .policies(TriggerPolicies::new().min_interval(Duration::ZERO))
+        .bind(|| None);
+    replaced.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    replaced.fire().unwrap();
+    sim.advance(Duration::ZERO);
+    assert_eq!(
+        replaced.stats().iterations,
+        2,
+        "the later min_interval replaced it"
+    );
+
+    let config = circulation_trigger::Refresh::builder(&sim)
+        .trigger(|t| t.policies(TriggerPolicies::new().debounce(Duration::from_millis(1), secs(1))))
+        .bind(|| Ok::<_, String>(1u32));
+    config.refresh_now().unwrap();
+    sim.advance(Duration::from_millis(1));
+    assert_eq!(config.refreshes(), 1);
+    config.refresh_now().unwrap();
+    sim.advance(Duration::from_millis(500));
+    assert_eq!(
+        config.refreshes(),
+        1,
+        "held by the default one-second cooldown"
+    );
+    sim.advance(secs(1));
+    assert_eq!(config.refreshes(), 2);
+}
