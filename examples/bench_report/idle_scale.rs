@@ -9,7 +9,7 @@ use crate::peers::{Fire, Peer};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const TRIGGERS: u64 = 100_000;
 const PERIOD: Duration = Duration::from_secs(1);
@@ -37,23 +37,41 @@ pub fn first_delay(i: u64) -> Duration {
 /// Measures `P` with `TRIGGERS` triggers over `window`.
 pub fn measure<P: Peer>(window: Duration) -> Idle {
     let peer = P::start(2);
-    let runs = Arc::new(AtomicU64::new(0));
-    // The user's handles are the user's memory: allocated before counting.
-    let mut triggers = Vec::with_capacity(TRIGGERS as usize);
-    let before = settled_heap();
-    for i in 0..TRIGGERS {
-        let runs = runs.clone();
-        let trigger = peer.bind(move || {
-            runs.fetch_add(1, Relaxed);
-            Some(PERIOD)
-        });
-        trigger.fire_after(first_delay(i));
-        triggers.push(trigger);
-    }
-    let idle = observe(before, TRIGGERS, &runs, WARM_UP, window);
+    let (triggers, _, idle) =
+        arm_and_observe::<P, { PERIOD.as_secs() }>(&peer, TRIGGERS, WARM_UP, window);
     drop(triggers);
     drop(peer);
     idle
+}
+
+/// Binds `triggers` periodic triggers of `PERIOD_S` seconds on `peer`,
+/// their first runs one every 10 µs, then observes after `warm_up`. Returns
+/// the handles, the seconds the binding and arming took, and what was
+/// observed. The period is a constant, so each task captures only its
+/// counter, as a user's would, and the heap per trigger counts no more.
+pub fn arm_and_observe<P: Peer, const PERIOD_S: u64>(
+    peer: &P,
+    triggers: u64,
+    warm_up: Duration,
+    window: Duration,
+) -> (Vec<P::Trigger>, f64, Idle) {
+    let runs = Arc::new(AtomicU64::new(0));
+    // The user's handles are the user's memory: allocated before counting.
+    let mut handles = Vec::with_capacity(triggers as usize);
+    let before = settled_heap();
+    let start = Instant::now();
+    for i in 0..triggers {
+        let runs = runs.clone();
+        let trigger = peer.bind(move || {
+            runs.fetch_add(1, Relaxed);
+            Some(Duration::from_secs(PERIOD_S))
+        });
+        trigger.fire_after(first_delay(i));
+        handles.push(trigger);
+    }
+    let create_s = start.elapsed().as_secs_f64();
+    let idle = observe(before, triggers, &runs, warm_up, window);
+    (handles, create_s, idle)
 }
 
 /// The same with one `DelayQueue` task owning every timer.

@@ -8,11 +8,11 @@
 //! which lists every discarded run. The peers' is the drop that stops them.
 
 use crate::alloc::settled_heap;
-use crate::idle_scale::{first_delay, observe, Idle};
+use crate::idle_scale::{arm_and_observe, first_delay, observe, Idle};
 use crate::peers::delay_queue::DelayQueueTimers;
 use crate::peers::heap_timer::HeapTimer;
 use crate::peers::ours::Ours;
-use crate::peers::{Fire, Peer};
+use crate::peers::Peer;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -44,32 +44,11 @@ impl Million {
     }
 }
 
-/// Binds and arms every trigger on `peer`, then observes. Returns the
-/// handles, the seconds it took to create them, and what was observed.
-fn create_and_observe<P: Peer>(peer: &P, window: Duration) -> (Vec<P::Trigger>, f64, Idle) {
-    let runs = Arc::new(AtomicU64::new(0));
-    // The user's handles are the user's memory: allocated before counting.
-    let mut triggers = Vec::with_capacity(TRIGGERS as usize);
-    let before = settled_heap();
-    let start = Instant::now();
-    for i in 0..TRIGGERS {
-        let runs = runs.clone();
-        let trigger = peer.bind(move || {
-            runs.fetch_add(1, Relaxed);
-            Some(PERIOD)
-        });
-        trigger.fire_after(first_delay(i));
-        triggers.push(trigger);
-    }
-    let create_s = start.elapsed().as_secs_f64();
-    let idle = observe(before, TRIGGERS, &runs, WARM_UP, window);
-    (triggers, create_s, idle)
-}
-
 /// Our scheduler with two workers.
 pub fn measure_ours(window: Duration) -> Million {
     let peer = Ours::start(2);
-    let (triggers, create_s, idle) = create_and_observe(&peer, window);
+    let (triggers, create_s, idle) =
+        arm_and_observe::<_, { PERIOD.as_secs() }>(&peer, TRIGGERS, WARM_UP, window);
     let start = Instant::now();
     peer.scheduler.shutdown();
     assert!(peer.scheduler.await_termination(Duration::from_secs(60)));
@@ -89,7 +68,8 @@ pub fn measure_ours(window: Duration) -> Million {
 /// The heap timer through the common interface.
 pub fn measure_heap_timer(window: Duration) -> Million {
     let peer = HeapTimer::start(2);
-    let (triggers, create_s, idle) = create_and_observe(&peer, window);
+    let (triggers, create_s, idle) =
+        arm_and_observe::<_, { PERIOD.as_secs() }>(&peer, TRIGGERS, WARM_UP, window);
     let start = Instant::now();
     drop(peer);
     let shutdown_s = start.elapsed().as_secs_f64();
