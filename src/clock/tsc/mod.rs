@@ -349,6 +349,7 @@ fn trusted() -> bool {
 /// The TSC, unfenced. It may execute ahead of earlier instructions, by at
 /// most [`REORDER_NS`].
 #[inline]
+#[cfg(not(miri))]
 fn tsc() -> u64 {
     // SAFETY: `rdtsc` reads a register. Every x86-64 CPU has it, and it
     // touches no memory.
@@ -358,7 +359,16 @@ fn tsc() -> u64 {
     }
 }
 
+/// Under Miri, which cannot execute `rdtsc`, a stand-in counter of one
+/// tick per nanosecond of `CLOCK_MONOTONIC`. The calibration, the anchors
+/// and their checks then run on it as on a real TSC.
+#[cfg(miri)]
+fn tsc() -> u64 {
+    super::raw::now_ns().unwrap_or(0)
+}
+
 /// The TSC, after every earlier instruction has executed.
+#[cfg(not(miri))]
 fn tsc_ordered() -> u64 {
     // SAFETY: `lfence` waits for the instructions before it. It is part of
     // SSE2, which every x86-64 CPU has. `rdtsc` reads a register. Neither
@@ -369,6 +379,12 @@ fn tsc_ordered() -> u64 {
         core::arch::x86_64::_mm_lfence();
         core::arch::x86_64::_rdtsc()
     }
+}
+
+/// See the stand-in [`tsc`].
+#[cfg(miri)]
+fn tsc_ordered() -> u64 {
+    tsc()
 }
 
 /// A clock reading between two ordered TSC reads close together.

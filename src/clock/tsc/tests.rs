@@ -257,20 +257,24 @@ fn an_anchor_at_the_kernels_slew_stays_ahead_of_a_slewed_clock() {
 
 #[test]
 fn readings_are_never_behind_the_clock_and_close_to_it() {
+    // Miri interprets each read in microseconds. So it checks the readings
+    // for undefined behaviour in fewer rounds, and never gets two TSC reads
+    // close enough for an anchor.
+    let (rounds, reads) = if cfg!(miri) { (3, 20) } else { (40, 2_000) };
     let threads: Vec<_> = (0..3)
         .map(|thread| {
             std::thread::spawn(move || {
-                for round in 0..40 {
+                for round in 0..rounds {
                     // Past the learning baseline, and anchors gone stale.
                     std::thread::sleep(std::time::Duration::from_micros(if round == 0 {
                         25_000
                     } else {
                         300 + thread * 200
                     }));
-                    for _ in 0..2_000 {
+                    for _ in 0..reads {
                         let before = super::super::raw::now_ns().unwrap();
                         let Some(upper) = upper_ns() else {
-                            assert!(!trusted() || SHARED.off.load(Ordering::Relaxed));
+                            assert!(cfg!(miri) || !trusted() || SHARED.off.load(Ordering::Relaxed));
                             continue;
                         };
                         let after = super::super::raw::now_ns().unwrap();
@@ -280,7 +284,7 @@ fn readings_are_never_behind_the_clock_and_close_to_it() {
                 }
                 // Where the kernel trusts the TSC and tells its
                 // adjustments, the fast path ran.
-                if trusted() && adjustments().and_then(slew_ppm).is_some() {
+                if !cfg!(miri) && trusted() && adjustments().and_then(slew_ppm).is_some() {
                     assert_ne!(ANCHOR.with(Cell::get).span, 0, "no anchor");
                 }
             })

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Miri over the unit tests of every file of src/ with `unsafe` that runs
+# outside loom. Loom's own stand-ins, under `cfg(loom)`, are checked by the
+# loom models instead.
+#
+#   core::task_cell  the task kept in place or boxed, behind a function table
+#   core::tests      core/run.rs calling and settling the task through it,
+#                    and core/mod.rs's `Sync` for the core
+#   clock::          clock_gettime, and tsc/ with a stand-in counter for
+#                    `rdtsc`, which Miri cannot execute
+#   wheel::tests     the wheel's prefetch hint
+#   wheel::level     the slot arithmetic the wheel indexes with
+#
+# scheduler/worker.rs's one `unsafe` is a `prctl` call, which Miri cannot
+# execute, on a thread it starts.
+#
+# Needs a nightly toolchain with the miri and rust-src components. The
+# clock tests read the real clock, so isolation is off.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-disable-isolation"
+CARGO_TARGET_DIR=target/miri cargo +nightly miri test --lib -- \
+  core::task_cell core::tests clock:: wheel::tests wheel::level
