@@ -388,6 +388,13 @@ fn scenario_million(window: Duration, hundred_thousand: Option<(f64, f64)>) -> V
     rows[0].met = rows[0].values[OURS].map(|s| s < 1.0);
     rows[5].goal = "< 1 s".into();
     rows[5].met = rows[5].values[OURS].map(|s| s < 1.0);
+    if let Some((stats_s, stats_bytes)) = results[0].1.stats {
+        rows.push(Row::new(8, "a million: `Scheduler::stats()`", Unit::Seconds).set(OURS, stats_s));
+        rows.push(
+            Row::new(8, "a million: `Scheduler::stats()` result", Unit::Bytes)
+                .set(OURS, stats_bytes),
+        );
+    }
     if let Some((cpu_per_run_ns, bytes)) = hundred_thousand {
         let ours = results[0].1;
         let mut cpu = Row::new(8, "ours, CPU per run: a million ÷ 100,000", Unit::Times)

@@ -6,8 +6,10 @@
 //!
 //! Our shutdown is `shutdown()`, `await_termination` and the report built,
 //! which lists every discarded run. The peers' is the drop that stops them.
+//! Before it, ours also takes `Scheduler::stats()` once, a snapshot of every
+//! trigger, which the peers have no counterpart of.
 
-use crate::alloc::settled_heap;
+use crate::alloc::{heap, settled_heap};
 use crate::idle_scale::{arm_and_observe, first_delay, observe, Idle};
 use crate::peers::delay_queue::DelayQueueTimers;
 use crate::peers::heap_timer::HeapTimer;
@@ -35,6 +37,9 @@ pub struct Million {
     pub idle: Idle,
     /// Seconds to shut down.
     pub shutdown_s: f64,
+    /// Ours only: seconds `Scheduler::stats()` took, and the heap bytes its
+    /// result holds.
+    pub stats: Option<(f64, f64)>,
 }
 
 impl Million {
@@ -49,6 +54,13 @@ pub fn measure_ours(window: Duration) -> Million {
     let peer = Ours::start(2);
     let (triggers, create_s, idle) =
         arm_and_observe::<_, { PERIOD.as_secs() }>(&peer, TRIGGERS, WARM_UP, window);
+    let before = heap();
+    let start = Instant::now();
+    let stats = peer.scheduler.stats();
+    let stats_s = start.elapsed().as_secs_f64();
+    let stats_bytes = (heap() - before) as f64;
+    assert_eq!(stats.triggers.len() as u64, TRIGGERS);
+    drop(stats);
     let start = Instant::now();
     peer.scheduler.shutdown();
     assert!(peer.scheduler.await_termination(Duration::from_secs(60)));
@@ -62,6 +74,7 @@ pub fn measure_ours(window: Duration) -> Million {
         create_s,
         idle,
         shutdown_s,
+        stats: Some((stats_s, stats_bytes)),
     }
 }
 
@@ -78,6 +91,7 @@ pub fn measure_heap_timer(window: Duration) -> Million {
         create_s,
         idle,
         shutdown_s,
+        stats: None,
     }
 }
 
@@ -114,5 +128,6 @@ pub fn measure_delay_queue(window: Duration) -> Million {
         create_s,
         idle,
         shutdown_s,
+        stats: None,
     }
 }

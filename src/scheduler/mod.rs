@@ -370,6 +370,27 @@ impl Scheduler {
 
     /// Statistics of every live trigger and their totals. Named triggers
     /// come first, by name.
+    ///
+    /// # Cost
+    ///
+    /// It is a snapshot of every live trigger, one
+    /// [`TriggerStats`](crate::report::TriggerStats) each. So its time and
+    /// memory grow with the number of triggers. Binding and dropping
+    /// triggers wait while it lists the live ones. With many triggers, call
+    /// it now and then, not per request. [`Trigger::stats`](crate::Trigger::stats)
+    /// reads one trigger and allocates nothing. The figures at a million
+    /// triggers are in docs/DESIGN.md, under "A million triggers".
+    ///
+    /// ```
+    /// use circulation_trigger::{Scheduler, Trigger};
+    ///
+    /// let scheduler = Scheduler::new();
+    /// let trigger = Trigger::bind(&scheduler, || None);
+    /// trigger.fire_and_wait(std::time::Duration::from_secs(5)).unwrap();
+    /// let stats = scheduler.stats();
+    /// assert_eq!(stats.triggers.len(), 1);
+    /// assert_eq!(stats.triggers[0].iterations, 1);
+    /// ```
     pub fn stats(&self) -> crate::stats::SchedulerStats {
         let triggers = self
             .shared
