@@ -62,6 +62,19 @@ impl Harness {
         harness
     }
 
+    /// [`with_pool`](Self::with_pool), with a holder that naps toward
+    /// exact deadlines as on the real clock, leaving its role for a
+    /// stand-by whose timed wait may run out at any point.
+    pub fn with_pool_napping(core: usize, max: usize) -> Self {
+        let harness = Self::with_pool(core, max);
+        harness
+            .shared()
+            .pool
+            .naps_in_models
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        harness
+    }
+
     fn build(timer: Option<Box<Timer<Shared>>>, core: usize, max: usize) -> Self {
         let time = Arc::new(ManualTime::default());
         let limits = Limits {
@@ -201,6 +214,16 @@ impl Harness {
     /// [`timer_turn`](Self::timer_turn).
     pub fn timer_wait(&self, until_us: u64) {
         self.driver.wait(self.shared(), until_us);
+    }
+
+    /// Whether a holder naps toward a deadline with its role in the pool.
+    pub fn holder_naps(&self) -> bool {
+        self.shared().pool.holder_naps()
+    }
+
+    /// Whether a holder sleeps with its role in hand.
+    pub fn holder_sleeps_holding(&self) -> bool {
+        self.shared().pool.holder_sleeps_holding()
     }
 
     /// Whether the timer is awake or has been woken, as opposed to asleep

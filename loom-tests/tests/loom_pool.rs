@@ -7,9 +7,11 @@
 //! takes it ahead of a queued run; a worker the monitor starts
 //! races shutdown; the monitor turns a free role due only for a stale
 //! deadline itself, racing a fire, and starts no worker for it; a
-//! coalesced re-arm never runs early. A lost wake-up, or
-//! a role nobody takes, leaves every thread waiting: loom reports it as a
-//! deadlock.
+//! coalesced re-arm never runs early; a stand-by takes the role of a
+//! holder napping past its deadline, a fire meanwhile runs whoever holds
+//! it, and the old holder passes on a wake-up meant for the taker. A lost
+//! wake-up, or a role nobody takes, leaves every thread waiting: loom
+//! reports it as a deadlock.
 #![cfg(loom)]
 
 mod common;
@@ -122,6 +124,117 @@ fn g14_the_role_holder_hands_the_wheel_over_before_running_a_task() {
             t.join().unwrap(); // deadlocks if A's worker kept the wheel
         }
         assert_eq!(ran.get(), 1);
+    });
+}
+
+#[test]
+fn g14_a_stand_by_takes_the_role_of_a_holder_napping_past_its_deadline() {
+    // The holder naps toward 10 µs with its role in the pool. The other
+    // worker parks as its stand-by, whose timed wait may run out at any
+    // point. Time reaches the deadline, and the holder's own timeout races
+    // the stand-by: whichever looks first holds the role. The run happens
+    // once, and the holder that lost its role goes on as a worker.
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool_napping(2, 2));
+        let cell = Exclusive::default();
+        let c = cell.clone();
+        let trigger = closing_trigger(&h, move || {
+            c.touch();
+        });
+        trigger.fire_after(Duration::from_micros(10)).unwrap();
+        let threads = workers(&h, 2);
+        while !h.holder_naps() {
+            thread::yield_now();
+        }
+        h.set_time(10);
+        h.release_timer(); // the holder's timeout, on the manual clock
+        for t in threads {
+            t.join().unwrap(); // deadlocks if the role was lost
+        }
+        assert_eq!(cell.get(), 1);
+    });
+}
+
+#[test]
+fn g14_a_fire_during_a_nap_runs_whoever_holds_the_role() {
+    // A fire for 5 µs arrives while the holder naps toward 10 µs, racing a
+    // stand-by that takes the role at 10 µs. The fire pokes the napping
+    // holder, or the inbox reaches the stand-by that took over. Both
+    // triggers run once, and the second to run shuts down.
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool_napping(2, 2));
+        let ran = Count::default();
+        let make = |h: &Arc<Harness>| {
+            let (h2, ran) = (h.clone(), ran.clone());
+            h.trigger(0, move || {
+                if ran.bump() == 2 {
+                    h2.scheduler().shutdown();
+                }
+                None
+            })
+        };
+        let (late, early) = (make(&h), make(&h));
+        late.fire_after(Duration::from_micros(10)).unwrap();
+        let threads = workers(&h, 2);
+        while !h.holder_naps() {
+            thread::yield_now();
+        }
+        early.fire_after(Duration::from_micros(5)).unwrap();
+        h.set_time(10);
+        h.release_timer(); // the holder's timeout, on the manual clock
+        for t in threads {
+            t.join().unwrap(); // deadlocks if the fire or the role was lost
+        }
+        assert_eq!(ran.get(), 2);
+    });
+}
+
+#[test]
+fn g14_a_holder_whose_nap_was_taken_passes_on_a_wake_up_meant_for_the_taker() {
+    // A worker that comes after the deadline takes the role of a holder
+    // napping toward 10 µs, and runs the due trigger. Then it sleeps as the
+    // holder with an empty wheel, while the old holder still waits on the
+    // same condition variable. A fire for 11 µs wakes the holder to file
+    // it. The wake-up may reach the old holder, which must pass it on. If
+    // it does not, nothing wakes the new holder, and the last loop never
+    // ends, which loom reports.
+    run_model(|| {
+        let h = Arc::new(Harness::with_pool_napping(2, 2));
+        let ran = Count::default();
+        let r = ran.clone();
+        let first = h.trigger(0, move || {
+            r.bump();
+            None
+        });
+        let (h2, r) = (h.clone(), ran.clone());
+        let second = h.trigger(0, move || {
+            r.bump();
+            h2.scheduler().shutdown();
+            None
+        });
+        first.fire_after(Duration::from_micros(10)).unwrap();
+        let mut threads = workers(&h, 1);
+        while !h.holder_naps() {
+            thread::yield_now();
+        }
+        h.set_time(10);
+        threads.extend(workers(&h, 1));
+        while ran.get() == 0 || !h.holder_sleeps_holding() {
+            thread::yield_now();
+        }
+        second.fire_after(Duration::from_micros(1)).unwrap();
+        h.set_time(11);
+        // The new holder may have filed the fire before the clock moved,
+        // and napped toward 11 µs. Its timeout then ends the nap.
+        while ran.get() < 2 {
+            if h.holder_naps() {
+                h.release_timer();
+            }
+            thread::yield_now();
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
     });
 }
 

@@ -120,6 +120,8 @@ fn hold_timer(
                 return false;
             }
             Step::Retired => return true,
+            // Another worker holds the role now. This one looks for work.
+            Step::TakenOver => return false,
             // Never queued. Each was marked due before the shutdown scan
             // closed its word, so the scan lists it, as `Request::close`
             // explains. Dropped here, outside every lock.

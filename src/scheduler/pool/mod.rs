@@ -11,6 +11,7 @@
 //! | `timer` (`Some`: the role is free) | taken under the lock by one worker, which then owns the wheel outside the lock until it puts it back |
 //! | `holder_asleep`, `notified` | the role holder sets `holder_asleep` before it waits; a waker clears it (and sets `notified`) when it wakes the holder |
 //! | `sleep_until` | stored by the holder under the lock (see `inbox.rs`); read lock-free by firers |
+//! | `napping` (`Some`: a holder naps), `nap_due`, `nap_id`, `nap_cpu` | set by a holder as it naps; the napping role is taken under the lock by the holder as it wakes, or by a worker once `nap_due` has come (see `role.rs`, "A nap") |
 //!
 //! The pool keeps two invariants.
 //!
@@ -27,7 +28,9 @@
 //!   the role rather than retire.
 //! * A thread that wakes another pops its bed from `idle`, or clears
 //!   `holder_asleep`, under the lock. So a woken worker is never counted
-//!   idle, and a wake is never sent to a thread that is not waiting.
+//!   idle, and a wake is never sent to a thread that is not waiting. A
+//!   holder whose nap was taken may get a wake meant for the new holder,
+//!   and passes it on.
 //!
 //! # Files, by job
 //!
@@ -37,6 +40,7 @@
 //! | `role.rs` | the timer role after a turn: sleep toward the next deadline, or put it back and pick who wakes |
 //! | `inbox.rs` | the timer's inbox and its wake-up protocol |
 //! | `monitor.rs` | the monitor's looks: stalls, worker starts, parking |
+//! | `apart.rs` | a stand-by kept off the napping holder's CPU while it waits |
 
 use super::timer::{InboxItem, Timer, NEVER};
 use crate::clock::Clock;
@@ -45,6 +49,7 @@ use crate::sync::{lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, Mute
 use std::collections::VecDeque;
 use std::time::Duration;
 
+mod apart;
 mod inbox;
 mod monitor;
 mod role;
@@ -121,6 +126,16 @@ pub(super) struct State<R: Runtime> {
     /// The wheel's next deadline when the role was last put back.
     timer_next: u64,
     holder_asleep: bool,
+    /// The role of a holder asleep toward an exact deadline, left here so
+    /// that another worker may take it once that deadline has come.
+    /// `role.rs` explains why, under "A nap".
+    napping: Option<Box<Timer<R>>>,
+    /// The deadline the napping role waits for, in µs.
+    nap_due: u64,
+    /// Counts naps, so a holder that wakes tells its own nap from a later one.
+    nap_id: u64,
+    /// The CPU the napping holder went to sleep on, if known.
+    nap_cpu: Option<usize>,
     /// Set by whoever wakes the holder, and cleared when it wakes.
     notified: bool,
     /// Parked workers, most recent last.
@@ -284,6 +299,10 @@ pub(crate) struct Pool<R: Runtime> {
     monitor_bed: Condvar,
     /// See the wake-up protocol in `inbox.rs`.
     pub(super) sleep_until: AtomicU64,
+    /// The models' holder naps on the manual clock too, where a stand-by's
+    /// timed wait may run out at any point. Set before any worker runs.
+    #[cfg(loom)]
+    pub(crate) naps_in_models: std::sync::atomic::AtomicBool,
 }
 
 impl<R: Runtime> Pool<R> {
@@ -300,6 +319,10 @@ impl<R: Runtime> Pool<R> {
                 timer_next: timer.as_ref().map_or(NEVER, |t| t.next_wake()),
                 timer,
                 holder_asleep: false,
+                napping: None,
+                nap_due: NEVER,
+                nap_id: 0,
+                nap_cpu: None,
                 notified: false,
                 idle: Vec::new(),
                 workers: WorkerCounts::default(),
@@ -313,6 +336,8 @@ impl<R: Runtime> Pool<R> {
             monitor_bed: Condvar::new(),
             // A pool made with the role free starts as `put_back` leaves it.
             sleep_until: AtomicU64::new(if free { FREE } else { AWAKE }),
+            #[cfg(loom)]
+            naps_in_models: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -407,6 +432,11 @@ impl<R: Runtime> Pool<R> {
         // reads the exact clock.
         let mut just_released = now_hint.is_some();
         let mut now_hint = now_hint.or(push.as_ref().map(|(_, push)| push.stamp.now_us()));
+        // This worker kept off a napping holder's CPU while it stands by,
+        // and the nap it stands by for. Declared before the guard, so it
+        // gives the CPU set back after the lock is released.
+        let mut _apart: Option<apart::Apart> = None;
+        let mut apart_for: Option<u64> = None;
         let mut state = self.lock();
         if !state.closed {
             if let Some((core, push)) = push.take() {
@@ -432,9 +462,21 @@ impl<R: Runtime> Pool<R> {
             let hint = now_hint.take();
             let role_free = state.timer.is_some();
             let due = |state: &State<R>| state.timer_due(hint.unwrap_or_else(|| clock.now_us()));
+            let due_nap = |state: &State<R>| state.nap_due <= clock.now_us();
             // Only the first look, because after a wait this worker may
             // itself be the successor someone woke.
             let released = std::mem::take(&mut just_released);
+            if state.holder_asleep && state.napping.is_some() && due_nap(&state) {
+                // The holder slept past its deadline, as on a CPU the host
+                // took away. This worker woke first, so it takes the role.
+                let timer = state.napping.take().expect("a napping role");
+                state.holder_asleep = false;
+                state.progress += 1;
+                state.swap_inbox(inbox);
+                // Relaxed: see the protocol in `inbox.rs`.
+                self.sleep_until.store(AWAKE, Ordering::Relaxed);
+                return Work::Timer(timer);
+            }
             let successor = state.successor && !released;
             if role_free && (state.queue.is_empty() || successor || due(&state)) {
                 state.successor = false;
@@ -453,11 +495,32 @@ impl<R: Runtime> Pool<R> {
                 }
                 return Work::Run(core);
             }
+            // A stand-by for a napping holder wakes at its deadline too.
+            let standby = (state.holder_asleep && state.napping.is_some())
+                .then(|| clock.until(state.nap_due));
+            let away_from = standby.and(state.nap_cpu).map(|cpu| (state.nap_id, cpu));
+            if away_from.map(|(id, _)| id) != apart_for {
+                // The CPU set changes with the lock released, since the
+                // call may move this thread to another CPU. Then it looks
+                // again, because anything may have changed meanwhile.
+                drop(state);
+                _apart = None;
+                apart_for = away_from.map(|(id, _)| id);
+                _apart = away_from.and_then(|(_, cpu)| apart::Apart::from(cpu));
+                state = self.lock();
+                just_released = released;
+                continue;
+            }
             state.idle.push(Arc::clone(bed));
-            state = if extra {
-                wait_timeout(bed, &self.state, state, limits.keep_alive)
-            } else {
-                wait(bed, state)
+            state = match (extra, standby) {
+                (true, _) => wait_timeout(
+                    bed,
+                    &self.state,
+                    state,
+                    standby.map_or(limits.keep_alive, |s| s.min(limits.keep_alive)),
+                ),
+                (false, Some(standby)) => wait_timeout(bed, &self.state, state, standby),
+                (false, None) => wait(bed, state),
             };
             // Still listed, so nobody woke us. The keep-alive ran out, or
             // the wake-up was spurious. An extra worker then retires,

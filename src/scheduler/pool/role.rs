@@ -40,6 +40,9 @@ pub(crate) enum Step<R: Runtime> {
     /// This extra worker handed the role over after its keep-alive and is
     /// uncounted. It exits.
     Retired,
+    /// Another worker took the role while this one napped past its
+    /// deadline. This one goes on as a plain worker.
+    TakenOver,
 }
 
 /// Slack in µs between a quick batch's estimated end and the next deadline,
@@ -69,6 +72,34 @@ fn wake_target(next: u64, now_us: u64) -> u64 {
     } else {
         next - PREWAKE_US
     }
+}
+
+/// What a holder's sleep gives back: the guard, whether it woke by itself,
+/// and its role unless another worker took it.
+type Slept<'a, R> = (MutexGuard<'a, State<R>>, bool, Option<Box<Timer<R>>>);
+
+/// Whether a holder about to sleep toward the wheel's next deadline `next`
+/// naps, leaving its role in the pool.
+///
+/// # A nap
+///
+/// On a virtual machine a sleeping thread's CPU may be descheduled by the
+/// host, and its wake-up then comes late, now and then by milliseconds.
+/// A pool whose idle threads all time out at a deadline is served by the
+/// first of them to wake. So a napping holder's role waits in the pool,
+/// and an idle worker that parks meanwhile wakes at the deadline too,
+/// waiting on a CPU other than the holder's (see `apart.rs`). The first of
+/// the two to look at the pool past the deadline takes the role.
+/// docs/DESIGN.md gives the rules that keep the wake-up protocol whole,
+/// under "A nap".
+/// Only exact deadlines nap. Deadlines on the coarse grid are the periodic
+/// re-arms of many triggers, where a second wake-up per deadline would
+/// double the idle cost. An extra worker that may retire keeps its role.
+/// So does a holder on a manual clock, which has no timed waits, but in the
+/// loom models of the nap.
+fn naps(next: u64, clock: &Clock, retiring: bool, in_models: bool) -> Option<u64> {
+    let timed = !clock.is_manual() || in_models;
+    (next != NEVER && next % COARSEST_GRID_US != 0 && !retiring && timed).then_some(next)
 }
 
 impl<R: Runtime> Pool<R> {
@@ -113,6 +144,7 @@ impl<R: Runtime> Pool<R> {
             self.notify(wakes);
             return Step::Released;
         }
+        let mut timer = timer;
         if state.inbox.is_empty() && !state.notified {
             let next = timer.next_wake();
             let until = if clock.is_manual() {
@@ -124,8 +156,21 @@ impl<R: Runtime> Pool<R> {
             if let Some(keep_alive) = retire.map(|limits| limits.keep_alive) {
                 timeout = Some(timeout.map_or(keep_alive, |t| t.min(keep_alive)));
             }
+            #[cfg(loom)]
+            // Relaxed: set before any worker runs, and the thread spawns order it.
+            let in_models = self
+                .naps_in_models
+                .load(std::sync::atomic::Ordering::Relaxed);
+            #[cfg(not(loom))]
+            let in_models = false;
+            let nap = naps(next, clock, retire.is_some(), in_models);
             let by_itself;
-            (state, by_itself) = self.sleep(state, until, timeout);
+            let kept;
+            (state, by_itself, kept) = self.sleep(state, Some(timer), until, timeout, nap);
+            let Some(kept) = kept else {
+                return Step::TakenOver;
+            };
+            timer = kept;
             if state.closed {
                 return Step::Closed(Vec::new());
             }
@@ -229,21 +274,51 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// The role holder sleeps toward `until`, under the protocol in
-    /// `inbox.rs`. `timeout` bounds the wait on the real clock. Returns the
-    /// guard and whether it woke by itself, by a timeout and not a waker.
+    /// `inbox.rs`. `timeout` bounds the wait on the real clock. With
+    /// `nap`, the wheel's next deadline, the role waits in the pool, and a
+    /// worker may take it once that deadline has come. Returns the guard,
+    /// whether it woke by itself, by a timeout and not a waker, and the role
+    /// unless it was taken. The loom models' stand-in holder has no role in
+    /// hand.
     fn sleep<'a>(
         &'a self,
         mut state: MutexGuard<'a, State<R>>,
+        held: Option<Box<Timer<R>>>,
         until: u64,
         timeout: Option<Duration>,
-    ) -> (MutexGuard<'a, State<R>>, bool) {
+        nap: Option<u64>,
+    ) -> Slept<'a, R> {
         // Relaxed: the lock carries it, as the protocol in `inbox.rs` explains.
         self.sleep_until.store(until, Ordering::Relaxed);
         state.holder_asleep = true;
+        let mut held = held;
+        let mut nap_id = None;
+        if let Some(due) = nap.filter(|_| held.is_some()) {
+            state.nap_id += 1;
+            nap_id = Some(state.nap_id);
+            state.nap_due = due;
+            state.nap_cpu = super::apart::current_cpu();
+            state.napping = held.take();
+        }
         state = match timeout {
             Some(timeout) => wait_timeout(&self.timer_bed, &self.state, state, timeout),
             None => wait(&self.timer_bed, state),
         };
+        if let Some(id) = nap_id {
+            if state.nap_id != id || state.napping.is_none() {
+                // Taken. The pool's holder fields are the taker's now, so
+                // they stay as they are. A waker meant for the taker may
+                // have woken this thread instead, since both waited on
+                // the same condition variable. The taker has not yet seen
+                // a wake-up while `notified` is set, so it is passed on.
+                if state.notified {
+                    self.timer_bed.notify_all();
+                }
+                return (state, false, None);
+            }
+            held = state.napping.take();
+            state.nap_due = NEVER;
+        }
         self.sleep_until.store(AWAKE, Ordering::Relaxed);
         let by_itself = std::mem::replace(&mut state.holder_asleep, false);
         // Woke by itself at its deadline, so it is about to work. A parked
@@ -258,7 +333,7 @@ impl<R: Runtime> Pool<R> {
                 self.monitor_bed.notify_one();
             }
         }
-        (state, by_itself)
+        (state, by_itself, held)
     }
 
     /// Plays the role holder going to sleep toward `until_us` without a
@@ -271,10 +346,17 @@ impl<R: Runtime> Pool<R> {
     ) -> Vec<crate::scheduler::timer::InboxItem<R>> {
         let mut state = self.lock();
         if state.inbox.is_empty() && !state.notified && !state.closed {
-            state = self.sleep(state, until_us, None).0;
+            state = self.sleep(state, None, until_us, None, None).0;
         }
         state.notified = false;
         state.take_inbox()
+    }
+
+    /// Whether a holder naps with its role in the pool, for the loom models.
+    #[cfg(loom)]
+    pub(crate) fn holder_naps(&self) -> bool {
+        let state = self.lock();
+        state.holder_asleep && state.napping.is_some()
     }
 
     /// Whether the role holder is awake or has been woken, for the loom models.
@@ -282,6 +364,14 @@ impl<R: Runtime> Pool<R> {
     pub(crate) fn holder_awake(&self) -> bool {
         let state = self.lock();
         state.notified || self.sleep_until.load(Ordering::Relaxed) == AWAKE
+    }
+
+    /// Whether the role holder sleeps with its role in hand, for the loom
+    /// models.
+    #[cfg(loom)]
+    pub(crate) fn holder_sleeps_holding(&self) -> bool {
+        let state = self.lock();
+        state.holder_asleep && state.napping.is_none()
     }
 
     /// Wakes the role holder without news. It is the loom models' stand-in
