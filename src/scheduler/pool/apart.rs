@@ -27,39 +27,51 @@ pub(super) fn current_cpu() -> Option<usize> {
 
 /// The calling thread kept off one CPU, until dropped.
 pub(super) struct Apart {
+    /// The CPU given back on drop.
     #[cfg(all(target_os = "linux", not(loom), not(miri)))]
-    saved: libc::cpu_set_t,
+    cpu: usize,
+}
+
+/// The calling thread's CPU set, if the kernel tells it.
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
+fn own_set() -> Option<libc::cpu_set_t> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: an all-zero `cpu_set_t` is the empty set, a valid value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a writable `cpu_set_t` of `size` bytes, and 0 names
+    // the calling thread.
+    (unsafe { libc::sched_getaffinity(0, size, &mut set) } == 0).then_some(set)
+}
+
+/// Makes `set` the calling thread's CPU set. Returns whether it did.
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
+fn set_own(set: &libc::cpu_set_t) -> bool {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid `cpu_set_t` of `size` bytes. A failure leaves
+    // the thread's set as it was.
+    unsafe { libc::sched_setaffinity(0, size, set) == 0 }
 }
 
 impl Apart {
-    /// Keeps the calling thread off `cpu`, if it may run elsewhere.
+    /// Keeps the calling thread off `cpu`, if it may run there and elsewhere.
     pub(super) fn from(cpu: usize) -> Option<Self> {
         #[cfg(all(target_os = "linux", not(loom), not(miri)))]
         {
-            let size = std::mem::size_of::<libc::cpu_set_t>();
-            // SAFETY: an all-zero `cpu_set_t` is the empty set, a valid value.
-            let mut saved: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            // SAFETY: `saved` is a writable `cpu_set_t` of `size` bytes, and
-            // 0 names the calling thread.
-            if unsafe { libc::sched_getaffinity(0, size, &mut saved) } != 0 {
-                return None;
-            }
-            let mut away = saved;
             if cpu >= libc::CPU_SETSIZE as usize {
                 return None;
             }
+            let mut away = own_set()?;
             // SAFETY: `cpu` is below `CPU_SETSIZE`, checked above.
+            if !unsafe { libc::CPU_ISSET(cpu, &away) } {
+                return None;
+            }
+            // SAFETY: as above.
             unsafe { libc::CPU_CLR(cpu, &mut away) };
             // SAFETY: `CPU_COUNT` reads a valid set.
             if unsafe { libc::CPU_COUNT(&away) } == 0 {
                 return None;
             }
-            // SAFETY: `away` is a valid set of `size` bytes. A failure leaves
-            // the thread's set as it was.
-            if unsafe { libc::sched_setaffinity(0, size, &away) } != 0 {
-                return None;
-            }
-            Some(Self { saved })
+            set_own(&away).then_some(Self { cpu })
         }
         #[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
         {
@@ -70,14 +82,16 @@ impl Apart {
 }
 
 impl Drop for Apart {
+    /// Adds the CPU back to the set the thread has now. A change someone
+    /// else made meanwhile, such as `taskset`, is kept.
     fn drop(&mut self) {
         #[cfg(all(target_os = "linux", not(loom), not(miri)))]
-        {
-            let size = std::mem::size_of::<libc::cpu_set_t>();
-            // SAFETY: `saved` is the set read in `from`, valid and of `size`
-            // bytes. A failure would leave the narrowed set, which still
-            // lets the thread run.
-            let _ = unsafe { libc::sched_setaffinity(0, size, &self.saved) };
+        if let Some(mut set) = own_set() {
+            // SAFETY: `cpu` was below `CPU_SETSIZE` in `from`.
+            unsafe { libc::CPU_SET(self.cpu, &mut set) };
+            // A failure, as when a cpuset shrank meanwhile, leaves a set
+            // that still lets the thread run.
+            let _ = set_own(&set);
         }
     }
 }
@@ -120,6 +134,20 @@ mod tests {
             // The kernel moved the thread off `cpu` before the call returned.
             assert_ne!(current_cpu(), Some(cpu));
             drop(apart);
+            assert_eq!(allowed(), before);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_cpu_the_thread_may_not_run_on_keeps_the_set_as_it_is() {
+        std::thread::spawn(|| {
+            let before = allowed();
+            let elsewhere = (0..libc::CPU_SETSIZE as usize)
+                .find(|cpu| !before.contains(cpu))
+                .expect("a set of fewer than CPU_SETSIZE CPUs");
+            assert!(Apart::from(elsewhere).is_none());
             assert_eq!(allowed(), before);
         })
         .join()

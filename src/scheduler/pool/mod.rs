@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `queue`, `inbox`, `idle`, counts | anyone, under the lock |
 //! | `timer` (`Some`: the role is free) | taken under the lock by one worker, which then owns the wheel outside the lock until it puts it back |
-//! | `holder_asleep`, `notified` | the role holder sets `holder_asleep` before it waits; a waker clears it (and sets `notified`) when it wakes the holder |
+//! | `holder_asleep`, `notified` | the role holder sets `holder_asleep` before it waits; a waker clears it (and sets `notified`) when it wakes the holder, and a stand-by clears it when it takes a napping role |
 //! | `sleep_until` | stored by the holder under the lock (see `inbox.rs`); read lock-free by firers |
 //! | `napping` (`Some`: a holder naps), `nap_due`, `nap_id`, `nap_cpu` | set by a holder as it naps; the napping role is taken under the lock by the holder as it wakes, or by a worker once `nap_due` has come (see `role.rs`, "A nap") |
 //!
@@ -433,10 +433,10 @@ impl<R: Runtime> Pool<R> {
         let mut just_released = now_hint.is_some();
         let mut now_hint = now_hint.or(push.as_ref().map(|(_, push)| push.stamp.now_us()));
         // This worker kept off a napping holder's CPU while it stands by,
-        // and the nap it stands by for. Declared before the guard, so it
-        // gives the CPU set back after the lock is released.
+        // and that CPU. Declared before the guard, so it gives the CPU back
+        // after the lock is released.
         let mut _apart: Option<apart::Apart> = None;
-        let mut apart_for: Option<u64> = None;
+        let mut apart_for: Option<usize> = None;
         let mut state = self.lock();
         if !state.closed {
             if let Some((core, push)) = push.take() {
@@ -498,19 +498,22 @@ impl<R: Runtime> Pool<R> {
             // A stand-by for a napping holder wakes at its deadline too.
             let standby = (state.holder_asleep && state.napping.is_some())
                 .then(|| clock.until(state.nap_due));
-            let away_from = standby.and(state.nap_cpu).map(|cpu| (state.nap_id, cpu));
-            if away_from.map(|(id, _)| id) != apart_for {
+            let away_from = standby.and(state.nap_cpu);
+            if away_from != apart_for {
                 // The CPU set changes with the lock released, since the
                 // call may move this thread to another CPU. Then it looks
                 // again, because anything may have changed meanwhile.
                 drop(state);
                 _apart = None;
-                apart_for = away_from.map(|(id, _)| id);
-                _apart = away_from.and_then(|(_, cpu)| apart::Apart::from(cpu));
+                apart_for = away_from;
+                _apart = away_from.and_then(apart::Apart::from);
                 state = self.lock();
                 just_released = released;
                 continue;
             }
+            // An extra worker standing by wakes at the nap's deadline, which
+            // is not the end of its keep-alive.
+            let keep_alive_ends = standby.map_or(true, |s| s >= limits.keep_alive);
             state.idle.push(Arc::clone(bed));
             state = match (extra, standby) {
                 (true, _) => wait_timeout(
@@ -533,7 +536,12 @@ impl<R: Runtime> Pool<R> {
                 // Not while the role is free either. This worker takes it
                 // at the top of the loop, so no deadline goes unwatched.
                 let role_free = state.timer.is_some();
-                if extra && !state.closed && surplus && !role_free && !state.pending(clock.now_us())
+                if extra
+                    && keep_alive_ends
+                    && !state.closed
+                    && surplus
+                    && !role_free
+                    && !state.pending(clock.now_us())
                 {
                     state.workers.gone();
                     return Work::Exit;
@@ -652,6 +660,37 @@ mod tests {
         pool.lock().queue.push_back(runtime.bind(|| None));
         assert!(worker.join().unwrap(), "the extra worker took the run");
         assert_eq!(pool.counts().current(), 1);
+    }
+
+    #[test]
+    fn an_extra_worker_standing_by_takes_a_late_holders_role_rather_than_retire() {
+        let pool = Arc::new(Pool::<TestRuntime>::new(None));
+        let clock = Clock::real();
+        {
+            // A holder naps toward a deadline 30 ms away, and never wakes.
+            let mut state = pool.lock();
+            state.workers.started();
+            state.workers.started();
+            state.holder_asleep = true;
+            state.nap_id = 1;
+            state.nap_due = clock.now_us() + 30_000;
+            state.napping = Some(Box::new(Timer::new(clock.now_us())));
+        }
+        let limits = Limits {
+            core: 1,
+            max: 2,
+            stall: Duration::from_millis(10),
+            keep_alive: Duration::from_secs(60),
+        };
+        let bed = Arc::new(Condvar::new());
+        let carry = &mut Carry::default();
+        // The stand-by's wait ends at the nap's deadline, long before its
+        // keep-alive. It takes the role instead of retiring as surplus.
+        let work = pool.next_work(&bed, true, &limits, &clock, carry, None);
+        assert!(matches!(work, Work::Timer(_)), "the stand-by took the role");
+        assert_eq!(pool.counts().current(), 2);
+        let state = pool.lock();
+        assert!(state.napping.is_none() && !state.holder_asleep);
     }
 }
 

@@ -169,7 +169,8 @@ impl<R: Runtime> Pool<R> {
     /// worker at the end of its keep-alive gets busy by itself too, and so
     /// does any thread woken spuriously. But such a thread takes only work
     /// already pending, or goes back to sleep. And pending work keeps the
-    /// monitor from parking. Detection stays within the stall threshold,
+    /// monitor from parking. A stand-by takes a napping holder's role, at
+    /// the holder's own deadline, which the plan covers. Detection stays within the stall threshold,
     /// because after the plan's look the monitor ticks while a thread is
     /// busy. An idle pool costs the monitor one wake-up per deadline at
     /// most, not one per tick. 100,000 triggers with a one-second period

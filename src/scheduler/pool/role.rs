@@ -172,6 +172,11 @@ impl<R: Runtime> Pool<R> {
             };
             timer = kept;
             if state.closed {
+                // The wheel's references go outside the lock, as above.
+                // `timer` is a local declared after the guard, so it would
+                // be dropped first.
+                drop(state);
+                drop(timer);
                 return Step::Closed(Vec::new());
             }
             let quiet = by_itself && state.inbox.is_empty() && state.queue.is_empty();
