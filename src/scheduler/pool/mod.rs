@@ -470,6 +470,7 @@ impl<R: Runtime> Pool<R> {
                 // The holder slept past its deadline, as on a CPU the host
                 // took away. This worker woke first, so it takes the role.
                 let timer = state.napping.take().expect("a napping role");
+                state.nap_due = NEVER;
                 state.holder_asleep = false;
                 state.progress += 1;
                 state.swap_inbox(inbox);
@@ -691,6 +692,8 @@ mod tests {
         assert_eq!(pool.counts().current(), 2);
         let state = pool.lock();
         assert!(state.napping.is_none() && !state.holder_asleep);
+        // The taker leaves no stale deadline for a later stand-by to read.
+        assert_eq!(state.nap_due, NEVER);
     }
 }
 

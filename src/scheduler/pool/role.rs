@@ -92,6 +92,7 @@ type Slept<'a, R> = (MutexGuard<'a, State<R>>, bool, Option<Box<Timer<R>>>);
 /// the two to look at the pool past the deadline takes the role.
 /// docs/DESIGN.md gives the rules that keep the wake-up protocol whole,
 /// under "A nap".
+///
 /// Only exact deadlines nap. Deadlines on the coarse grid are the periodic
 /// re-arms of many triggers, where a second wake-up per deadline would
 /// double the idle cost. An extra worker that may retire keeps its role.
