@@ -399,6 +399,21 @@ impl<R: Runtime> Pool<R> {
         true
     }
 
+    /// Gives the role `timer` to the worker looking, with the inbox's items swapped into
+    /// `inbox` for its first turn. The role was free, or a nap's and past its deadline.
+    fn hand_role(
+        &self,
+        state: &mut State<R>,
+        timer: Box<Timer<R>>,
+        inbox: &mut Vec<InboxItem<R>>,
+    ) -> Work<R> {
+        state.progress += 1;
+        state.swap_inbox(inbox);
+        // Relaxed: see the protocol in `inbox.rs`.
+        self.sleep_until.store(AWAKE, Ordering::Relaxed);
+        Work::Timer(timer)
+    }
+
     /// Worker side. It returns the next thing to do, waiting for it if need
     /// be. The timer role comes first when it is free and due. So a queue
     /// that never empties cannot starve deadlines, as G10 requires.
@@ -472,21 +487,13 @@ impl<R: Runtime> Pool<R> {
                 let timer = state.napping.take().expect("a napping role");
                 state.nap_due = NEVER;
                 state.holder_asleep = false;
-                state.progress += 1;
-                state.swap_inbox(inbox);
-                // Relaxed: see the protocol in `inbox.rs`.
-                self.sleep_until.store(AWAKE, Ordering::Relaxed);
-                return Work::Timer(timer);
+                return self.hand_role(&mut state, timer, inbox);
             }
             let successor = state.successor && !released;
             if role_free && (state.queue.is_empty() || successor || due(&state)) {
                 state.successor = false;
-                state.progress += 1;
-                state.swap_inbox(inbox);
                 let timer = state.timer.take().expect("the role is free");
-                // Relaxed: see the protocol in `inbox.rs`.
-                self.sleep_until.store(AWAKE, Ordering::Relaxed);
-                return Work::Timer(timer);
+                return self.hand_role(&mut state, timer, inbox);
             }
             if let Some(core) = state.queue.pop_front() {
                 state.progress += 1;
