@@ -130,7 +130,7 @@ impl<R: Runtime> Core<R> {
     /// since nothing is queued any more.
     pub(super) fn claim_queue_slot(&self) -> bool {
         // Release: see the `queued` item of `# Orderings` in the module docs of `core`.
-        if !self.queued.swap(true, Ordering::Release) {
+        if !self.set_queued(Ordering::Release) {
             return true;
         }
         #[cfg(feature = "tracing")]

@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Two flags make every queue hold a trigger at most once, as G9 and G13 require. The
-//! `queued` flag covers the run queue. IN_INBOX covers the timer inbox. It is a bit of
+//! `QUEUED` flag of `marks` covers the run queue. IN_INBOX covers the timer inbox. It is a bit of
 //! the request word, set by the same compare-exchange that installs an AT request.
 //!
 //! A firer may find its flag already set. Then a pending dispatch or inbox entry will
@@ -22,11 +22,12 @@
 //!
 //! # Orderings
 //!
-//! * `queued` is set with a *Release* `swap` after publishing. It is cleared with an
-//!   *Acquire* `swap` before reading the request. Suppose a firer finds the flag set.
-//!   Then the clear comes later in the flag's modification order and synchronizes with
-//!   the firer. So the consumer reads the firer's request or a newer one. No fire is
-//!   lost, as G4 requires. The opposite direction carries nothing anyone reads. The
+//! * `queued`: the `QUEUED` flag is set with a *Release* `fetch_or` after publishing. It
+//!   is cleared with an *Acquire* `fetch_and` before reading the request. Suppose a firer
+//!   finds the flag set. Then the clear comes later in the modification order of `marks`
+//!   and synchronizes with the firer. Every write to `marks` after the slot's store is an
+//!   RMW, so no write between them breaks the release sequence. So the consumer reads the
+//!   firer's request or a newer one. No fire is lost, as G4 requires. The opposite direction carries nothing anyone reads. The
 //!   ordering audit weakened those halves with no model failing. IN_INBOX needs no extra
 //!   edge, since it lives in the request word itself. See `request/mod.rs`.
 //! * The RUNNING bit guards the task cell. See `state.rs`.
@@ -66,11 +67,11 @@
 //! |---|---|
 //! | `state` | anyone, by RMW only (see `state.rs`); RUNNING makes its holder the runner |
 //! | `request` | anyone, by RMW only (see `request.rs`) |
-//! | `queued` | set by whoever pushes to the run queue, cleared by the dispatch that pops it |
+//! | `marks` | the slot: set at creation, read-only after. `QUEUED`: set by whoever pushes to the run queue, cleared by the dispatch that pops it. `TIMED`: set before the first install that may set IN_INBOX |
 //! | `timer_key` | the timer role holder only (the role passes through the pool's lock) |
 //! | `task` | the RUNNING holder only (see the invariant on the field) |
 //! | `stats` | counters written by firers and the runner, each with its own rule (see `stats/mod.rs`) |
-//! | `slot`, `runtime` | set at creation, read-only after |
+//! | `runtime` | set at creation, read-only after |
 //! | `rare` | created at creation for a trigger with policies or a start version, else on first use: the policies (read-only), the rare counters (see `stats/mod.rs`), and `fire_and_wait`'s waiters, created on first use behind their own lock |
 //! | `handles` | the user's handles (`Trigger`), by RMW only (see [`Core::release_handle`]) |
 
@@ -78,8 +79,8 @@ use crate::async_task::CancelSlot;
 use crate::policy::trigger::Policies;
 use crate::request::Request;
 use crate::state::{Snapshot, State};
-use crate::stats::{Counters, LastDelay, RareCounters, TriggerStats};
-use crate::sync::{Arc, AtomicBool, AtomicU32, Ordering, UnsafeCell};
+use crate::stats::{Counters, RareCounters, TriggerStats};
+use crate::sync::{Arc, AtomicU32, Ordering, UnsafeCell};
 use crate::wait::Waiters;
 
 pub(crate) use hand_off::{InboxPush, OnClosed};
@@ -98,6 +99,16 @@ mod task_cell;
 #[cfg(feature = "tokio")]
 pub(crate) mod wait_future;
 
+/// Registry slots are below it, so that they fit under the flags of `Core::marks`.
+pub(crate) const SLOT_LIMIT: u32 = 1 << 30;
+/// In `Core::marks`: the trigger sits in the worker run queue.
+const QUEUED: u32 = 1 << 30;
+/// In `Core::marks`: the trigger has asked the timer for a deadline at least once.
+///
+/// Only then can the timer hold it. See [`Core::let_go`]. It is set before the install that
+/// sets IN_INBOX, and never cleared.
+const TIMED: u32 = 1 << 31;
+
 /// `Core::timer_key` when the trigger has no wheel entry.
 pub(crate) const NO_KEY: u32 = u32::MAX;
 
@@ -108,12 +119,12 @@ const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 
 /// The fields are in a fixed order, `repr(C)`, hottest first.
 ///
-/// The timer's expiry of a due entry reads `request`, `queued`, `timer_key` and the
-/// statistics' `due_*` pair. With the `Arc` header, they take the allocation's first 60
+/// The timer's expiry of a due entry reads `request`, `marks`, `timer_key` and the
+/// statistics' `due_*` pair. With the `Arc` header, they take the allocation's first 52
 /// bytes. That is one or two cache lines rather than three. It matters because expiry walks
 /// 100,000 cold cores a second in the idle benchmark, and each line is a miss.
 ///
-/// The whole core is 120 bytes, and 136 with feature `metrics`. The `Arc` header adds 16
+/// The whole core is 112 bytes with no padding, and 128 with feature `metrics`. The `Arc` header adds 16
 /// bytes. A task no larger than a pointer lives inside the core, as `task_cell.rs`
 /// explains. `core::tests::a_core_stays_within_its_byte_budget` holds it there.
 #[repr(C)]
@@ -124,29 +135,20 @@ pub(crate) struct Core<R: Runtime> {
     ///
     /// Only the timer reads and writes it. See `scheduler/timer.rs`.
     pub(crate) timer_key: crate::sync::TimerOwned,
-    /// The trigger sits in the worker run queue.
-    queued: AtomicBool,
-    /// The trigger has asked the timer for a deadline at least once.
+    /// This trigger's slot in the scheduler's registry, below `SLOT_LIMIT`, with the flags
+    /// `QUEUED` and `TIMED` above it.
     ///
-    /// Only then can the timer hold it. See [`let_go`](Self::let_go). It is set before the
-    /// install that sets IN_INBOX, and never cleared.
-    timed: AtomicBool,
-    /// This trigger's slot in the scheduler's registry.
-    ///
-    /// It sits here, where it fills what would be padding. It is set once, right after the
-    /// trigger is built. The trigger is registered whole, so the shutdown scan never misses
-    /// it.
-    slot: std::sync::atomic::AtomicU32,
+    /// The three share one word, so the core has no padding. The slot is set once, right
+    /// after the trigger is built, before anyone else holds it. The trigger is registered
+    /// whole, so the shutdown scan never misses it. Each flag is changed by an RMW on its
+    /// own bit, so neither the slot nor the other flag is ever written by it.
+    marks: AtomicU32,
     /// The user's handles to this trigger, the `Trigger`s.
     ///
     /// They are counted here rather than in an `Arc` of their own, so a trigger takes one
     /// allocation, not two. The count starts at 1, for the handle `bind` returns. Once it is
     /// 0, it stays 0, because an upgrade refuses it.
     handles: AtomicU32,
-    /// The delay the last iteration returned, which `resume` re-arms.
-    ///
-    /// The holder of RUNNING writes it.
-    last_delay: LastDelay,
     /// Its `due_*` pair comes first. See `Counters`.
     stats: Counters,
     /// Invariant: only the holder of the RUNNING bit accesses it, in `run` and `end` only.
@@ -227,7 +229,7 @@ impl<R: Runtime> Drop for Core<R> {
         // Relaxed: see `new`.
         self.runtime
             .ledger()
-            .unregister(self.slot.load(std::sync::atomic::Ordering::Relaxed));
+            .unregister(self.marks.load(Ordering::Relaxed) & (SLOT_LIMIT - 1));
     }
 }
 
@@ -251,8 +253,6 @@ impl<R: Runtime> Core<R> {
         let core = Arc::new(Self {
             state: State::new(version),
             request: Request::new(version),
-            queued: AtomicBool::new(false),
-            timed: AtomicBool::new(false),
             timer_key: crate::sync::TimerOwned::new(NO_KEY),
             task: UnsafeCell::new(task),
             // Policies need the rare part from the start. So does a start version, since it counts
@@ -261,11 +261,10 @@ impl<R: Runtime> Core<R> {
                 (None, 0) => crate::sync::OnceBox::new(),
                 (policies, start) => crate::sync::OnceBox::with_value(Rare::new(policies, start)),
             },
-            slot: std::sync::atomic::AtomicU32::new(0),
+            marks: AtomicU32::new(0),
             stats: Counters::new(version & crate::state::VERSION_MASK),
             runtime,
             handles: AtomicU32::new(1),
-            last_delay: LastDelay::new(),
             #[cfg(loom)]
             first_run_warnings: std::sync::atomic::AtomicUsize::new(0),
         });
@@ -275,7 +274,7 @@ impl<R: Runtime> Core<R> {
         // it yet.
         let (slot, scanned) = core.runtime.ledger().register(Arc::downgrade(&core));
         // Relaxed: written before the trigger is shared, and read by its drop.
-        core.slot.store(slot, std::sync::atomic::Ordering::Relaxed);
+        core.marks.store(slot, Ordering::Relaxed);
         if scanned {
             let _ = core.request.close();
         }
@@ -430,8 +429,8 @@ impl<R: Runtime> Core<R> {
     /// A trigger that never asked for a deadline has nothing with the timer. Its task goes
     /// with the last reference, here as a rule.
     ///
-    /// The read of `timed` is Relaxed, for these reasons. Every install that may set IN_INBOX
-    /// sets `timed` first and is a Release RMW. See [`mark_timed`](Self::mark_timed). The drop
+    /// The read of `TIMED` is Relaxed, for these reasons. Every install that may set IN_INBOX
+    /// sets `TIMED` first and is a Release RMW. See [`mark_timed`](Self::mark_timed). The drop
     /// already synchronized with each such install that the timer may still hold. Its own
     /// suspend's install is an AcqRel RMW that reads it, or a later value of its release
     /// sequence. On a paused trigger, the suspend writes nothing. There the pause's Acquire
@@ -440,7 +439,7 @@ impl<R: Runtime> Core<R> {
     /// drop's would need a newer version, which only a handle gives. A shut-down runtime holds
     /// nothing.
     pub(crate) fn let_go(self: &Arc<Self>) {
-        if !self.timed.load(Ordering::Relaxed) {
+        if self.marks.load(Ordering::Relaxed) & TIMED == 0 {
             return;
         }
         match self.request.enter_inbox() {
@@ -460,9 +459,21 @@ impl<R: Runtime> Core<R> {
     /// once and read on every re-arm.
     #[inline]
     pub(crate) fn mark_timed(&self) {
-        if !self.timed.load(Ordering::Relaxed) {
-            self.timed.store(true, Ordering::Relaxed);
+        if self.marks.load(Ordering::Relaxed) & TIMED == 0 {
+            self.marks.fetch_or(TIMED, Ordering::Relaxed);
         }
+    }
+
+    /// Sets the `QUEUED` flag with `order`, and returns whether it was set already.
+    #[inline]
+    fn set_queued(&self, order: Ordering) -> bool {
+        self.marks.fetch_or(QUEUED, order) & QUEUED != 0
+    }
+
+    /// Clears the `QUEUED` flag, with Acquire. See `queued` in `# Orderings`.
+    #[inline]
+    pub(crate) fn clear_queued(&self) {
+        self.marks.fetch_and(!QUEUED, Ordering::Acquire);
     }
 
     /// Whether every handle is gone. It is for good, since an upgrade refuses 0.
@@ -484,7 +495,7 @@ impl<R: Runtime> Core<R> {
     /// Relaxed swap: nothing is published for the dispatch to read, since no handle can fire.
     /// The queue's lock hands the trigger to the worker.
     pub(crate) fn queue_to_drop(&self) -> bool {
-        self.handles_gone() && !self.queued.swap(true, Ordering::Relaxed)
+        self.handles_gone() && !self.set_queued(Ordering::Relaxed)
     }
 
     /// Whether a run is requested, due or armed, for a trigger that never ran, with the

@@ -127,7 +127,7 @@ impl<R: Runtime> Core<R> {
             // whatever an iteration in flight returns. G6 requires it.
             None if suspended => (Kind::Idle, 0),
             None if self.state.snapshot().is_running() => (Kind::Resuming, 0),
-            None => self.schedule_of(self.last_delay.get(), now_ns),
+            None => self.schedule_of(self.stats.last_delay.get(), now_ns),
         };
         let to_inbox = matches!(kind, Kind::At { .. });
         if to_inbox {
@@ -184,7 +184,7 @@ impl<R: Runtime> Core<R> {
             // settle, as `g17_a_resume_during_the_iteration…` shows.
             Kind::Resuming if !self.state.touch().is_running() => {
                 self.settle_resuming(
-                    self.last_delay.get(),
+                    self.stats.last_delay.get(),
                     self.runtime.timing().clock.now_ns(),
                     OnClosed::Refuse,
                 );

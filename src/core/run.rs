@@ -22,7 +22,7 @@ use crate::clock::{coalesce, deadline_us};
 use crate::context::{self, Outcome};
 use crate::request::{Installer, Kind, Mark, Refused};
 use crate::state::{Enter, Exit};
-use crate::sync::{Arc, Ordering};
+use crate::sync::Arc;
 use std::time::Duration;
 
 /// Where a re-run due at once goes when an iteration ends.
@@ -51,7 +51,7 @@ impl<R: Runtime> Core<R> {
     /// caller delivers it, through [`InboxPush::deliver`] or the pool's next lock.
     pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush> {
         // Acquire: see `queued` in `# Orderings`. Clear before reading.
-        self.queued.swap(false, Ordering::Acquire);
+        self.clear_queued();
         self.serve_due(None)
     }
 
@@ -63,7 +63,7 @@ impl<R: Runtime> Core<R> {
         adopt: &mut Option<Started>,
     ) -> Option<InboxPush> {
         // Acquire: see `queued` in `# Orderings`. Clear before reading.
-        self.queued.swap(false, Ordering::Acquire);
+        self.clear_queued();
         self.serve_due(Some(adopt))
     }
 
@@ -173,7 +173,7 @@ impl<R: Runtime> Core<R> {
                 // A newer request rules. The exception is a resume that waits for
                 // this deferred run's schedule, which is the last iteration's.
                 let now_ns = self.runtime.timing().clock.now_ns();
-                self.settle_resuming(self.last_delay.get(), now_ns, OnClosed::List);
+                self.settle_resuming(self.stats.last_delay.get(), now_ns, OnClosed::List);
                 return None;
             }
         };
@@ -325,7 +325,7 @@ impl<R: Runtime> Core<R> {
                 retry
             }
         };
-        self.last_delay.returned(next);
+        self.stats.last_delay.returned(next);
         // The outcome goes to the shutdown report if the scan listed this run. It
         // is looked up before `exit`. It is looked up again after `exit` if the
         // scan had not run yet, since the scan may read RUNNING between the first

@@ -8,7 +8,7 @@
 use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
 use crate::chunked::Chunked;
 use crate::context::Outcome;
-use crate::core::{Core, Runtime};
+use crate::core::{Core, Runtime, SLOT_LIMIT};
 use crate::request::{at_least, Kind};
 use crate::state::next_version;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
@@ -101,7 +101,9 @@ impl<R: Runtime> Ledger<R> {
             }
             None => {
                 registry.slots.push(core);
-                u32::try_from(registry.slots.len() - 1).expect("fewer than 2^32 triggers")
+                let slot = registry.slots.len() - 1;
+                assert!(slot < SLOT_LIMIT as usize, "fewer than 2^30 triggers");
+                slot as u32
             }
         };
         (slot, registry.scanned)

@@ -36,11 +36,50 @@ pub(crate) struct Counters {
     iterations: AtomicU64,
     served_fires: AtomicU64,
     last_start_us: AtomicU64,
-    last_end_us: AtomicU64,
+    /// How long the last iteration ran, as [`encode_span`] packs it. While
+    /// one is in flight, it is the gap from the end of the one before to
+    /// this one's start, with `IN_FLIGHT` set. So the last end is kept in 32
+    /// bits rather than 64.
+    last_span: AtomicU32,
+    /// The delay the last iteration returned. It sits here, in what would
+    /// be padding.
+    pub(crate) last_delay: LastDelay,
     /// Lateness in microseconds, saturating at `LATENESS_MAX`, or `NONE` if
     /// unknown.
     last_lateness_us: AtomicU32,
     max_lateness_us: AtomicU32,
+}
+
+/// Set in `Counters::last_span` while an iteration is in flight.
+const IN_FLIGHT: u32 = 1 << 31;
+/// `Counters::last_span` with no span known, as before any iteration ended.
+const NO_SPAN: u32 = !IN_FLIGHT;
+const SPAN_UNITS_US: [u64; 3] = [1, 1_000, 1_000_000];
+const SPAN_VALUE_BITS: u32 = 29;
+
+/// A span of microseconds in 31 bits, rounded down. Bits 29 and 30 pick the
+/// unit, and the low 29 bits count them. The unit is microseconds below
+/// about 8.9 minutes, milliseconds below about 6.2 days, and seconds after.
+/// A span past about 17 years reads as that.
+fn encode_span(us: u64) -> u32 {
+    let top = (1 << SPAN_VALUE_BITS) - 1;
+    for (unit, &unit_us) in SPAN_UNITS_US.iter().enumerate() {
+        let count = us / unit_us;
+        if count <= top {
+            return ((unit as u32) << SPAN_VALUE_BITS) | count as u32;
+        }
+    }
+    (2 << SPAN_VALUE_BITS) | top as u32
+}
+
+/// See [`encode_span`]. The `IN_FLIGHT` bit is ignored. `None` is `NO_SPAN`.
+fn decode_span(encoded: u32) -> Option<u64> {
+    let encoded = encoded & !IN_FLIGHT;
+    if encoded == NO_SPAN {
+        return None;
+    }
+    let unit_us = SPAN_UNITS_US[(encoded >> SPAN_VALUE_BITS) as usize];
+    Some(u64::from(encoded & ((1 << SPAN_VALUE_BITS) - 1)) * unit_us)
 }
 
 /// Units of an encoded delay, by the top two bits. They are microseconds,
@@ -213,7 +252,8 @@ impl Counters {
             served_fires: AtomicU64::new(0),
             last_version: AtomicU32::new(start_version),
             last_start_us: AtomicU64::new(u64::MAX),
-            last_end_us: AtomicU64::new(u64::MAX),
+            last_span: AtomicU32::new(NO_SPAN),
+            last_delay: LastDelay::new(),
             last_lateness_us: AtomicU32::new(NONE),
             max_lateness_us: AtomicU32::new(NONE),
         }
@@ -268,7 +308,13 @@ impl Counters {
             self.last_version.store(version, Relaxed);
             bump(&self.served_fires);
         }
+        // The last end, which the new start overwrites, is kept as the gap
+        // to it.
+        let gap = self
+            .last_end_us()
+            .map_or(NO_SPAN, |end| encode_span(now_us.saturating_sub(end)));
         self.last_start_us.store(now_us, Relaxed);
+        self.last_span.store(IN_FLIGHT | gap, Relaxed);
         if self.due_version.swap(NONE, Relaxed) == version {
             let late = now_us.saturating_sub(self.due_at_us.load(Relaxed));
             let late = u32::try_from(late).map_or(LATENESS_MAX, |us| us.min(LATENESS_MAX));
@@ -286,8 +332,9 @@ impl Counters {
     /// counted in [`RareCounters`], not here. Returns how long it ran, in
     /// microseconds.
     pub(crate) fn ended(&self, now_us: u64) -> u64 {
-        self.last_end_us.store(now_us, Relaxed);
-        now_us.saturating_sub(self.last_start_us.load(Relaxed))
+        let ran = now_us.saturating_sub(self.last_start_us.load(Relaxed));
+        self.last_span.store(encode_span(ran), Relaxed);
+        ran
     }
 
     /// Fires and coalesced fires since the last call, for the `metrics`
@@ -340,14 +387,23 @@ impl Counters {
     /// while one is in flight, and `None` if none has finished. The timer
     /// role holder takes it as its estimate of a due run.
     pub(crate) fn last_run_us(&self) -> Option<u64> {
-        let (start, end) = (
-            self.last_start_us.load(Relaxed),
-            self.last_end_us.load(Relaxed),
-        );
-        if start == u64::MAX || end == u64::MAX {
-            return None;
-        }
-        Some(end.saturating_sub(start))
+        let span = self.last_span.load(Relaxed);
+        let ran = decode_span(span)?;
+        Some(if span & IN_FLIGHT == 0 { ran } else { 0 })
+    }
+
+    /// When the last finished iteration ended, in microseconds, if one has.
+    /// It is exact to the microsecond for a run or a gap between runs under
+    /// about 8.9 minutes, as [`encode_span`] explains.
+    fn last_end_us(&self) -> Option<u64> {
+        let start = self.last_start_us.load(Relaxed);
+        let span = self.last_span.load(Relaxed);
+        let length = decode_span(span)?;
+        Some(if span & IN_FLIGHT == 0 {
+            start.saturating_add(length)
+        } else {
+            start.saturating_sub(length)
+        })
     }
 
     /// A snapshot, given the state and request words read just before.
@@ -373,7 +429,7 @@ impl Counters {
             iterations: self.iterations.load(Relaxed),
             panics: rare.map_or(0, |rare| u64::from(rare.panics.load(Relaxed))),
             last_start: micros(self.last_start_us.load(Relaxed)),
-            last_end: micros(self.last_end_us.load(Relaxed)),
+            last_end: self.last_end_us().map(Duration::from_micros),
             last_lateness: lateness(&self.last_lateness_us),
             max_lateness: lateness(&self.max_lateness_us),
             state: Self::state(rare, state, request, now_us, closed),

@@ -51,6 +51,64 @@ fn an_encoded_delay_is_never_shorter_and_close() {
 }
 
 #[test]
+fn a_span_is_exact_to_the_microsecond_below_nine_minutes_and_never_longer() {
+    let top = (1 << SPAN_VALUE_BITS) - 1;
+    for us in [0, 1, 999_999, top] {
+        assert_eq!(decode_span(encode_span(us)), Some(us), "{us}");
+    }
+    // Past the first unit it is rounded down, by under one unit of 1 ms or 1 s.
+    for us in [top + 1, 86_400_000_001, 86_400_000_000 * 7 + 999_999] {
+        let decoded = decode_span(encode_span(us)).unwrap();
+        assert!(
+            decoded <= us && us - decoded < 1_000_000,
+            "{us} -> {decoded}"
+        );
+    }
+    // About 17 years is the most, which a longer span reads as.
+    let most = decode_span(encode_span(u64::MAX)).unwrap();
+    assert_eq!(most, top * 1_000_000);
+    assert_eq!(decode_span(encode_span(most + 5_000_000)), Some(most));
+    // The flag is not part of the span, and `NO_SPAN` is none with or without it.
+    assert_eq!(decode_span(IN_FLIGHT | encode_span(42)), Some(42));
+    assert_eq!(decode_span(NO_SPAN), None);
+    assert_eq!(decode_span(IN_FLIGHT | NO_SPAN), None);
+}
+
+#[test]
+fn the_last_end_stays_known_while_the_next_iteration_runs() {
+    let counters = Counters::new(0);
+    let ends = |counters: &Counters| {
+        let stats = snapshot(counters);
+        (stats.last_start, stats.last_end, counters.last_run_us())
+    };
+    let us = Duration::from_micros;
+    assert_eq!(ends(&counters), (None, None, None));
+    counters.started(1, 1_000);
+    assert_eq!(
+        ends(&counters),
+        (Some(us(1_000)), None, None),
+        "none ended yet"
+    );
+    assert_eq!(counters.ended(1_250), 250);
+    assert_eq!(
+        ends(&counters),
+        (Some(us(1_000)), Some(us(1_250)), Some(250))
+    );
+    counters.started(2, 9_000);
+    assert_eq!(
+        ends(&counters),
+        (Some(us(9_000)), Some(us(1_250)), Some(0)),
+        "the first end, kept as the gap before the second start"
+    );
+    // A run of an hour ends to the millisecond.
+    let hour = 3_600_000_000;
+    counters.ended(9_000 + hour + 123);
+    let (_, end, ran) = ends(&counters);
+    assert_eq!(ran, Some(hour));
+    assert_eq!(end, Some(us(9_000 + hour)));
+}
+
+#[test]
 fn lateness_saturates_instead_of_wrapping() {
     let counters = Counters::new(0);
     assert_eq!(snapshot(&counters).max_lateness, None);
