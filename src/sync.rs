@@ -13,6 +13,11 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 pub(crate) use std::sync::atomic::Ordering;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::fence;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::fence;
 pub(crate) use std::sync::{Arc, Weak};
 
 #[cfg(loom)]

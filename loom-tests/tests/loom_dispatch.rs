@@ -232,3 +232,55 @@ fn expire_hands_the_deadline_to_the_worker_that_measures_lateness() {
         assert_eq!(Harness::last_lateness(&trigger), Some(5));
     });
 }
+
+/// A snapshot racing a run's start reads the last start and the last end as
+/// a pair: the previous run's pair, or the new start with the previous end.
+/// Read apart, the new start with the previous run's length made up an end
+/// that never was. The two fields are a seqlock whose sequence is the span.
+#[test]
+fn a_snapshot_racing_a_runs_start_reads_a_start_and_an_end_that_were() {
+    run_model(|| {
+        // A std `Arc`, so that the task can hold the harness weakly and move
+        // the manual clock to its run's end.
+        let h = std::sync::Arc::new(Harness::new());
+        let weak = std::sync::Arc::downgrade(&h);
+        let runs = Count::default();
+        let r = runs.clone();
+        let trigger = h.trigger(0, move || {
+            let h = weak.upgrade().expect("the harness outlives the runs");
+            // The first run lasts 50 µs and the second 30.
+            h.set_time(if r.bump() == 1 { 150 } else { 230 });
+            None
+        });
+        h.set_time(100);
+        trigger.fire().unwrap();
+        h.run_one();
+        h.set_time(200);
+        trigger.fire().unwrap();
+        let reader = {
+            let trigger = trigger.clone();
+            thread::spawn(move || {
+                let stats = trigger.stats();
+                (stats.last_start, stats.last_end)
+            })
+        };
+        h.run_one();
+        let (start, end) = reader.join().unwrap();
+        let us = |us: u64| Some(Duration::from_micros(us));
+        assert_eq!(runs.get(), 2);
+        // A start that kept the pair busy through every try of the reader
+        // leaves the end unknown.
+        if start == us(100) {
+            assert!(
+                end == us(150) || end.is_none(),
+                "the first run's pair: {end:?}"
+            );
+        } else {
+            assert_eq!(start, us(200));
+            assert!(
+                end == us(150) || end == us(230) || end.is_none(),
+                "the second start with the first end or its own: {end:?}"
+            );
+        }
+    });
+}

@@ -139,7 +139,7 @@ pub(crate) struct Core<R: Runtime> {
     /// `QUEUED` and `TIMED` above it.
     ///
     /// The three share one word, so the core has no padding. The slot is set once, right
-    /// after the trigger is built, before anyone else holds it. The trigger is registered
+    /// after the trigger is registered, by an RMW on its bits. The trigger is registered
     /// whole, so the shutdown scan never misses it. Each flag is changed by an RMW on its
     /// own bit, so neither the slot nor the other flag is ever written by it.
     marks: AtomicU32,
@@ -273,8 +273,10 @@ impl<R: Runtime> Core<R> {
         // closed here, as the scan closes the others. See `Request::close`. Nobody else holds
         // it yet.
         let (slot, scanned) = core.runtime.ledger().register(Arc::downgrade(&core));
-        // Relaxed: written before the trigger is shared, and read by its drop.
-        core.marks.store(slot, Ordering::Relaxed);
+        // An RMW, since the registry already lends the trigger out, to a
+        // scan or a stats listing. Neither writes a flag yet, but an RMW stays right if
+        // one did. Relaxed: read by the trigger's drop, which the last reference orders.
+        core.marks.fetch_or(slot, Ordering::Relaxed);
         if scanned {
             let _ = core.request.close();
         }
@@ -492,7 +494,7 @@ impl<R: Runtime> Core<R> {
     /// queue's reference too, and this one is not the last. Its dispatch finds no request to
     /// serve.
     ///
-    /// Relaxed swap: nothing is published for the dispatch to read, since no handle can fire.
+    /// Relaxed `fetch_or`: nothing is published for the dispatch to read, since no handle can fire.
     /// The queue's lock hands the trigger to the worker.
     pub(crate) fn queue_to_drop(&self) -> bool {
         self.handles_gone() && !self.set_queued(Ordering::Relaxed)

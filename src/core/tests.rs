@@ -4,7 +4,7 @@
 //! clock. So a test plays the worker and the timer by hand, and sees every hand-off the
 //! core makes.
 
-use super::{Alive, Core, Runtime, TaskCell, Turn};
+use super::{Alive, Core, Runtime, TaskCell, Turn, SLOT_LIMIT};
 use crate::clock::{Clock, ManualTime, Timing};
 use crate::policy::trigger::PanicPolicy;
 use crate::request::Stamp;
@@ -138,6 +138,29 @@ fn a_core_stays_within_its_byte_budget() {
     let budget = if cfg!(feature = "metrics") { 128 } else { 112 };
     let size = std::mem::size_of::<Core<TestRuntime>>();
     assert!(size <= budget, "{size}");
+}
+
+#[test]
+fn a_trigger_gives_back_its_own_registry_slot_whatever_its_flags() {
+    let runtime = TestRuntime::new();
+    let slot = |core: &Core<TestRuntime>| core.marks.load(Ordering::Relaxed) & (SLOT_LIMIT - 1);
+    let first = runtime.bind(|| None);
+    let second = runtime.bind(|| None);
+    let taken = slot(&second);
+    assert_ne!(slot(&first), taken);
+    // Both flags set, as a trigger queued and timed has them.
+    second.mark_timed();
+    assert!(!second.set_queued(Ordering::Relaxed));
+    assert_eq!(slot(&second), taken, "the flags leave the slot as it was");
+    drop(second);
+    // The drop gave back the slot under the flags, so a new trigger takes it.
+    let third = runtime.bind(|| None);
+    assert_eq!(slot(&third), taken);
+    assert_eq!(
+        third.marks.load(Ordering::Relaxed),
+        taken,
+        "no flag is inherited"
+    );
 }
 
 #[test]

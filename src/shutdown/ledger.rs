@@ -100,9 +100,10 @@ impl<R: Runtime> Ledger<R> {
                 slot
             }
             None => {
-                registry.slots.push(core);
-                let slot = registry.slots.len() - 1;
+                // Checked before the push, so a refused trigger holds no slot.
+                let slot = registry.slots.len();
                 assert!(slot < SLOT_LIMIT as usize, "fewer than 2^30 triggers");
+                registry.slots.push(core);
                 slot as u32
             }
         };

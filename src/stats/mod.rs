@@ -6,7 +6,10 @@
 
 use crate::request::{Kind, Word};
 use crate::state::{Snapshot, VERSION_MASK};
-use crate::sync::{Ordering::Relaxed, StatU32 as AtomicU32, StatU64 as AtomicU64};
+use crate::sync::{
+    Ordering::{Acquire, Relaxed, Release},
+    StatU32 as AtomicU32, StatU64 as AtomicU64,
+};
 use std::time::Duration;
 
 /// "No value" for the version-tagged fields.
@@ -19,8 +22,9 @@ const NONE: u32 = u32::MAX;
 pub(crate) struct Counters {
     /// The deadline of the run last marked due, and for which version. The
     /// timer marks it, or a zero-delay re-arm does. The version is `NONE`
-    /// once the worker consumed it. These are the only statistics the loom
-    /// models see, since they are loom atomics under `--cfg loom`. The timer
+    /// once the worker consumed it. The loom models see these two, since
+    /// they are loom atomics under `--cfg loom`, as is the last start and
+    /// span pair. The timer
     /// hands them to the worker through `Request::expire`'s Release.
     /// `loom_dispatch`'s lateness model checks that edge.
     due_at_us: crate::sync::AtomicU64,
@@ -35,12 +39,17 @@ pub(crate) struct Counters {
     reported_coalesced: AtomicU64,
     iterations: AtomicU64,
     served_fires: AtomicU64,
-    last_start_us: AtomicU64,
+    /// The last start and span are read as a pair, as
+    /// [`start_and_span`](Self::start_and_span) explains. Both are loom
+    /// atomics under `--cfg loom`, unlike the other statistics, so that a
+    /// model sees the pair's orderings. That model is `loom_dispatch`'s
+    /// snapshot racing a run's start.
+    last_start_us: crate::sync::AtomicU64,
     /// How long the last iteration ran, as [`encode_span`] packs it. While
     /// one is in flight, it is the gap from the end of the one before to
     /// this one's start, with `IN_FLIGHT` set. So the last end is kept in 32
-    /// bits rather than 64.
-    last_span: AtomicU32,
+    /// bits rather than 64. It is `BUSY` while a start writes the pair.
+    last_span: crate::sync::AtomicU32,
     /// The delay the last iteration returned. It sits here, in what would
     /// be padding.
     pub(crate) last_delay: LastDelay,
@@ -54,6 +63,11 @@ pub(crate) struct Counters {
 const IN_FLIGHT: u32 = 1 << 31;
 /// `Counters::last_span` with no span known, as before any iteration ended.
 const NO_SPAN: u32 = !IN_FLIGHT;
+/// `Counters::last_span` while a start writes the pair. `encode_span` never
+/// gives it, since its unit field is the unused fourth.
+const BUSY: u32 = IN_FLIGHT | (3 << SPAN_VALUE_BITS);
+/// How many times a reader tries for a pair before it gives up on the end.
+const PAIR_TRIES: usize = 4;
 const SPAN_UNITS_US: [u64; 3] = [1, 1_000, 1_000_000];
 const SPAN_VALUE_BITS: u32 = 29;
 
@@ -72,14 +86,21 @@ fn encode_span(us: u64) -> u32 {
     (2 << SPAN_VALUE_BITS) | top as u32
 }
 
-/// See [`encode_span`]. The `IN_FLIGHT` bit is ignored. `None` is `NO_SPAN`.
+/// See [`encode_span`]. The `IN_FLIGHT` bit is ignored. `None` is `NO_SPAN`
+/// or `BUSY`, whose unit field `encode_span` never gives.
 fn decode_span(encoded: u32) -> Option<u64> {
-    let encoded = encoded & !IN_FLIGHT;
-    if encoded == NO_SPAN {
-        return None;
-    }
-    let unit_us = SPAN_UNITS_US[(encoded >> SPAN_VALUE_BITS) as usize];
+    let unit_us = *SPAN_UNITS_US.get(((encoded & !IN_FLIGHT) >> SPAN_VALUE_BITS) as usize)?;
     Some(u64::from(encoded & ((1 << SPAN_VALUE_BITS) - 1)) * unit_us)
+}
+
+/// The end a start and a span give, if the span knows one.
+fn end_of(start_us: u64, span: u32) -> Option<u64> {
+    let length = decode_span(span)?;
+    Some(if span & IN_FLIGHT == 0 {
+        start_us.saturating_add(length)
+    } else {
+        start_us.saturating_sub(length)
+    })
 }
 
 /// Units of an encoded delay, by the top two bits. They are microseconds,
@@ -251,8 +272,8 @@ impl Counters {
             iterations: AtomicU64::new(0),
             served_fires: AtomicU64::new(0),
             last_version: AtomicU32::new(start_version),
-            last_start_us: AtomicU64::new(u64::MAX),
-            last_span: AtomicU32::new(NO_SPAN),
+            last_start_us: crate::sync::AtomicU64::new(u64::MAX),
+            last_span: crate::sync::AtomicU32::new(NO_SPAN),
             last_delay: LastDelay::new(),
             last_lateness_us: AtomicU32::new(NONE),
             max_lateness_us: AtomicU32::new(NONE),
@@ -309,12 +330,20 @@ impl Counters {
             bump(&self.served_fires);
         }
         // The last end, which the new start overwrites, is kept as the gap
-        // to it.
-        let gap = self
-            .last_end_us()
-            .map_or(NO_SPAN, |end| encode_span(now_us.saturating_sub(end)));
+        // to it. This worker wrote both fields last, so Relaxed loads read
+        // them.
+        let end = end_of(
+            self.last_start_us.load(Relaxed),
+            self.last_span.load(Relaxed),
+        );
+        let gap = end.map_or(NO_SPAN, |end| encode_span(now_us.saturating_sub(end)));
+        // A seqlock's write, with the span as its sequence. `BUSY` and the
+        // Release fence come before the start, and the Release store of the
+        // span after it. See `start_and_span` for the reader's half.
+        self.last_span.store(BUSY, Relaxed);
+        crate::sync::fence(Release);
         self.last_start_us.store(now_us, Relaxed);
-        self.last_span.store(IN_FLIGHT | gap, Relaxed);
+        self.last_span.store(IN_FLIGHT | gap, Release);
         if self.due_version.swap(NONE, Relaxed) == version {
             let late = now_us.saturating_sub(self.due_at_us.load(Relaxed));
             let late = u32::try_from(late).map_or(LATENESS_MAX, |us| us.min(LATENESS_MAX));
@@ -333,7 +362,9 @@ impl Counters {
     /// microseconds.
     pub(crate) fn ended(&self, now_us: u64) -> u64 {
         let ran = now_us.saturating_sub(self.last_start_us.load(Relaxed));
-        self.last_span.store(encode_span(ran), Relaxed);
+        // Release: a reader that reads this span reads the start it counts
+        // from. See `start_and_span`.
+        self.last_span.store(encode_span(ran), Release);
         ran
     }
 
@@ -387,23 +418,36 @@ impl Counters {
     /// while one is in flight, and `None` if none has finished. The timer
     /// role holder takes it as its estimate of a due run.
     pub(crate) fn last_run_us(&self) -> Option<u64> {
+        // Relaxed: one field, read for an estimate. A start in progress reads
+        // as no run, which only makes the estimate unknown.
         let span = self.last_span.load(Relaxed);
         let ran = decode_span(span)?;
         Some(if span & IN_FLIGHT == 0 { ran } else { 0 })
     }
 
-    /// When the last finished iteration ended, in microseconds, if one has.
-    /// It is exact to the microsecond for a run or a gap between runs under
-    /// about 8.9 minutes, as [`encode_span`] explains.
-    fn last_end_us(&self) -> Option<u64> {
-        let start = self.last_start_us.load(Relaxed);
-        let span = self.last_span.load(Relaxed);
-        let length = decode_span(span)?;
-        Some(if span & IN_FLIGHT == 0 {
-            start.saturating_add(length)
-        } else {
-            start.saturating_sub(length)
-        })
+    /// The last start and the span that goes with it, read as one pair, or
+    /// `None` if a start kept writing it through every try.
+    ///
+    /// It is a seqlock's read, with the span as the sequence. The Acquire
+    /// load of the span synchronizes with the store that wrote it. So the
+    /// start read next is that span's or a later one. A later start was
+    /// written after `BUSY` and the writer's Release fence. The Acquire
+    /// fence then makes the span's second read see `BUSY` or a later span,
+    /// which differs from the first. Only a span that two whole starts
+    /// later came back to the same value could pass unseen.
+    fn start_and_span(&self) -> Option<(u64, u32)> {
+        for _ in 0..PAIR_TRIES {
+            let span = self.last_span.load(Acquire);
+            if span != BUSY {
+                let start = self.last_start_us.load(Relaxed);
+                crate::sync::fence(Acquire);
+                if self.last_span.load(Relaxed) == span {
+                    return Some((start, span));
+                }
+            }
+            std::hint::spin_loop();
+        }
+        None
     }
 
     /// A snapshot, given the state and request words read just before.
@@ -422,14 +466,22 @@ impl Counters {
         let fires = Self::fires(state.version(), rare);
         let served = self.served_fires.load(Relaxed);
         let micros = |value: u64| (value != u64::MAX).then(|| Duration::from_micros(value));
+        // A start in progress through every try leaves the end unknown.
+        let (last_start, last_end) = match self.start_and_span() {
+            Some((start, span)) => (
+                micros(start),
+                end_of(start, span).map(Duration::from_micros),
+            ),
+            None => (micros(self.last_start_us.load(Relaxed)), None),
+        };
         TriggerStats {
             name: name.map(str::to_owned),
             fires,
             coalesced_fires: fires.saturating_sub(served),
             iterations: self.iterations.load(Relaxed),
             panics: rare.map_or(0, |rare| u64::from(rare.panics.load(Relaxed))),
-            last_start: micros(self.last_start_us.load(Relaxed)),
-            last_end: self.last_end_us().map(Duration::from_micros),
+            last_start,
+            last_end,
             last_lateness: lateness(&self.last_lateness_us),
             max_lateness: lateness(&self.max_lateness_us),
             state: Self::state(rare, state, request, now_us, closed),

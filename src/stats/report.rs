@@ -48,10 +48,11 @@ pub struct TriggerStats {
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_start: Option<Duration>,
     /// When the last iteration ended, counted from the scheduler's start.
-    /// It is kept as that run's length, or while the next one runs, as the
-    /// gap before its start. So it is exact to the microsecond when that
-    /// span is under about 8.9 minutes, and to the millisecond up to about
-    /// 6.2 days, the second after.
+    /// It is kept as that run's length, and while the next one runs, as the
+    /// gap before its start. So it is exact to the microsecond when the run
+    /// and that gap are each under about 8.9 minutes. Otherwise it is within
+    /// a millisecond either way, or past about 6.2 days a second. A snapshot
+    /// taken while a run starts may find the end unknown.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_end: Option<Duration>,
     /// Start minus deadline of the last timed run. A timed run is a delayed

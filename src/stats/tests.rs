@@ -100,12 +100,38 @@ fn the_last_end_stays_known_while_the_next_iteration_runs() {
         (Some(us(9_000)), Some(us(1_250)), Some(0)),
         "the first end, kept as the gap before the second start"
     );
+    // A snapshot while a start writes the pair reads the start alone.
+    counters.last_span.store(BUSY, Relaxed);
+    assert_eq!(ends(&counters).1, None, "the end is unknown meanwhile");
+    assert_eq!(ends(&counters).0, Some(us(9_000)));
+    counters
+        .last_span
+        .store(IN_FLIGHT | encode_span(7_750), Relaxed);
     // A run of an hour ends to the millisecond.
     let hour = 3_600_000_000;
     counters.ended(9_000 + hour + 123);
     let (_, end, ran) = ends(&counters);
     assert_eq!(ran, Some(hour));
     assert_eq!(end, Some(us(9_000 + hour)));
+}
+
+#[test]
+fn a_long_run_and_a_long_gap_keep_the_end_within_a_millisecond() {
+    let counters = Counters::new(0);
+    let hour = 3_600_000_000;
+    let end = 1_000 + hour + 123;
+    counters.started(1, 1_000);
+    counters.ended(end);
+    let ended_at = |counters: &Counters| {
+        let stats = snapshot(counters);
+        stats.last_end.map(|end| end.as_micros() as u64)
+    };
+    let first = ended_at(&counters).unwrap();
+    assert!(first <= end && end - first < 1_000, "{first} for {end}");
+    // Ten minutes later, a gap past the microsecond range, the next run starts.
+    counters.started(2, end + 600_000_999);
+    let during = ended_at(&counters).unwrap();
+    assert!(during.abs_diff(end) < 2_000, "{during} for {end}");
 }
 
 #[test]
