@@ -337,8 +337,8 @@ fn virtual_schedulers_report_too() {
 fn the_next_run_listed_for_a_run_in_flight_is_the_one_its_rearm_would_arm() {
     // A periodic run shuts its (virtual) scheduler down at 370 µs and asks
     // for its next run 60 s later: its re-arm, refused by the closed word,
-    // lists the deadline it would have armed — rounded up onto the 1 ms
-    // coalescing grid (60.001 s), or with coalescing off the exact one.
+    // lists the deadline it would have armed — rounded up onto the 2 ms
+    // coalescing grid (60.002 s), or with coalescing off the exact one.
     // (Its end listing that run itself, past a fire refused after its
     // advance, is `loom_shutdown`'s to force.)
     for coalesce in [true, false] {
@@ -358,7 +358,7 @@ fn the_next_run_listed_for_a_run_in_flight_is_the_one_its_rearm_would_arm() {
         let report = sim.shutdown_report().expect("shut down");
         assert_eq!(report.in_flight().len(), 1, "{report:?}");
         assert_eq!(report.discarded().len(), 1, "{report:?}");
-        let due_at = if coalesce { 60_001_000 } else { 60_000_370 };
+        let due_at = if coalesce { 60_002_000 } else { 60_000_370 };
         assert_eq!(
             report.discarded()[0].due_in(),
             Duration::from_micros(due_at - 370),

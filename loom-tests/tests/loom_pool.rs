@@ -398,7 +398,7 @@ fn g15_a_coalesced_periodic_rearm_never_runs_early() {
         let h = Arc::new(Harness::new());
         let runs = Count::default();
         let r = runs.clone();
-        // Every run asks for the next in 1 s: served on a 1 ms grid.
+        // Every run asks for the next in 1 s: served on a 2 ms grid.
         let trigger = h.trigger(0, move || {
             r.bump();
             Some(Duration::from_secs(1))

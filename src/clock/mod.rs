@@ -244,25 +244,31 @@ pub(crate) fn deadline_us(now_ns: u64, delay: Duration, tick_us: u64) -> Option<
 }
 
 /// The coarsest grid a returned delay may be coalesced onto, in µs.
-pub(crate) const COARSEST_GRID_US: u64 = 1_000;
+pub(crate) const COARSEST_GRID_US: u64 = 2_000;
+
+/// Every grid of a millisecond or more, and a tick of one millisecond, puts
+/// deadlines on whole milliseconds. The role holder wakes once for such a
+/// deadline, as `pool/role.rs` explains.
+pub(crate) const WHOLE_MS_US: u64 = 1_000;
 
 /// The grids a returned delay may be coalesced onto, in µs. They go in
 /// 1-2-5 steps up to [`COARSEST_GRID_US`]. So a round period started at a
 /// round time stays exact.
-const GRIDS_US: [u64; 10] = [COARSEST_GRID_US, 500, 200, 100, 50, 20, 10, 5, 2, 1];
+const GRIDS_US: [u64; 11] = [COARSEST_GRID_US, 1_000, 500, 200, 100, 50, 20, 10, 5, 2, 1];
 
 /// Rounds the deadline of a run a task asked for `delay` from now **up**
 /// onto the widest grid of [`GRIDS_US`] that is at most
-/// `min(delay / 1000, 1 ms)`. Runs due within one grid step then share one
+/// `min(delay / 500, 2 ms)`. Runs due within one grid step then share one
 /// wake-up. None starts early, as G15 requires.
 #[inline]
 pub(crate) fn coalesce(deadline_us: u64, delay: Duration) -> u64 {
-    // `delay` in whole ms is its µs / 1000, computed in 64 bits. Every
+    // `delay / 500` in µs is twice its whole ms, computed in 64 bits. Every
     // periodic re-arm comes here, so it avoids a 128-bit division.
     let slack_us = delay
         .as_secs()
         .saturating_mul(1_000)
-        .saturating_add(u64::from(delay.subsec_millis()));
+        .saturating_add(u64::from(delay.subsec_millis()))
+        .saturating_mul(2);
     match GRIDS_US.iter().find(|&&grid| grid <= slack_us) {
         Some(&grid) => deadline_us
             .checked_next_multiple_of(grid)
@@ -302,15 +308,18 @@ mod tests {
     }
 
     #[test]
-    fn coalescing_rounds_up_within_a_thousandth() {
+    fn coalescing_rounds_up_within_two_thousandths() {
         let second = Duration::from_secs(1);
-        assert_eq!(coalesce(1_000_001, second), 1_001_000);
+        assert_eq!(coalesce(1_000_001, second), 1_002_000);
         assert_eq!(coalesce(1_000_000, second), 1_000_000);
-        // 100 ms gives a slack of 100 µs and a grid of 100 µs. 30 ms gives
-        // a slack of 30 µs and a grid of 20 µs.
-        assert_eq!(coalesce(1_000_001, Duration::from_millis(100)), 1_000_100);
+        // A long period is held to the coarsest grid.
+        assert_eq!(coalesce(1_000_001, Duration::from_secs(60)), 1_002_000);
+        // 500 ms gives a slack of 1 ms. 100 ms gives 200 µs. 30 ms gives
+        // 60 µs and a grid of 50 µs.
+        assert_eq!(coalesce(1_000_001, Duration::from_millis(500)), 1_001_000);
+        assert_eq!(coalesce(1_000_001, Duration::from_millis(100)), 1_000_200);
         assert_eq!(coalesce(100_000, Duration::from_millis(100)), 100_000);
-        assert_eq!(coalesce(1_000_001, Duration::from_millis(30)), 1_000_020);
+        assert_eq!(coalesce(1_000_001, Duration::from_millis(30)), 1_000_050);
         // Under 1 ms there is no slack at all.
         assert_eq!(coalesce(777, Duration::from_micros(999)), 777);
         assert_eq!(coalesce(u64::MAX, Duration::MAX), u64::MAX);
@@ -318,7 +327,15 @@ mod tests {
             let delay = Duration::from_micros(delay);
             let served = coalesce(deadline, delay);
             assert!(served >= deadline, "never early");
-            assert!(served - deadline <= (delay.as_micros() / 1_000) as u64);
+            assert!(served - deadline < COARSEST_GRID_US);
+            assert!(served - deadline <= (delay.as_micros() / 500) as u64);
+        }
+    }
+
+    #[test]
+    fn every_grid_of_a_millisecond_or_more_lands_on_whole_milliseconds() {
+        for grid in GRIDS_US.into_iter().filter(|&grid| grid >= WHOLE_MS_US) {
+            assert_eq!(grid % WHOLE_MS_US, 0, "grid {grid}");
         }
     }
 

@@ -193,14 +193,14 @@ impl Builder {
     /// that many periodic triggers share wake-ups. The default is `true`.
     ///
     /// With it on, the next run after a returned delay `d` is rounded
-    /// **up** onto a grid of at most `min(d / 1000, 1 ms)`. The grid steps
-    /// are 1, 2, 5, 10, 20, 50, 100, 200 and 500 microseconds, then one
-    /// millisecond. So a one-second period may start up to one millisecond
-    /// late. A period of a hundred milliseconds may start up to a hundred
-    /// microseconds late. Neither starts early. A round period started at a
-    /// round time stays exact, as it does on virtual time. 100,000
-    /// one-second triggers then cost about a thousand wake-ups per second
-    /// instead of a hundred thousand. [`fire`](crate::Trigger::fire) and
+    /// **up** onto a grid of at most `min(d / 500, 2 ms)`. The grid steps
+    /// are 1, 2, 5, 10, 20, 50, 100, 200 and 500 microseconds, then one and
+    /// two milliseconds. So a one-second period may start up to two
+    /// milliseconds late. A period of a hundred milliseconds may start up
+    /// to two hundred microseconds late. Neither starts early. A round
+    /// period started at a round time stays exact, as it does on virtual
+    /// time. 100,000 one-second triggers then cost about 500 wake-ups per
+    /// second instead of a hundred thousand. [`fire`](crate::Trigger::fire) and
     /// [`fire_after`](crate::Trigger::fire_after) are always served at the
     /// tick's precision. With `false`, returned delays are served that way
     /// too.

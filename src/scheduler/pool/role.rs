@@ -17,7 +17,7 @@
 //! `worker.rs` to wake or start one within the stall threshold.
 
 use super::{Carry, Limits, Pool, State, Wakes, AWAKE};
-use crate::clock::{Clock, COARSEST_GRID_US};
+use crate::clock::{Clock, WHOLE_MS_US};
 use crate::core::{Core, Runtime};
 use crate::scheduler::timer::{Estimate, Timer, NEVER};
 use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering};
@@ -55,18 +55,19 @@ const PREWAKE_US: u64 = 30;
 /// When the role holder wakes for the wheel's next deadline `next` in µs,
 /// seen at `now_us`. An exact deadline is slept toward in two steps. The
 /// holder sleeps to [`PREWAKE_US`] before it, then the rest. A deadline on
-/// the grid of [`COARSEST_GRID_US`] takes one step. Coalesced periodic
-/// re-arms and a tick of one millisecond land on that grid.
+/// a whole millisecond, [`WHOLE_MS_US`], takes one step. Periodic re-arms
+/// coalesced onto a grid of a millisecond or more, and a tick of one
+/// millisecond, land there.
 ///
 /// On a virtual machine, the first wake pays the idle vCPU's exit latency
 /// early, and the short second sleep returns fast. docs/DESIGN.md gives the
 /// lateness measured with and without the early wake, under "Sleeping
 /// toward a deadline". A deadline on the grid is served within its grid
 /// anyway, as G15 allows. So it gets one wake-up, and 100,000 periodic
-/// triggers then cost one per millisecond, not two. Waking early is never a
+/// triggers then cost one per grid step, not two. Waking early is never a
 /// risk. The turn finds nothing due, and the holder sleeps the rest.
 fn wake_target(next: u64, now_us: u64) -> u64 {
-    let on_grid = next % COARSEST_GRID_US == 0;
+    let on_grid = next % WHOLE_MS_US == 0;
     if next == NEVER || on_grid || next.saturating_sub(now_us) <= 2 * PREWAKE_US {
         next
     } else {
@@ -100,7 +101,7 @@ type Slept<'a, R> = (MutexGuard<'a, State<R>>, bool, Option<Box<Timer<R>>>);
 /// loom models of the nap.
 fn naps(next: u64, clock: &Clock, retiring: bool, in_models: bool) -> Option<u64> {
     let timed = !clock.is_manual() || in_models;
-    (next != NEVER && next % COARSEST_GRID_US != 0 && !retiring && timed).then_some(next)
+    (next != NEVER && next % WHOLE_MS_US != 0 && !retiring && timed).then_some(next)
 }
 
 impl<R: Runtime> Pool<R> {
@@ -403,7 +404,7 @@ mod tests {
         // Exact and far, so wake early, then sleep the rest once near.
         assert_eq!(wake_target(10_537, 5_000), 10_537 - PREWAKE_US);
         assert_eq!(wake_target(10_537, 10_537 - PREWAKE_US), 10_537);
-        // On the 1 ms grid, or never, it takes one step.
+        // On a whole millisecond, or never, it takes one step.
         assert_eq!(wake_target(10_000, 5_000), 10_000);
         assert_eq!(wake_target(NEVER, 5_000), NEVER);
         // Never after the deadline, whatever the clock says.
