@@ -45,7 +45,10 @@ impl Rng {
 fn filled(n: usize, span: u64, rng: &mut Rng) -> (Wheel<u64>, Vec<Key>) {
     let mut wheel = Wheel::new(NOW);
     let keys = (0..n as u64)
-        .map(|i| wheel.insert(NOW + 1 + rng.below(span), i))
+        .map(|i| {
+            let when = NOW + 1 + rng.below(span);
+            wheel.insert_at(i as u32, when, i).expect("vacant")
+        })
         .collect();
     (wheel, keys)
 }
@@ -77,8 +80,10 @@ fn insert(c: &mut Criterion) {
                     let deadlines: Vec<u64> =
                         (0..batch).map(|_| NOW + 1 + rng.below(HOUR_US)).collect();
                     let start = Instant::now();
-                    for &when in &deadlines {
-                        fresh.push(wheel.insert(black_box(when), 0));
+                    // The indices just past the `n` filled, as new triggers' slots.
+                    for (i, &when) in deadlines.iter().enumerate() {
+                        let index = (n + i) as u32;
+                        fresh.push(wheel.insert_at(index, black_box(when), 0).expect("vacant"));
                     }
                     total += start.elapsed();
                     fresh.drain(..).for_each(|key| {

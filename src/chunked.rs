@@ -66,14 +66,6 @@ impl<T> Chunked<T> {
         self.chunks.get(index >> CHUNK_SHIFT)?.get(index & MASK)
     }
 
-    /// The element at `index` for update, if there is one.
-    #[inline]
-    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        self.chunks
-            .get_mut(index >> CHUNK_SHIFT)?
-            .get_mut(index & MASK)
-    }
-
     /// The elements in index order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flatten()
@@ -128,10 +120,10 @@ mod tests {
             assert_eq!(chunked[i], plain[i]);
             chunked[i] += 1;
             assert_eq!(chunked.get(i), Some(&(plain[i] + 1)));
-            *chunked.get_mut(i).unwrap() -= 1;
+            chunked[i] -= 1;
         }
         assert_eq!(chunked.get(plain.len()), None);
-        assert_eq!(chunked.get_mut(4 * CHUNK), None);
+        assert_eq!(chunked.get(4 * CHUNK), None);
         // At most one chunk of room unused.
         let room: usize = chunked.chunks.iter().map(Vec::capacity).sum();
         assert!(room - chunked.len() < CHUNK);

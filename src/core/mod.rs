@@ -226,10 +226,7 @@ const MAX_HANDLES: u32 = u32::MAX / 2;
 impl<R: Runtime> Drop for Core<R> {
     fn drop(&mut self) {
         crate::metrics::triggers(-1.0);
-        // Relaxed: see `new`.
-        self.runtime
-            .ledger()
-            .unregister(self.marks.load(Ordering::Relaxed) & (SLOT_LIMIT - 1));
+        self.runtime.ledger().unregister(self.slot());
     }
 }
 
@@ -285,6 +282,14 @@ impl<R: Runtime> Core<R> {
         }
         crate::metrics::triggers(1.0);
         core
+    }
+
+    /// This trigger's slot in its scheduler's registry, below `SLOT_LIMIT`. It is the
+    /// same for the trigger's whole life, and no other live trigger of the scheduler has it.
+    pub(crate) fn slot(&self) -> u32 {
+        // Relaxed: stored before the trigger was handed to anyone but the registry, and
+        // whoever holds a reference got it through a synchronizing hand-over since.
+        self.marks.load(Ordering::Relaxed) & (SLOT_LIMIT - 1)
     }
 
     /// One more handle, cloned from a live one.

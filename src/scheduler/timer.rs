@@ -187,14 +187,14 @@ impl<R: Runtime> Timer<R> {
                 self.let_go.push(core);
             }
             (Some(deadline), _) => {
-                // The reference moves into the entry. The key is stored through it.
-                let key = self.wheel.insert(deadline, Entry { core });
-                if let Some(entry) = self.wheel.get_mut(key) {
-                    entry
-                        .core
-                        .timer_key
-                        .store(key.into_raw(), Ordering::Relaxed);
-                }
+                // The reference moves into the entry at the trigger's own registry slot. So a
+                // periodic trigger keeps one entry, and triggers due together stay together.
+                // No other live trigger has the slot, and this one has no entry.
+                let slot = core.slot();
+                core.timer_key.store(slot, Ordering::Relaxed);
+                self.wheel
+                    .insert_at(slot, deadline, Entry { core })
+                    .expect("a trigger's registry slot names no live wheel entry");
             }
             (None, Some(key)) => {
                 core.timer_key.store(NO_KEY, Ordering::Relaxed);

@@ -32,8 +32,9 @@ use level::{level_for, next_occupied, slot_for, Level, LEVELS, NIL, SLOTS};
 pub struct Key(u32);
 
 impl Key {
-    /// The key as a plain integer, for storing it outside the wheel. It is
-    /// never `u32::MAX`.
+    /// The key as a plain integer, the index it was inserted at. It is never
+    /// `u32::MAX`.
+    #[cfg(test)]
     pub fn into_raw(self) -> u32 {
         self.0
     }
@@ -54,7 +55,7 @@ struct Entry<T> {
     /// one-word value, such as the timer's, that makes it 24 B rather than
     /// 32.
     prev: u32,
-    /// Next in the slot list, or next free entry while vacant.
+    /// Next in the slot list.
     next: u32,
     value: Option<T>,
 }
@@ -83,18 +84,23 @@ pub struct Wheel<T> {
     levels: Box<[Level; LEVELS]>,
     /// In chunks, so that no growth copies every entry, as `chunked.rs` explains.
     entries: Chunked<Entry<T>>,
-    free: u32,
     len: usize,
 }
 
 impl<T> Wheel<T> {
     /// An empty wheel whose current time is `now`, in µs.
+    ///
+    /// The caller picks each entry's index, in
+    /// [`insert_at`](Self::insert_at). A caller whose values carry a stable
+    /// index of their own gives each value the same entry every time.
+    /// Values that come due together then sit together in memory, so a
+    /// slot's list is walked with few cache misses. A free list would
+    /// scatter them a little more each time they are re-armed.
     pub fn new(now: u64) -> Self {
         Self {
             elapsed: now,
             levels: Box::new(std::array::from_fn(|_| Level::new())),
             entries: Chunked::new(),
-            free: NIL,
             len: 0,
         }
     }
@@ -115,17 +121,36 @@ impl<T> Wheel<T> {
         self.len == 0
     }
 
-    /// Adds `value`, due at `when` in µs. A time already past is due at the
-    /// next [`poll`](Self::poll). `u64::MAX` is a valid deadline.
+    /// Adds `value` at entry `index`, due at `when` in µs, and returns its
+    /// key, which is `index`. A time already past is due at the next
+    /// [`poll`](Self::poll). `u64::MAX` is a valid deadline.
     ///
-    /// # Panics
+    /// # Edge cases
     ///
-    /// If the wheel already holds 2^31 entries, which take tens of GiB.
-    pub fn insert(&mut self, when: u64, value: T) -> Key {
-        let index = self.allocate(when, value);
+    /// `None`, changing nothing, if entry `index` is live, or if `index` is
+    /// `2^31` or more. A wheel holding index `n` holds an entry, live or
+    /// vacant, for every index below it too: 24 B each for a one-word value.
+    pub fn insert_at(&mut self, index: u32, when: u64, value: T) -> Option<Key> {
+        if index >= HEAD || self.is_live(index) {
+            return None;
+        }
+        while self.entries.len() <= index as usize {
+            self.entries.push(Entry {
+                when: 0,
+                prev: NIL,
+                next: NIL,
+                value: None,
+            });
+        }
+        self.entries[index as usize] = Entry {
+            when,
+            prev: NIL,
+            next: NIL,
+            value: Some(value),
+        };
         self.link(index);
         self.len += 1;
-        Key(index)
+        Some(Key(index))
     }
 
     /// Moves entry `key` to a new deadline in O(1), and returns whether
@@ -183,11 +208,6 @@ impl<T> Wheel<T> {
     #[cfg(test)]
     pub fn get(&self, key: Key) -> Option<&T> {
         self.entries.get(key.0 as usize)?.value.as_ref()
-    }
-
-    /// The value of entry `key` for update, if it is live.
-    pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
-        self.entries.get_mut(key.0 as usize)?.value.as_mut()
     }
 
     /// The deadline of entry `key`, if it is live.
@@ -261,32 +281,8 @@ impl<T> Wheel<T> {
         }
     }
 
-    fn allocate(&mut self, when: u64, value: T) -> u32 {
-        let entry = Entry {
-            when,
-            prev: NIL,
-            next: NIL,
-            value: Some(value),
-        };
-        if self.free == NIL {
-            let index = u32::try_from(self.entries.len()).expect("fewer than 2^31 entries");
-            assert!(index < HEAD, "fewer than 2^31 entries");
-            self.entries.push(entry);
-            index
-        } else {
-            let index = self.free;
-            self.free = self.entries[index as usize].next;
-            self.entries[index as usize] = entry;
-            index
-        }
-    }
-
     fn release(&mut self, index: u32) -> T {
-        let free = self.free;
-        let entry = self.entry_mut(index);
-        let value = entry.value.take().expect("live entry");
-        entry.next = free;
-        self.free = index;
+        let value = self.entry_mut(index).value.take().expect("live entry");
         self.len -= 1;
         value
     }
@@ -365,11 +361,19 @@ mod model_tests;
 mod tests {
     use super::*;
 
+    /// Inserts at the lowest vacant index.
+    fn insert<T>(wheel: &mut Wheel<T>, when: u64, value: T) -> Key {
+        let index = (0..)
+            .find(|&index| !wheel.is_live(index))
+            .expect("an index");
+        wheel.insert_at(index, when, value).expect("vacant")
+    }
+
     #[test]
     fn the_wheel_in_brief() {
         let mut wheel = Wheel::new(0);
-        let a = wheel.insert(1_500, "a");
-        let _b = wheel.insert(700, "b");
+        let a = insert(&mut wheel, 1_500, "a");
+        let _b = insert(&mut wheel, 700, "b");
         assert!(wheel.reschedule(a, 300)); // re-key: still one entry for "a"
         assert_eq!(wheel.deadline(a), Some(300));
         assert_eq!(wheel.next_expiration(), Some(300)); // the earliest deadline
@@ -380,7 +384,7 @@ mod tests {
         assert!(wheel.is_empty());
     }
 
-    fn drain(wheel: &mut Wheel<u32>, now: u64) -> Vec<(u64, u32)> {
+    fn drain<T>(wheel: &mut Wheel<T>, now: u64) -> Vec<(u64, T)> {
         let mut out = Vec::new();
         wheel.poll(now, |_, when, value| out.push((when, value)));
         out
@@ -391,7 +395,7 @@ mod tests {
         let mut wheel = Wheel::new(10);
         let deadlines = [10, 11, 73, 64, 4_095, 4_096, 300_000, 17_000_000_000];
         for (i, &when) in deadlines.iter().enumerate() {
-            wheel.insert(when, i as u32);
+            insert(&mut wheel, when, i as u32);
         }
         let mut sorted: Vec<_> = deadlines.to_vec();
         sorted.sort_unstable();
@@ -406,7 +410,7 @@ mod tests {
     #[test]
     fn nothing_expires_early() {
         let mut wheel = Wheel::new(0);
-        wheel.insert(5_000, 1);
+        insert(&mut wheel, 5_000, 1);
         assert!(drain(&mut wheel, 4_999).is_empty());
         assert_eq!(wheel.elapsed(), 4_999);
         assert_eq!(drain(&mut wheel, 5_000), [(5_000, 1)]);
@@ -415,7 +419,7 @@ mod tests {
     #[test]
     fn past_deadlines_expire_at_next_poll() {
         let mut wheel = Wheel::new(1_000);
-        wheel.insert(3, 7);
+        insert(&mut wheel, 3, 7);
         assert_eq!(wheel.next_expiration(), Some(1_000));
         assert_eq!(drain(&mut wheel, 1_000), [(3, 7)]);
     }
@@ -423,14 +427,14 @@ mod tests {
     #[test]
     fn reschedule_keeps_one_entry_and_reuses_slots() {
         let mut wheel = Wheel::new(0);
-        let key = wheel.insert(1_000_000, 1);
+        let key = insert(&mut wheel, 1_000_000, 1);
         for when in (1..1_000).rev() {
             wheel.reschedule(key, when * 10);
         }
         assert_eq!(wheel.len(), 1);
         assert_eq!(wheel.deadline(key), Some(10));
         assert_eq!(drain(&mut wheel, 10), [(10, 1)]);
-        let again = wheel.insert(99, 2);
+        let again = insert(&mut wheel, 99, 2);
         assert_eq!(again, key, "the freed entry is reused");
         assert_eq!(wheel.remove(again), Some(2));
         assert_eq!(wheel.next_expiration(), None);
@@ -439,7 +443,7 @@ mod tests {
     #[test]
     fn dead_keys_change_nothing() {
         let mut wheel = Wheel::new(0);
-        let key = wheel.insert(10, 1);
+        let key = insert(&mut wheel, 10, 1);
         assert_eq!(wheel.remove(key), Some(1));
         for dead in [key, Key::from_raw(7), Key::from_raw(u32::MAX)] {
             assert_eq!(wheel.remove(dead), None);
@@ -461,7 +465,7 @@ mod tests {
     fn a_drained_wheel_is_empty_and_its_old_keys_name_nothing() {
         let mut wheel = Wheel::new(10);
         let keys: Vec<_> = (0..3u32)
-            .map(|i| wheel.insert(20 + u64::from(i), i))
+            .map(|i| insert(&mut wheel, 20 + u64::from(i), i))
             .collect();
         wheel.remove(keys[1]);
         let mut taken = Vec::new();
@@ -473,9 +477,30 @@ mod tests {
         for key in keys {
             assert_eq!(wheel.remove(key), None);
         }
-        let again = wheel.insert(30, 7);
+        let again = insert(&mut wheel, 30, 7);
         assert_eq!(drain(&mut wheel, 30), [(30, 7)]);
         assert_eq!(wheel.remove(again), None);
+    }
+
+    #[test]
+    fn each_entry_goes_where_it_is_told() {
+        let mut wheel = Wheel::new(0);
+        let far = wheel.insert_at(5, 300, "far").expect("vacant");
+        assert_eq!(far.into_raw(), 5);
+        assert_eq!(wheel.insert_at(5, 200, "again"), None, "live");
+        assert_eq!(wheel.insert_at(HEAD, 200, "too far"), None);
+        assert_eq!(wheel.len(), 1);
+        let near = wheel.insert_at(0, 100, "near").expect("vacant");
+        assert!(wheel.reschedule(far, 50));
+        assert_eq!(drain(&mut wheel, 100), [(50, "far"), (100, "near")]);
+        // Each index is vacant again once its entry has expired.
+        assert_eq!(wheel.insert_at(0, 400, "near").map(Key::into_raw), Some(0));
+        assert_eq!(wheel.insert_at(5, 500, "far").map(Key::into_raw), Some(5));
+        assert_eq!(wheel.remove(near), Some("near"));
+        let mut taken = Vec::new();
+        wheel.drain(|value| taken.push(value));
+        assert_eq!(taken, ["far"]);
+        assert_eq!(wheel.insert_at(5, 600, "far").map(Key::into_raw), Some(5));
     }
 
     #[test]
@@ -492,7 +517,7 @@ mod tests {
     #[test]
     fn max_deadline_is_representable() {
         let mut wheel = Wheel::new(0);
-        wheel.insert(u64::MAX, 9);
+        insert(&mut wheel, u64::MAX, 9);
         assert!(drain(&mut wheel, u64::MAX - 1).is_empty());
         assert_eq!(drain(&mut wheel, u64::MAX), [(u64::MAX, 9)]);
     }

@@ -54,7 +54,8 @@ proptest! {
             match action {
                 Action::Insert(offset) => {
                     let when = now.saturating_add(offset);
-                    let key = wheel.insert(when, next_id);
+                    // Ids are never reused, so each one names a vacant index.
+                    let key = wheel.insert_at(next_id, when, next_id).expect("vacant");
                     prop_assert!(model.insert(key.into_raw(), (when, next_id)).is_none());
                     keys.push(key);
                     next_id += 1;
@@ -125,11 +126,13 @@ proptest! {
     ) {
         let mut wheel = Wheel::new(start);
         let mut deadlines: Vec<u64> = Vec::new();
+        let mut index = 0;
         for (inserts, poll) in steps {
             let now = wheel.elapsed();
             for offset in inserts {
                 let when = now.saturating_add(offset);
-                wheel.insert(when, ());
+                wheel.insert_at(index, when, ()).expect("vacant");
+                index += 1;
                 deadlines.push(when);
             }
             let to = now.saturating_add(poll);
@@ -149,7 +152,7 @@ fn a_million_entries_expire_in_order() {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        wheel.insert(x % 10_000_000_000, id);
+        wheel.insert_at(id, x % 10_000_000_000, id).expect("vacant");
     }
     let mut last = 0;
     let mut count = 0;
@@ -164,8 +167,13 @@ fn a_million_entries_expire_in_order() {
 /// Millions of random operations against the model. They are inserts,
 /// re-keys, removals and polls, with deadlines near level boundaries and
 /// far beyond every level's range. The seed is fixed, so a failure replays.
+///
+/// Each insert picks an index that is not live, among the indices below
+/// twice the live count, so vacant entries are reused in no particular
+/// order and the wheel also grows past its end.
 #[test]
 fn millions_of_random_operations_match_the_model() {
+    let mut wheel = Wheel::new(1 << 20);
     let mut rng = 0x0123_4567_89AB_CDEFu64;
     let mut next = move || {
         rng ^= rng << 13;
@@ -173,7 +181,6 @@ fn millions_of_random_operations_match_the_model() {
         rng ^= rng << 17;
         rng
     };
-    let mut wheel = Wheel::new(1 << 20);
     let mut model: BTreeMap<(u64, u32), Key> = BTreeMap::new(); // (deadline, id) -> key
     let mut by_key: std::collections::HashMap<u32, (u64, u32)> = Default::default();
     let mut live: Vec<Key> = Vec::new();
@@ -193,7 +200,14 @@ fn millions_of_random_operations_match_the_model() {
         let when = now.saturating_add(offset);
         match next() % 10 {
             0..=3 => {
-                let key = wheel.insert(when, id);
+                let span = 2 * live.len() as u64 + 8;
+                let mut index = (next() % span) as u32;
+                while by_key.contains_key(&index) {
+                    index = (index + 1) % span as u32;
+                }
+                let key = wheel.insert_at(index, when, id).expect("a vacant index");
+                assert_eq!(key.into_raw(), index);
+                assert!(wheel.insert_at(index, when, id).is_none(), "live");
                 model.insert((when, id), key);
                 by_key.insert(key.into_raw(), (when, id));
                 live.push(key);
