@@ -510,7 +510,7 @@ fn periodic_claim_racing_shutdown(period: Duration) {
 /// next run under the scan's mark on its claim) or after it (its re-arm
 /// is refused, and listed). Either way it is listed with the deadline its
 /// re-arm would have armed: the run ends at 370 µs and asks for 2 s, which
-/// the re-arm rounds up onto the 1 ms coalescing grid (2.001 s).
+/// the re-arm rounds up onto the 2 ms coalescing grid (2.002 s).
 #[test]
 fn a_periodic_run_in_flight_at_shutdown_has_its_next_run_listed_past_a_refused_fire() {
     run_model_bounded(3, || {
@@ -531,7 +531,7 @@ fn a_periodic_run_in_flight_at_shutdown_has_its_next_run_listed_past_a_refused_f
             assert_eq!(listed, 1, "the run's next run is missing: {report:?}");
             assert_eq!(
                 report.discarded()[0].due_in(),
-                Duration::from_micros(2_001_000 - 370),
+                Duration::from_micros(2_002_000 - 370),
                 "not the deadline the re-arm would have armed: {report:?}"
             );
         }
