@@ -137,12 +137,6 @@ impl Backoff {
     }
 }
 
-/// The trigger's wheel key, a `u32` owned by the timer role's holder. It is
-/// not a loom atomic, on purpose. One thread at a time reads and writes it.
-/// The role passes between threads through the pool lock, which orders
-/// every access. So Relaxed is always enough.
-pub(crate) type TimerOwned = std::sync::atomic::AtomicU32;
-
 /// Statistics counters, which are std atomics even under loom, on purpose.
 /// They are Relaxed and order nothing. So modelling them would only grow
 /// the state space the models explore.

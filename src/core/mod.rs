@@ -68,7 +68,6 @@
 //! | `state` | anyone, by RMW only (see `state.rs`); RUNNING makes its holder the runner |
 //! | `request` | anyone, by RMW only (see `request.rs`) |
 //! | `marks` | the slot: set at creation, read-only after. `QUEUED`: set by whoever pushes to the run queue, cleared by the dispatch that pops it. `TIMED`: set before the first install that may set IN_INBOX |
-//! | `timer_key` | the timer role holder only (the role passes through the pool's lock) |
 //! | `task` | the RUNNING holder only (see the invariant on the field) |
 //! | `stats` | counters written by firers and the runner, each with its own rule (see `stats/mod.rs`) |
 //! | `runtime` | set at creation, read-only after |
@@ -101,16 +100,14 @@ pub(crate) mod wait_future;
 
 /// Registry slots are below it, so that they fit under the flags of `Core::marks`.
 pub(crate) const SLOT_LIMIT: u32 = 1 << 30;
-/// In `Core::marks`: the trigger sits in the worker run queue.
-const QUEUED: u32 = 1 << 30;
+/// In `Core::marks`: the trigger sits in the worker run queue. It is the first bit above
+/// the slots.
+const QUEUED: u32 = SLOT_LIMIT;
 /// In `Core::marks`: the trigger has asked the timer for a deadline at least once.
 ///
 /// Only then can the timer hold it. See [`Core::let_go`]. It is set before the install that
 /// sets IN_INBOX, and never cleared.
 const TIMED: u32 = 1 << 31;
-
-/// `Core::timer_key` when the trigger has no wheel entry.
-pub(crate) const NO_KEY: u32 = u32::MAX;
 
 /// Versions between two looks of `Core::advanced`, minus one.
 ///
@@ -119,26 +116,23 @@ const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 
 /// The fields are in a fixed order, `repr(C)`, hottest first.
 ///
-/// The timer's expiry of a due entry reads `request`, `marks`, `timer_key` and the
+/// The timer reads `request`, the slot in `marks` that places its wheel entry, and the
 /// statistics' `due_*` pair. With the `Arc` header, they take the allocation's first 52
 /// bytes. That is one or two cache lines rather than three. It matters because expiry walks
 /// 100,000 cold cores a second in the idle benchmark, and each line is a miss.
 ///
-/// The whole core is 112 bytes with no padding, and 128 with feature `metrics`. The `Arc` header adds 16
+/// The whole core is 112 bytes, and 128 with feature `metrics`. It has 4 bytes of padding,
+/// after `handles`, where the timer's wheel key used to be. The `Arc` header adds 16
 /// bytes. A task no larger than a pointer lives inside the core, as `task_cell.rs`
 /// explains. `core::tests::a_core_stays_within_its_byte_budget` holds it there.
 #[repr(C)]
 pub(crate) struct Core<R: Runtime> {
     request: Request,
     state: State,
-    /// The timer's wheel key for this trigger.
-    ///
-    /// Only the timer reads and writes it. See `scheduler/timer.rs`.
-    pub(crate) timer_key: crate::sync::TimerOwned,
     /// This trigger's slot in the scheduler's registry, below `SLOT_LIMIT`, with the flags
     /// `QUEUED` and `TIMED` above it.
     ///
-    /// The three share one word, so the core has no padding. The slot is set once, right
+    /// The three share one word rather than three. The slot is set once, right
     /// after the trigger is registered, by an RMW on its bits. The trigger is registered
     /// whole, so the shutdown scan never misses it. Each flag is changed by an RMW on its
     /// own bit, so neither the slot nor the other flag is ever written by it.
@@ -250,7 +244,6 @@ impl<R: Runtime> Core<R> {
         let core = Arc::new(Self {
             state: State::new(version),
             request: Request::new(version),
-            timer_key: crate::sync::TimerOwned::new(NO_KEY),
             task: UnsafeCell::new(task),
             // Policies need the rare part from the start. So does a start version, since it counts
             // as advances that were no fires.

@@ -126,11 +126,11 @@ impl Runtime for TestRuntime {
 
 #[test]
 fn a_core_stays_within_its_byte_budget() {
-    // 24 B of state words, the timer's key, the slot with its flags and the
-    // handle count. 56 B of statistics with the last delay, the rare ones
-    // apart, behind `rare` with the policies. 32 B of task cell, with a task
-    // of one pointer in place, and pointers to the runtime and the rare part.
-    // There is no padding. The `Arc` adds 16. No handle `Arc` is needed,
+    // 20 B of state words, the slot with its flags and the handle count,
+    // then 4 B of padding. 56 B of statistics with the last delay, the rare
+    // ones apart, behind `rare` with the policies. 32 B of task cell, with a
+    // task of one pointer in place, and pointers to the runtime and the rare
+    // part. The `Arc` adds 16. No handle `Arc` is needed,
     // since the handles are counted here. Growing the core costs every idle
     // trigger. The runtime is a type parameter, so any runtime's core has the
     // same size. Feature `metrics` adds 16 B for the two counts it last

@@ -22,9 +22,9 @@
 //! [`Timer::settle_let_go`] does both. A thread-less driver drops them all
 //! after its lock.
 
-use crate::core::{Core, Runtime, NO_KEY};
+use crate::core::{Core, Runtime};
 use crate::request::Stamp;
-use crate::sync::{Arc, Ordering};
+use crate::sync::Arc;
 use crate::wheel::{Key, Wheel};
 
 /// "No deadline at all."
@@ -90,8 +90,6 @@ impl<R: Runtime> Timer<R> {
         let mut estimate = Estimate::default();
         let let_go = &mut self.let_go;
         self.wheel.poll(now_us, |_, due_at, Entry { core }| {
-            // Relaxed: see `update`.
-            core.timer_key.store(NO_KEY, Ordering::Relaxed);
             if core.expire(due_at) {
                 match core.expected_run_us() {
                     Some(us) => estimate.known_us = estimate.known_us.saturating_add(us),
@@ -146,15 +144,11 @@ impl<R: Runtime> Timer<R> {
     }
 
     /// Empties the wheel at shutdown. It returns every reference it held,
-    /// and any let go of, for the caller to drop outside its locks. Each
-    /// trigger's key is reset, so a later turn files it afresh.
+    /// and any let go of, for the caller to drop outside its locks. A later
+    /// turn files each trigger afresh.
     pub(crate) fn drain(&mut self) -> Vec<Arc<Core<R>>> {
         let mut held = std::mem::take(&mut self.let_go);
-        self.wheel.drain(|entry| {
-            // Relaxed: see `update`.
-            entry.core.timer_key.store(NO_KEY, Ordering::Relaxed);
-            held.push(entry.core);
-        });
+        self.wheel.drain(|entry| held.push(entry.core));
         held
     }
 
@@ -176,34 +170,32 @@ impl<R: Runtime> Timer<R> {
     /// Moves, adds or removes `core`'s entry to match its request. `core`
     /// is the inbox item's reference, which a new entry keeps. So an insert
     /// changes no count.
+    ///
+    /// The entry is at the trigger's registry slot. No other live trigger
+    /// has that slot, and the entry holds the trigger alive. So the entry
+    /// there is live exactly while it is this trigger's, and the trigger
+    /// keeps no key of its own. A periodic trigger keeps its entry's index,
+    /// and triggers due together keep neighbouring ones.
     fn update(&mut self, core: Arc<Core<R>>, deadline: Option<u64>) {
-        // Relaxed: `timer_key` is only touched by the role holder, and the
-        // role passes between threads through the pool lock.
-        let key = core.timer_key.load(Ordering::Relaxed);
-        let key = (key != NO_KEY).then_some(Key::from_raw(key));
-        match (deadline, key) {
-            (Some(deadline), Some(key)) if self.wheel.reschedule(key, deadline) => {
+        let slot = core.slot();
+        let key = Key::from_raw(slot);
+        match deadline {
+            Some(deadline) if self.wheel.reschedule(key, deadline) => {
                 // The entry keeps a reference of its own.
                 self.let_go.push(core);
             }
-            (Some(deadline), _) => {
-                // The reference moves into the entry at the trigger's own registry slot. So a
-                // periodic trigger keeps one entry, and triggers due together stay together.
-                // No other live trigger has the slot, and this one has no entry.
-                let slot = core.slot();
-                core.timer_key.store(slot, Ordering::Relaxed);
+            Some(deadline) => {
+                // The reference moves into the entry.
                 self.wheel
                     .insert_at(slot, deadline, Entry { core })
                     .expect("a trigger's registry slot names no live wheel entry");
             }
-            (None, Some(key)) => {
-                core.timer_key.store(NO_KEY, Ordering::Relaxed);
+            None => {
                 if let Some(entry) = self.wheel.remove(key) {
                     self.let_go.push(entry.core);
                 }
                 self.let_go.push(core);
             }
-            (None, None) => self.let_go.push(core),
         }
     }
 }
