@@ -65,32 +65,62 @@ const IN_FLIGHT: u32 = 1 << 31;
 const NO_SPAN: u32 = !IN_FLIGHT;
 /// `Counters::last_span` while a start writes the pair. `encode_span` never
 /// gives it, since its unit field is the unused fourth.
-const BUSY: u32 = IN_FLIGHT | (3 << SPAN_VALUE_BITS);
+const BUSY: u32 = IN_FLIGHT | (3 << SPAN.value_bits);
 /// How many times a reader tries for a pair before it gives up on the end.
 const PAIR_TRIES: usize = 4;
-const SPAN_UNITS_US: [u64; 3] = [1, 1_000, 1_000_000];
-const SPAN_VALUE_BITS: u32 = 29;
+
+/// A figure in at most 32 bits: a unit of three, picked by the two bits
+/// above `value_bits`, and a count of it in the bits below. Each figure is
+/// counted in the finest unit whose count fits.
+struct Packing {
+    units: [u64; 3],
+    value_bits: u32,
+}
+
+impl Packing {
+    /// `value`, rounded `up` or down to its unit. `None` if even the
+    /// coarsest unit cannot count it.
+    fn encode(&self, value: u64, up: bool) -> Option<u32> {
+        let top = (1u64 << self.value_bits) - 1;
+        self.units.iter().enumerate().find_map(|(unit, &size)| {
+            let count = if up {
+                value.div_ceil(size)
+            } else {
+                value / size
+            };
+            (count <= top).then(|| ((unit as u32) << self.value_bits) | count as u32)
+        })
+    }
+
+    /// See [`encode`](Self::encode). `None` for the fourth unit, which it
+    /// never gives. Bits above the unit are ignored.
+    fn decode(&self, encoded: u32) -> Option<u64> {
+        let size = self
+            .units
+            .get(((encoded >> self.value_bits) & 3) as usize)?;
+        Some(u64::from(encoded & ((1 << self.value_bits) - 1)) * size)
+    }
+}
 
 /// A span of microseconds in 31 bits, rounded down. Bits 29 and 30 pick the
 /// unit, and the low 29 bits count them. The unit is microseconds below
 /// about 8.9 minutes, milliseconds below about 6.2 days, and seconds after.
 /// A span past about 17 years reads as that.
+const SPAN: Packing = Packing {
+    units: [1, 1_000, 1_000_000],
+    value_bits: 29,
+};
+
+/// See [`SPAN`].
 fn encode_span(us: u64) -> u32 {
-    let top = (1 << SPAN_VALUE_BITS) - 1;
-    for (unit, &unit_us) in SPAN_UNITS_US.iter().enumerate() {
-        let count = us / unit_us;
-        if count <= top {
-            return ((unit as u32) << SPAN_VALUE_BITS) | count as u32;
-        }
-    }
-    (2 << SPAN_VALUE_BITS) | top as u32
+    let most = (2 << SPAN.value_bits) | ((1 << SPAN.value_bits) - 1);
+    SPAN.encode(us, false).unwrap_or(most)
 }
 
 /// See [`encode_span`]. The `IN_FLIGHT` bit is ignored. `None` is `NO_SPAN`
 /// or `BUSY`, whose unit field `encode_span` never gives.
 fn decode_span(encoded: u32) -> Option<u64> {
-    let unit_us = *SPAN_UNITS_US.get(((encoded & !IN_FLIGHT) >> SPAN_VALUE_BITS) as usize)?;
-    Some(u64::from(encoded & ((1 << SPAN_VALUE_BITS) - 1)) * unit_us)
+    SPAN.decode(encoded)
 }
 
 /// The end a start and a span give, if the span knows one.
@@ -103,18 +133,20 @@ fn end_of(start_us: u64, span: u32) -> Option<u64> {
     })
 }
 
-/// Units of an encoded delay, by the top two bits. They are microseconds,
-/// milliseconds and seconds.
-const DELAY_UNITS_NS: [u64; 3] = [1_000, 1_000_000, 1_000_000_000];
-const DELAY_VALUE_BITS: u32 = 30;
+/// A delay of nanoseconds in 32 bits, rounded **up** so a resumed run is
+/// never early, as guarantee G15 requires. The top two bits pick the unit,
+/// and the low 30 bits count them. The unit is microseconds below about
+/// 17.9 minutes, milliseconds below about 12.4 days, and seconds up to
+/// about 34 years.
+const DELAY: Packing = Packing {
+    units: [1_000, 1_000_000, 1_000_000_000],
+    value_bits: 30,
+};
 
-/// A delay in 32 bits, rounded **up** so a resumed run is never early, as
-/// guarantee G15 requires. The top two bits pick the unit, and the low 30
-/// bits count them. The unit is microseconds below about 17.9 minutes,
-/// milliseconds below about 12.4 days, and seconds up to about 34 years.
-/// `NONE`, all ones, is no delay. A longer delay encodes as `NONE` too, since
-/// shortening it would make the resumed run early. Such a trigger resumes
-/// idle, as one that returned `None`.
+/// See [`DELAY`]. `NONE`, all ones, is no delay. Its unit field is the
+/// fourth, which an encoding never gives. A longer delay encodes as `NONE`
+/// too, since shortening it would make the resumed run early. Such a
+/// trigger resumes idle, as one that returned `None`.
 fn encode_delay(delay: Duration) -> u32 {
     // In 64 bits, with no 128-bit division, since every run's end encodes its
     // delay. A delay past 584 years saturates, and encodes as `NONE` either way.
@@ -123,23 +155,12 @@ fn encode_delay(delay: Duration) -> u32 {
         .checked_mul(1_000_000_000)
         .and_then(|ns| ns.checked_add(u64::from(delay.subsec_nanos())))
         .unwrap_or(u64::MAX);
-    for (unit, &unit_ns) in DELAY_UNITS_NS.iter().enumerate() {
-        let count = nanos.div_ceil(unit_ns);
-        if count < 1 << DELAY_VALUE_BITS {
-            return ((unit as u32) << DELAY_VALUE_BITS) | count as u32;
-        }
-    }
-    NONE
+    DELAY.encode(nanos, true).unwrap_or(NONE)
 }
 
 /// See [`encode_delay`].
 fn decode_delay(encoded: u32) -> Option<Duration> {
-    if encoded == NONE {
-        return None;
-    }
-    let unit_ns = DELAY_UNITS_NS[(encoded >> DELAY_VALUE_BITS).min(2) as usize];
-    let count = u64::from(encoded & ((1 << DELAY_VALUE_BITS) - 1));
-    Some(Duration::from_nanos(count * unit_ns))
+    DELAY.decode(encoded).map(Duration::from_nanos)
 }
 
 /// The delay the last iteration returned, in 32 bits as [`encode_delay`]

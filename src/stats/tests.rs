@@ -52,7 +52,7 @@ fn an_encoded_delay_is_never_shorter_and_close() {
 
 #[test]
 fn a_span_is_exact_to_the_microsecond_below_nine_minutes_and_never_longer() {
-    let top = (1 << SPAN_VALUE_BITS) - 1;
+    let top = (1 << SPAN.value_bits) - 1;
     for us in [0, 1, 999_999, top] {
         assert_eq!(decode_span(encode_span(us)), Some(us), "{us}");
     }
