@@ -2,7 +2,7 @@
 //! compiled into this bench from its source: it is no part of the API)
 //! at 10^3 … 10^6 entries: `insert`, `reschedule` and expiry by `poll` do
 //! the same work per entry whatever the wheel's size (O(1)); what grows with
-//! size is cache misses once the entry array (40 B per entry) outgrows the
+//! size is cache misses once the entry array (24 B per entry) outgrows the
 //! caches. A `BTreeMap` keyed by (deadline, id), the usual ordered
 //! structure, is measured beside it as an O(log n) reference with the same
 //! memory effects.

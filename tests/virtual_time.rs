@@ -158,7 +158,7 @@ impl Model {
 /// `Builder::coalesce_periodic`): the deadline moves up to the next multiple
 /// of the widest 1-2-5 grid (1 µs … 2 ms) no wider than `d / 500`.
 fn coalesced(deadline: u64, d: u64) -> u64 {
-    let slack = (d / 1_000 * 2).min(2_000);
+    let slack = (d / 500).min(2_000);
     let grid = [2_000, 1_000, 500, 200, 100, 50, 20, 10, 5, 2, 1]
         .into_iter()
         .find(|&g| g <= slack)

@@ -197,10 +197,12 @@ impl Builder {
     /// are 1, 2, 5, 10, 20, 50, 100, 200 and 500 microseconds, then one and
     /// two milliseconds. So a one-second period may start up to two
     /// milliseconds late. A period of a hundred milliseconds may start up
-    /// to two hundred microseconds late. Neither starts early. A round
-    /// period started at a round time stays exact, as it does on virtual
-    /// time. 100,000 one-second triggers then cost about 500 wake-ups per
-    /// second instead of a hundred thousand. [`fire`](crate::Trigger::fire) and
+    /// to two hundred microseconds late. Neither starts early. A period
+    /// that is a whole number of steps of its grid, started on that grid,
+    /// stays exact, as it does on virtual time: a one-second period started
+    /// at an even millisecond, say. 100,000 one-second triggers then cost
+    /// about 500 wake-ups per second instead of a hundred thousand.
+    /// [`fire`](crate::Trigger::fire) and
     /// [`fire_after`](crate::Trigger::fire_after) are always served at the
     /// tick's precision. With `false`, returned delays are served that way
     /// too.

@@ -174,7 +174,7 @@ impl<R: Runtime> Pool<R> {
     /// because after the plan's look the monitor ticks while a thread is
     /// busy. An idle pool costs the monitor one wake-up per deadline at
     /// most, not one per tick. 100,000 triggers with a one-second period
-    /// make a deadline every millisecond. One trigger with a period of a
+    /// make a deadline every two milliseconds. One trigger with a period of a
     /// hundred milliseconds makes ten a second. Neither keeps the monitor
     /// ticking 200 times a second any more.
     pub(crate) fn monitor_sleep(
