@@ -3,6 +3,8 @@
 # outside loom. Loom's own stand-ins, under `cfg(loom)`, are checked by the
 # loom models instead.
 #
+#   core::counted    the core's own reference counts, the value dropped in
+#                    place and the allocation freed once
 #   core::task_cell  the task kept in place or boxed, behind a function table
 #   core::tests      core/run.rs calling and settling the task through it,
 #                    and core/mod.rs's `Sync` for the core
@@ -22,4 +24,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-disable-isolation"
 CARGO_TARGET_DIR=target/miri cargo +nightly miri test --lib -- \
-  core::task_cell core::tests clock:: wheel::tests wheel::level
+  core::counted core::task_cell core::tests clock:: wheel::tests wheel::level

@@ -290,12 +290,12 @@ impl Harness {
     /// Watches the warnings `trigger`'s last handle gives when it goes with
     /// the first run pending. It keeps the trigger, not a handle.
     pub fn first_run_warnings(trigger: &Trigger) -> FirstRunWarnings {
-        FirstRunWarnings(Arc::clone(trigger.core()))
+        FirstRunWarnings(crate::core::Counted::clone(trigger.core()))
     }
 }
 
 /// See [`Harness::first_run_warnings`].
-pub struct FirstRunWarnings(Arc<crate::scheduler::TriggerCore>);
+pub struct FirstRunWarnings(crate::core::Counted<crate::scheduler::TriggerCore>);
 
 impl std::fmt::Debug for FirstRunWarnings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -347,5 +347,40 @@ impl Executor {
     /// Jobs not completed yet, woken or not.
     pub fn pending(&self) -> usize {
         self.0.pending()
+    }
+}
+
+/// A value counted by `core/counted.rs` with loom's atomics, for the count's
+/// own model. The trigger's core runs the same code with std's.
+#[derive(Clone)]
+pub struct Counted(crate::core::Counted<(), crate::core::LoomCounter>);
+
+/// A weak handle to a [`Counted`].
+#[derive(Clone, Debug)]
+pub struct WeakCounted(crate::core::WeakCounted<(), crate::core::LoomCounter>);
+
+impl Counted {
+    /// A new value with one strong handle.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Self(crate::core::Counted::new(()))
+    }
+
+    /// A weak handle to the same value.
+    pub fn downgrade(&self) -> WeakCounted {
+        WeakCounted(crate::core::Counted::downgrade(&self.0))
+    }
+}
+
+impl std::fmt::Debug for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counted")
+    }
+}
+
+impl WeakCounted {
+    /// A strong handle, while another still keeps the value.
+    pub fn upgrade(&self) -> Option<Counted> {
+        self.0.upgrade().map(Counted)
     }
 }

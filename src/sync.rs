@@ -5,7 +5,8 @@
 //! from loom. Loom records every access and permutes the interleavings.
 //! `Arc`/`Weak` stay std's in both builds. Loom's `Arc` has no `Weak`. And
 //! the models check the orderings of our own atomics, not the reference
-//! counts.
+//! counts. The core's own counts (`core/counted.rs`) are std's too, and
+//! checked by a model of their own.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
@@ -18,7 +19,9 @@ pub(crate) use std::sync::atomic::Ordering;
 pub(crate) use loom::sync::atomic::fence;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::fence;
-pub(crate) use std::sync::{Arc, Weak};
+pub(crate) use std::sync::Arc;
+#[cfg(feature = "tokio")]
+pub(crate) use std::sync::Weak;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
@@ -136,6 +139,13 @@ impl Backoff {
         self.inner.spin();
     }
 }
+
+/// Reference counts, which are std atomics even under loom, as `Arc`'s are.
+/// Loom would explore every count change of every reference in every model.
+/// `core/counted.rs` has a loom counter for the count's own model.
+pub(crate) type CountU32 = std::sync::atomic::AtomicU32;
+/// The fence that goes with [`CountU32`].
+pub(crate) use std::sync::atomic::fence as count_fence;
 
 /// Statistics counters, which are std atomics even under loom, on purpose.
 /// They are Relaxed and order nothing. So modelling them would only grow

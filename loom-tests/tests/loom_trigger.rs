@@ -6,7 +6,7 @@
 
 mod common;
 
-use circulation_trigger::model::Harness;
+use circulation_trigger::model::{Counted, Harness};
 use common::{run_model, run_model_bounded, Count, Exclusive};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
@@ -468,5 +468,26 @@ fn the_last_handle_sees_the_fires_of_the_others() {
         drop(second);
         firer.join().unwrap();
         assert_eq!(warnings.count(), 1, "the last handle missed the fire");
+    });
+}
+
+#[test]
+fn counted_values_are_dropped_and_freed_after_every_use() {
+    // The core's own reference counts (`core/counted.rs`), run with loom's
+    // atomics. Three threads each hold a strong or a weak handle, and any
+    // of them may hold the last strong or the last weak count. Every
+    // handle reads a loom cell of its count as it goes; the value's drop
+    // and the free write them. A weakened Release or Acquire leaves a read
+    // unordered before the write, a causality violation.
+    run_model(|| {
+        let value = Counted::new();
+        let (clone, weak) = (value.clone(), value.downgrade());
+        let weak_too = weak.clone();
+        let strong = thread::spawn(move || drop(clone));
+        let upgrader = thread::spawn(move || drop(weak.upgrade()));
+        drop(value);
+        drop(weak_too);
+        strong.join().unwrap();
+        upgrader.join().unwrap();
     });
 }

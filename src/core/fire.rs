@@ -18,24 +18,24 @@
 //! ([`give_way_in_a_storm`]), so a storm's firers leave the worker its core.
 
 use super::hand_off::OnClosed;
+use super::Counted;
 use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::context::{self, Outcome};
 use crate::error::{FireError, WaitError};
 use crate::request::{is_newer, Installer, Kind, Refused, Word};
 use crate::state::Reserve;
-use crate::sync::Arc;
 use std::time::Duration;
 
-impl<R: Runtime> Core<R> {
+impl<R: Runtime> Counted<Core<R>> {
     /// Requests a run as soon as a worker is free.
-    pub(crate) fn fire(self: &Arc<Self>) -> Result<(), FireError> {
+    pub(crate) fn fire(&self) -> Result<(), FireError> {
         self.fire_version().map(|_| ())
     }
 
     /// [`fire`](Self::fire), returning the version it installed. That is a run now, or for
     /// a debounced trigger the burst's run.
-    pub(super) fn fire_version(self: &Arc<Self>) -> Result<u32, FireError> {
+    pub(super) fn fire_version(&self) -> Result<u32, FireError> {
         match self.debounce() {
             Some(debounce) => self.fire_debounced(debounce),
             None => self.fire_now(),
@@ -49,7 +49,7 @@ impl<R: Runtime> Core<R> {
     /// early for the new burst this fire belongs to. So the call fires again, `window` from
     /// now, and the latest wins.
     fn fire_debounced(
-        self: &Arc<Self>,
+        &self,
         debounce: &crate::policy::trigger::Debounce,
     ) -> Result<u32, FireError> {
         let now_ns = self.runtime.timing().clock.now_ns();
@@ -79,7 +79,7 @@ impl<R: Runtime> Core<R> {
     }
 
     /// A run as soon as a worker is free, not debounced.
-    fn fire_now(self: &Arc<Self>) -> Result<u32, FireError> {
+    fn fire_now(&self) -> Result<u32, FireError> {
         if self.runtime.is_closed() {
             return Err(self.refused_shutdown());
         }
@@ -114,7 +114,7 @@ impl<R: Runtime> Core<R> {
 
     /// Fires, then waits at most `timeout` for the iteration that serves this fire. See
     /// `wait.rs`.
-    pub(crate) fn fire_and_wait(self: &Arc<Self>, timeout: Duration) -> Result<Outcome, WaitError> {
+    pub(crate) fn fire_and_wait(&self, timeout: Duration) -> Result<Outcome, WaitError> {
         let fired = self.fire_for_wait()?;
         let deadline = std::time::Instant::now().checked_add(timeout);
         self.waiters().wait(fired, deadline)
@@ -122,7 +122,7 @@ impl<R: Runtime> Core<R> {
 
     /// A waiter's fire, refused from inside this trigger's own task. Returns the version
     /// whose run the waiter waits for.
-    pub(crate) fn fire_for_wait(self: &Arc<Self>) -> Result<u32, WaitError> {
+    pub(crate) fn fire_for_wait(&self) -> Result<u32, WaitError> {
         if context::is_running_here(self.address()) {
             return Err(WaitError::OwnTask);
         }
@@ -134,7 +134,9 @@ impl<R: Runtime> Core<R> {
             _ => WaitError::Shutdown,
         })
     }
+}
 
+impl<R: Runtime> Core<R> {
     /// A fire's first look, which refuses it at once while the trigger is paused, as G17
     /// requires.
     ///
@@ -194,31 +196,25 @@ impl<R: Runtime> Core<R> {
                 .is_err(),
         }
     }
+}
 
+impl<R: Runtime> Counted<Core<R>> {
     /// Requests a run `delay` from now. The latest request wins.
     #[inline]
-    pub(crate) fn fire_after(self: &Arc<Self>, delay: Duration) -> Result<(), FireError> {
+    pub(crate) fn fire_after(&self, delay: Duration) -> Result<(), FireError> {
         self.fire_after_from(self.runtime.timing().clock.deadline_base_ns(), delay)
     }
 
     /// Requests a run `delay` after `now_ns`.
     #[inline]
-    pub(super) fn fire_after_from(
-        self: &Arc<Self>,
-        now_ns: u64,
-        delay: Duration,
-    ) -> Result<(), FireError> {
+    pub(super) fn fire_after_from(&self, now_ns: u64, delay: Duration) -> Result<(), FireError> {
         self.fire_after_version(now_ns, delay).map(|_| ())
     }
 
     /// [`fire_after_from`](Self::fire_after_from), returning the version
     /// it installed. A zero delay is a run now, never debounced.
     #[inline]
-    fn fire_after_version(
-        self: &Arc<Self>,
-        now_ns: u64,
-        delay: Duration,
-    ) -> Result<u32, FireError> {
+    fn fire_after_version(&self, now_ns: u64, delay: Duration) -> Result<u32, FireError> {
         if delay.is_zero() {
             return self.fire_now();
         }
@@ -238,7 +234,7 @@ impl<R: Runtime> Core<R> {
     }
 
     /// Requests a run when the scheduler's clock shows `at_ns`, or now if it already has.
-    pub(crate) fn fire_at_ns(self: &Arc<Self>, at_ns: u64) -> Result<(), FireError> {
+    pub(crate) fn fire_at_ns(&self, at_ns: u64) -> Result<(), FireError> {
         let now_ns = self.runtime.timing().clock.now_ns();
         match at_ns.checked_sub(now_ns) {
             Some(delay) if delay > 0 => self.fire_after_from(now_ns, Duration::from_nanos(delay)),
@@ -247,7 +243,7 @@ impl<R: Runtime> Core<R> {
     }
 
     /// Requests a run at `at` on the real clock. See `Trigger::fire_at`.
-    pub(crate) fn fire_at(self: &Arc<Self>, at: std::time::Instant) -> Result<(), FireError> {
+    pub(crate) fn fire_at(&self, at: std::time::Instant) -> Result<(), FireError> {
         match self.runtime.timing().clock.instant_ns(at) {
             Some(at_ns) => self.fire_at_ns(at_ns),
             // On virtual time, the instant counts from the real now.
@@ -258,7 +254,7 @@ impl<R: Runtime> Core<R> {
     /// Requests a run after a uniformly random delay in `[0, window)`.
     /// The whole window must fit the clock's range, so whether the fire is
     /// refused never depends on the draw.
-    pub(crate) fn fire_within(self: &Arc<Self>, window: Duration) -> Result<(), FireError> {
+    pub(crate) fn fire_within(&self, window: Duration) -> Result<(), FireError> {
         let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
         if nanos == 0 {
             return self.fire_now().map(|_| ());
@@ -270,7 +266,9 @@ impl<R: Runtime> Core<R> {
         let delay = Duration::from_nanos(self.runtime.random_below(nanos));
         self.fire_after_from(now_ns, delay)
     }
+}
 
+impl<R: Runtime> Core<R> {
     /// A debounced burst whose run is cancelled is over. The next fire opens a new one.
     pub(super) fn close_burst(&self) {
         if let Some(debounce) = self.debounce() {

@@ -15,9 +15,10 @@
 //! `queued` are in the module docs of `core`.
 
 use super::iteration::DispatchJob;
+use super::Counted;
 use super::{Core, Runtime, Turn};
 use crate::request::{Installer, Kind, Refused, Stamp, Word};
-use crate::sync::{Arc, Ordering};
+use crate::sync::Ordering;
 
 /// Whose request an install is.
 ///
@@ -68,7 +69,7 @@ impl InboxPush {
     ///
     /// A closed pool takes nothing, and nothing more is needed. The request went in before
     /// the shutdown scan closed the word, so the scan lists it. See `Request::close`.
-    pub(crate) fn deliver<R: Runtime>(self, core: &Arc<Core<R>>) {
+    pub(crate) fn deliver<R: Runtime>(self, core: &Counted<Core<R>>) {
         let _ = core.runtime.to_timer(core, self.stamp_for(core), false);
     }
 
@@ -79,7 +80,7 @@ impl InboxPush {
     }
 }
 
-impl<R: Runtime> Core<R> {
+impl<R: Runtime> Counted<Core<R>> {
     /// Puts the trigger in the run queue unless it is there already. Returns whether this
     /// call put it there or spawned its dispatch.
     ///
@@ -99,14 +100,14 @@ impl<R: Runtime> Core<R> {
     /// An async trigger's dispatch goes to its executor instead, while the scheduler is open.
     /// It only spawns the iteration's future, which the same executor task then polls. No
     /// worker wakes up. A dispatch that its executor drops unpolled falls back to the pool.
-    pub(super) fn schedule_run(self: &Arc<Self>, wake: bool) -> bool {
+    pub(super) fn schedule_run(&self, wake: bool) -> bool {
         if !self.claim_queue_slot() {
             return false;
         }
         if let Some(slot) = self.cancel_slot() {
             if !self.runtime.is_closed() {
                 slot.spawner
-                    .spawn(Box::pin(DispatchJob::new(Arc::clone(self))));
+                    .spawn(Box::pin(DispatchJob::new(Counted::clone(self))));
                 return true;
             }
         }
@@ -120,10 +121,12 @@ impl<R: Runtime> Core<R> {
     /// A closed pool takes nothing, and nothing more is needed. The request went in before
     /// the shutdown scan closed the word. So the scan lists it, or it lists its claim's run.
     /// See `Request::close`.
-    pub(crate) fn push_to_pool(self: &Arc<Self>, wake: bool) {
-        let _ = self.runtime.queue_run(Arc::clone(self), wake);
+    pub(crate) fn push_to_pool(&self, wake: bool) {
+        let _ = self.runtime.queue_run(Counted::clone(self), wake);
     }
+}
 
+impl<R: Runtime> Core<R> {
     /// Sets `queued`. Returns whether this caller must push the trigger.
     ///
     /// A trigger already queued is not pushed again. After shutdown the flag may stay set,
@@ -140,14 +143,16 @@ impl<R: Runtime> Core<R> {
         );
         false
     }
+}
 
+impl<R: Runtime> Counted<Core<R>> {
     /// Installs "run at `deadline`" for `version` and tells the timer.
     ///
     /// The publish that sets IN_INBOX pushes the trigger to the inbox. One that finds it set
     /// only wakes the timer if the deadline is earlier than its sleep target.
     #[inline]
     pub(super) fn publish_at(
-        self: &Arc<Self>,
+        &self,
         version: u32,
         deadline: u64,
         now_us: u64,
@@ -164,7 +169,7 @@ impl<R: Runtime> Core<R> {
     /// needed.
     #[inline]
     pub(super) fn to_timer_now(
-        self: &Arc<Self>,
+        &self,
         installed: Result<Word, Refused>,
         stamp: Stamp,
         deadline: u64,
@@ -180,7 +185,7 @@ impl<R: Runtime> Core<R> {
     /// A worker hands the push, if one is needed, to the pool under the lock it takes next
     /// anyway. `on_closed` says whose request it is. See [`OnClosed`].
     pub(super) fn publish_at_later(
-        self: &Arc<Self>,
+        &self,
         version: u32,
         deadline: u64,
         now_us: u64,
@@ -193,7 +198,7 @@ impl<R: Runtime> Core<R> {
     /// [`hand_to_timer`](Self::hand_to_timer).
     #[inline]
     fn install_at(
-        self: &Arc<Self>,
+        &self,
         version: u32,
         deadline: u64,
         now_us: u64,
@@ -214,7 +219,7 @@ impl<R: Runtime> Core<R> {
     /// its sleep target.
     #[inline]
     pub(super) fn hand_to_timer(
-        self: &Arc<Self>,
+        &self,
         installed: Result<Word, Refused>,
         stamp: Stamp,
         deadline: u64,
@@ -242,7 +247,9 @@ impl<R: Runtime> Core<R> {
             Err(_) => None,
         }
     }
+}
 
+impl<R: Runtime> Core<R> {
     /// Timer side. This trigger's wheel entry is due at `due_at_us`.
     ///
     /// Marks the AT request it was filed for DUE, unless a newer request replaced it. Returns

@@ -41,10 +41,10 @@
 //! [`await_termination`](crate::Scheduler::await_termination). So graceful shutdown and
 //! drop wait for it, up to the grace period.
 
+use super::Counted;
 use super::{Alive, Core, Runtime};
 use crate::async_task::TaskFuture;
 use crate::context::{self, Outcome};
-use crate::sync::Arc;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -55,7 +55,7 @@ use std::time::Duration;
 ///
 /// It owns the task's future and, through `core`, the RUNNING bit of `version`.
 pub(crate) struct Iteration<R: Runtime> {
-    core: Arc<Core<R>>,
+    core: Counted<Core<R>>,
     version: u32,
     /// `None` once the iteration ended.
     future: Option<TaskFuture>,
@@ -74,13 +74,13 @@ pub(crate) struct Iteration<R: Runtime> {
 
 impl<R: Runtime> Iteration<R> {
     /// The iteration of `version`, about to be spawned. It counts as alive until it ends.
-    pub(crate) fn new(core: Arc<Core<R>>, started: Started) -> Self {
+    pub(crate) fn new(core: Counted<Core<R>>, started: Started) -> Self {
         core.runtime.async_alive(Alive::Started);
         Self::counted(core, started)
     }
 
     /// As [`new`](Self::new), for a caller that counted it alive already.
-    fn counted(core: Arc<Core<R>>, started: Started) -> Self {
+    fn counted(core: Counted<Core<R>>, started: Started) -> Self {
         Self {
             core,
             version: started.version,
@@ -264,12 +264,12 @@ impl<R: Runtime> Drop for Iteration<R> {
 /// It serves the due request. If that starts an iteration, it polls the iteration in this
 /// same task.
 pub(crate) struct DispatchJob<R: Runtime> {
-    core: Option<Arc<Core<R>>>,
+    core: Option<Counted<Core<R>>>,
     iteration: Option<Iteration<R>>,
 }
 
 impl<R: Runtime> DispatchJob<R> {
-    pub(crate) fn new(core: Arc<Core<R>>) -> Self {
+    pub(crate) fn new(core: Counted<Core<R>>) -> Self {
         Self {
             core: Some(core),
             iteration: None,

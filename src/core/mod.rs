@@ -82,12 +82,16 @@ use crate::stats::{Counters, RareCounters, TriggerStats};
 use crate::sync::{Arc, AtomicU32, Ordering, UnsafeCell};
 use crate::wait::Waiters;
 
+#[cfg(loom)]
+pub(crate) use counted::LoomCounter;
+pub(crate) use counted::{Counted, WeakCounted};
 pub(crate) use hand_off::{InboxPush, OnClosed};
 pub(crate) use pause::ResumeTo;
 pub(crate) use runtime::{Alive, Runtime, Turn};
 pub(crate) use task_cell::TaskCell;
 
 mod closed;
+mod counted;
 mod fire;
 mod hand_off;
 pub(crate) mod iteration;
@@ -117,13 +121,13 @@ const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 /// The fields are in a fixed order, `repr(C)`, hottest first.
 ///
 /// The timer reads `request`, the slot in `marks` that places its wheel entry, and the
-/// statistics' `due_*` pair. With the `Arc` header, they take the allocation's first 52
+/// statistics' `due_*` pair. With the counts in front, they take the allocation's first 44
 /// bytes. That is one or two cache lines rather than three. It matters because expiry walks
 /// 100,000 cold cores a second in the idle benchmark, and each line is a miss.
 ///
 /// The whole core is 112 bytes, and 128 with feature `metrics`. It has 4 bytes of padding,
-/// after `handles`, where the timer's wheel key used to be. The `Arc` header adds 16
-/// bytes. A task no larger than a pointer lives inside the core, as `task_cell.rs`
+/// after `handles`, where the timer's wheel key used to be. The reference counts in front
+/// add 8 bytes, as `counted.rs` explains. A task no larger than a pointer lives inside the core, as `task_cell.rs`
 /// explains. `core::tests::a_core_stays_within_its_byte_budget` holds it there.
 #[repr(C)]
 pub(crate) struct Core<R: Runtime> {
@@ -155,7 +159,7 @@ pub(crate) struct Core<R: Runtime> {
     /// - Ordered. The Acquire in `enter` makes the previous holder's writes visible, which
     ///   the Release in its `exit` published. A spawned iteration's executor hands it to its
     ///   polling thread with its own synchronization.
-    /// - Valid. The cell lives in `self`, which the Arc keeps alive. No reference outlives
+    /// - Valid. The cell lives in `self`, which its `Counted` handle keeps alive. No reference outlives
     ///   its `with_mut` closure.
     task: UnsafeCell<TaskCell>,
     pub(crate) runtime: Arc<R>,
@@ -224,7 +228,7 @@ impl<R: Runtime> Drop for Core<R> {
     }
 }
 
-// SAFETY: `Core` is shared between threads by `Arc`. Every field but `task` is `Sync`
+// SAFETY: `Core` is shared between threads by `Counted`. Every field but `task` is `Sync`
 // already. `task` is a `TaskCell`, which is `Send` because the task it owns is, sync or
 // async. Only the single holder of the RUNNING bit accesses it. Holders hand it over
 // with Acquire/Release, as `state.rs` describes. So sharing `&Core` never gives two
@@ -239,9 +243,9 @@ impl<R: Runtime> Core<R> {
         task: TaskCell,
         policies: Option<Box<Policies>>,
         version: u32,
-    ) -> Arc<Self> {
+    ) -> Counted<Self> {
         let watched = policies.as_ref().is_some_and(|p| p.stuck_after_us > 0);
-        let core = Arc::new(Self {
+        let core = Counted::new(Self {
             state: State::new(version),
             request: Request::new(version),
             task: UnsafeCell::new(task),
@@ -262,7 +266,7 @@ impl<R: Runtime> Core<R> {
         // registered, never misses it. A trigger registered after the scan took its list is
         // closed here, as the scan closes the others. See `Request::close`. Nobody else holds
         // it yet.
-        let (slot, scanned) = core.runtime.ledger().register(Arc::downgrade(&core));
+        let (slot, scanned) = core.runtime.ledger().register(Counted::downgrade(&core));
         // An RMW, since the registry already lends the trigger out, to a
         // scan or a stats listing. Neither writes a flag yet, but an RMW stays right if
         // one did. Relaxed: read by the trigger's drop, which the last reference orders.
@@ -409,7 +413,9 @@ impl<R: Runtime> Core<R> {
     pub(crate) fn debounce(&self) -> Option<&crate::policy::trigger::Debounce> {
         self.policies().and_then(|p| p.debounce.as_ref())
     }
+}
 
+impl<R: Runtime> Counted<Core<R>> {
     /// The last handle is gone and the trigger is suspended. This brings the trigger to a
     /// timer turn at once, so the timer drops any wheel entry it holds for it.
     ///
@@ -438,7 +444,7 @@ impl<R: Runtime> Core<R> {
     /// handle count's AcqRel. An install after the pause is refused. An install after the
     /// drop's would need a newer version, which only a handle gives. A shut-down runtime holds
     /// nothing.
-    pub(crate) fn let_go(self: &Arc<Self>) {
+    pub(crate) fn let_go(&self) {
         if self.marks.load(Ordering::Relaxed) & TIMED == 0 {
             return;
         }
@@ -451,7 +457,9 @@ impl<R: Runtime> Core<R> {
             None => self.runtime.poke_timer(Turn::Now),
         }
     }
+}
 
+impl<R: Runtime> Core<R> {
     /// Marks the trigger as one the timer may hold, before an install that may set IN_INBOX.
     /// See [`let_go`](Self::let_go).
     ///

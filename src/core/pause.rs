@@ -7,11 +7,11 @@
 //! "Pause" section of docs/DESIGN.md has the whole protocol and the models that check it.
 
 use super::hand_off::OnClosed;
+use super::Counted;
 use super::{Core, Runtime};
 use crate::clock::deadline_us;
 use crate::error::FireError;
 use crate::request::{Installer, Kind, Mark, Refused, Stamp};
-use crate::sync::Arc;
 use std::time::Duration;
 
 impl<R: Runtime> Core<R> {
@@ -76,7 +76,9 @@ impl<R: Runtime> Core<R> {
             Kind::Paused | Kind::Closed { paused: true, .. }
         )
     }
+}
 
+impl<R: Runtime> Counted<Core<R>> {
     /// **resume**, for G17. It takes a paused trigger back on a schedule. Returns whether the
     /// trigger was paused.
     ///
@@ -98,7 +100,7 @@ impl<R: Runtime> Core<R> {
     /// Whichever comes second settles it into the request that delay asks for. That is the
     /// iteration's end, or this call seeing it ended. Both go through `settle_resuming`. It is
     /// one compare-exchange from the exact RESUMING word, so only one of them settles.
-    pub(crate) fn resume(self: &Arc<Self>, to: ResumeTo) -> Result<bool, FireError> {
+    pub(crate) fn resume(&self, to: ResumeTo) -> Result<bool, FireError> {
         if self.runtime.is_closed() {
             return Err(FireError::Shutdown);
         }
@@ -196,7 +198,9 @@ impl<R: Runtime> Core<R> {
         // worker that holds it runs or lists it. See `Request::close`.
         Ok(true)
     }
+}
 
+impl<R: Runtime> Core<R> {
     /// The request a delay asks for at `now_ns`.
     ///
     /// `None` asks for none, zero for a run now, and any other delay for a run at the
@@ -219,7 +223,9 @@ impl<R: Runtime> Core<R> {
     pub(super) fn schedule_of(&self, delay: Option<Duration>, now_ns: u64) -> (Kind, u64) {
         self.request_for(delay, now_ns).unwrap_or((Kind::Idle, 0))
     }
+}
 
+impl<R: Runtime> Counted<Core<R>> {
     /// Settles a RESUMING word into the request `delay` asks for. See
     /// [`resume`](Self::resume).
     ///
@@ -227,7 +233,7 @@ impl<R: Runtime> Core<R> {
     /// returned. Or the resume calls it, if that iteration had ended. It does nothing if the
     /// word is not RESUMING, because it was settled already or a newer request replaced it.
     pub(super) fn settle_resuming(
-        self: &Arc<Self>,
+        &self,
         delay: Option<Duration>,
         now_ns: u64,
         on_closed: OnClosed,

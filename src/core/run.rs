@@ -17,12 +17,12 @@
 
 use super::iteration::{Iteration, Started};
 use super::task_cell::Called;
+use super::Counted;
 use super::{Core, InboxPush, OnClosed, Runtime};
 use crate::clock::{coalesce, deadline_us};
 use crate::context::{self, Outcome};
 use crate::request::{Installer, Kind, Mark, Refused};
 use crate::state::{Enter, Exit};
-use crate::sync::Arc;
 use std::time::Duration;
 
 /// Where a re-run due at once goes when an iteration ends.
@@ -44,12 +44,12 @@ enum Start {
     Not,
 }
 
-impl<R: Runtime> Core<R> {
+impl<R: Runtime> Counted<Core<R>> {
     /// Worker side. Serves whatever request is live and due.
     ///
     /// Returns the re-armed trigger's inbox push, if its task asked for a next run. The
     /// caller delivers it, through [`InboxPush::deliver`] or the pool's next lock.
-    pub(crate) fn dispatch(self: &Arc<Self>) -> Option<InboxPush> {
+    pub(crate) fn dispatch(&self) -> Option<InboxPush> {
         // Acquire: see `queued` in `# Orderings`. Clear before reading.
         self.clear_queued();
         self.serve_due(None)
@@ -58,10 +58,7 @@ impl<R: Runtime> Core<R> {
     /// A dispatch on the executor, as [`dispatch`](Self::dispatch).
     ///
     /// An async run due at once is put in `adopt` for the caller to poll.
-    pub(crate) fn dispatch_here(
-        self: &Arc<Self>,
-        adopt: &mut Option<Started>,
-    ) -> Option<InboxPush> {
+    pub(crate) fn dispatch_here(&self, adopt: &mut Option<Started>) -> Option<InboxPush> {
         // Acquire: see `queued` in `# Orderings`. Clear before reading.
         self.clear_queued();
         self.serve_due(Some(adopt))
@@ -71,7 +68,7 @@ impl<R: Runtime> Core<R> {
     ///
     /// It is the body of [`dispatch`](Self::dispatch). It is also used where an async
     /// iteration re-runs in place.
-    pub(super) fn serve_due(self: &Arc<Self>, adopt: Adopt<'_>) -> Option<InboxPush> {
+    pub(super) fn serve_due(&self, adopt: Adopt<'_>) -> Option<InboxPush> {
         let version = self.request.take_due()?;
         if let Some(debounce) = self.debounce() {
             debounce.claimed(version);
@@ -92,7 +89,9 @@ impl<R: Runtime> Core<R> {
             Start::Not => None,
         }
     }
+}
 
+impl<R: Runtime> Core<R> {
     /// Enters the iteration of the claimed `version` and decides whether it
     /// runs now.
     fn enter(&self, version: u32) -> Start {
@@ -141,17 +140,14 @@ impl<R: Runtime> Core<R> {
         let now_us = self.runtime.timing().clock.now_us();
         (end_us > now_us).then_some((end_us, now_us))
     }
+}
 
+impl<R: Runtime> Counted<Core<R>> {
     /// A due run came too soon after the previous start.
     ///
     /// It gives RUNNING back without running, and arms the live request for the cooldown's
     /// end. Fires during the cooldown coalesce there, and the latest wins as always.
-    pub(super) fn defer(
-        self: &Arc<Self>,
-        version: u32,
-        end_us: u64,
-        now_us: u64,
-    ) -> Option<InboxPush> {
+    pub(super) fn defer(&self, version: u32, end_us: u64, now_us: u64) -> Option<InboxPush> {
         let (exit, seen) = self.state.exit_seen(version);
         // No run happened. Suppose the shutdown scan read RUNNING before this
         // `exit`. Then the AcqRel `exit` read its AcqRel `touch`, so `closed` is
@@ -184,7 +180,7 @@ impl<R: Runtime> Core<R> {
     ///
     /// For an async task, it spawns the iteration's future instead, which exits when it
     /// completes. See `iteration.rs`.
-    pub(super) fn run(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
+    pub(super) fn run(&self, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
         // A sync iteration's span, at DEBUG. It records the trigger, the version,
         // a timed run's lateness and the outcome. An async iteration gets its
         // span from its future in `iteration.rs`, entered at every poll. It gets
@@ -251,7 +247,7 @@ impl<R: Runtime> Core<R> {
                     late,
                 };
                 slot.spawner
-                    .spawn(Box::pin(Iteration::new(Arc::clone(self), started)));
+                    .spawn(Box::pin(Iteration::new(Counted::clone(self), started)));
                 None
             }
         }
@@ -263,7 +259,7 @@ impl<R: Runtime> Core<R> {
     /// [`Adopt`]. It is `None` when the executor dropped the iteration unpolled. Serving on
     /// the spot there could recurse through an executor that drops every job.
     pub(crate) fn end_async(
-        self: &Arc<Self>,
+        &self,
         version: u32,
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
@@ -279,7 +275,7 @@ impl<R: Runtime> Core<R> {
     /// A panic is reported. The statistics, the waiters and the shutdown report learn the
     /// outcome. Then come `exit`, and the re-run or re-arm.
     pub(super) fn end(
-        self: &Arc<Self>,
+        &self,
         version: u32,
         result: std::thread::Result<Option<Duration>>,
         outcome: Outcome,
@@ -378,7 +374,7 @@ impl<R: Runtime> Core<R> {
     /// on the spot instead. See [`Adopt`]. The pool's fairness of G10 is not at stake there.
     /// Serving only calls the task for its next future, which the executor task polls among
     /// the executor's others.
-    pub(super) fn rerun(self: &Arc<Self>, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
+    pub(super) fn rerun(&self, version: u32, adopt: Adopt<'_>) -> Option<InboxPush> {
         if adopt.is_none() {
             self.requeue(version);
             return None;
@@ -396,7 +392,7 @@ impl<R: Runtime> Core<R> {
 
     /// Scheduler side. `version` is due again at once, as a re-run after a reservation or
     /// after a zero re-arm delay.
-    pub(super) fn requeue(self: &Arc<Self>, version: u32) {
+    pub(super) fn requeue(&self, version: u32) {
         match self.request.install(version, Kind::Due, Installer::Publish) {
             Ok(_) => {
                 self.schedule_run(false);
@@ -409,7 +405,7 @@ impl<R: Runtime> Core<R> {
     /// The iteration of the live `version`, which returned at `now_ns`,
     /// asked for its next run `delay` later.
     pub(super) fn rearm(
-        self: &Arc<Self>,
+        &self,
         version: u32,
         delay: Duration,
         now_ns: u64,
@@ -428,7 +424,9 @@ impl<R: Runtime> Core<R> {
         let deadline = self.rearm_deadline(delay, now_ns)?;
         self.publish_at_later(version, deadline, now_ns / 1_000, OnClosed::List)
     }
+}
 
+impl<R: Runtime> Core<R> {
     /// The run that an iteration returned at `now_ns` asks for with `next`, as its re-arm
     /// would arm it.
     ///

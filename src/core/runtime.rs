@@ -20,10 +20,11 @@
 //! | keep pause and resume apart                | [`pause_lock`](Runtime::pause_lock)               |
 
 use super::Core;
+use super::Counted;
 use crate::clock::Timing;
 use crate::request::Stamp;
 use crate::shutdown::Ledger;
-use crate::sync::{Arc, Mutex};
+use crate::sync::Mutex;
 use std::any::Any;
 
 /// The runtime a trigger's core runs on. See the module docs.
@@ -39,14 +40,14 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
 
     /// Queues a due run of `core` for a worker. With `wake`, it also wakes an idle one.
     /// Returns `false` if the runtime is closed.
-    fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool;
+    fn queue_run(&self, core: Counted<Core<Self>>, wake: bool) -> bool;
 
     /// Hands `core`, whose IN_INBOX flag this caller set, to the timer. Returns `false` if
     /// the runtime is closed.
     ///
     /// With `at_once`, the timer takes it in now, whatever it requests. That happens when its
     /// last handle is gone. See `Core::let_go`.
-    fn to_timer(&self, core: &Arc<Core<Self>>, stamp: Stamp, at_once: bool) -> bool;
+    fn to_timer(&self, core: &Counted<Core<Self>>, stamp: Stamp, at_once: bool) -> bool;
 
     /// Wakes the timer for a trigger already with it. See [`Turn`].
     fn poke_timer(&self, turn: Turn);
@@ -56,7 +57,7 @@ pub(crate) trait Runtime: Send + Sync + Sized + 'static {
 
     /// Puts a trigger with a `stuck_after` on the monitor's watch list,
     /// waking the monitor if it parked with nothing to watch.
-    fn watch(&self, core: &Arc<Core<Self>>);
+    fn watch(&self, core: &Counted<Core<Self>>);
 
     /// A uniformly random number in `0..bound`, where `bound` is above zero.
     fn random_below(&self, bound: u64) -> u64;

@@ -5,11 +5,12 @@
 //! core makes.
 
 use super::{Alive, Core, Runtime, TaskCell, Turn, SLOT_LIMIT};
+use super::{Counted, WeakCounted};
 use crate::clock::{Clock, ManualTime, Timing};
 use crate::policy::trigger::PanicPolicy;
 use crate::request::Stamp;
 use crate::shutdown::Ledger;
-use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 use std::any::Any;
 use std::time::Duration;
 
@@ -19,11 +20,11 @@ pub(crate) struct TestRuntime {
     timing: Timing,
     closed: AtomicBool,
     /// Runs handed to a worker, in order.
-    pub(crate) queued: Mutex<Vec<Arc<Core<TestRuntime>>>>,
+    pub(crate) queued: Mutex<Vec<Counted<Core<TestRuntime>>>>,
     /// Whether each of those hand-offs asked for a worker to be woken.
     pub(crate) wakes: Mutex<Vec<bool>>,
     /// Triggers handed to the timer, in order.
-    pub(crate) to_timer: Mutex<Vec<Weak<Core<TestRuntime>>>>,
+    pub(crate) to_timer: Mutex<Vec<WeakCounted<Core<TestRuntime>>>>,
     /// Panics reported.
     pub(crate) panics: Mutex<Vec<String>>,
     ledger: Ledger<TestRuntime>,
@@ -65,7 +66,7 @@ impl TestRuntime {
     pub(crate) fn bind(
         self: &Arc<Self>,
         task: impl FnMut() -> Option<Duration> + Send + 'static,
-    ) -> Arc<Core<Self>> {
+    ) -> Counted<Core<Self>> {
         Core::new(
             Arc::clone(self),
             TaskCell::new(task, PanicPolicy::Stop),
@@ -91,20 +92,20 @@ impl Runtime for TestRuntime {
     fn timing(&self) -> &Timing {
         &self.timing
     }
-    fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool {
+    fn queue_run(&self, core: Counted<Core<Self>>, wake: bool) -> bool {
         self.queued.lock().unwrap().push(core);
         self.wakes.lock().unwrap().push(wake);
         !self.is_closed()
     }
-    fn to_timer(&self, core: &Arc<Core<Self>>, _stamp: Stamp, _at_once: bool) -> bool {
-        self.to_timer.lock().unwrap().push(Arc::downgrade(core));
+    fn to_timer(&self, core: &Counted<Core<Self>>, _stamp: Stamp, _at_once: bool) -> bool {
+        self.to_timer.lock().unwrap().push(Counted::downgrade(core));
         !self.is_closed()
     }
     fn poke_timer(&self, _turn: Turn) {}
     fn ledger(&self) -> &Ledger<Self> {
         &self.ledger
     }
-    fn watch(&self, _core: &Arc<Core<Self>>) {}
+    fn watch(&self, _core: &Counted<Core<Self>>) {}
     fn random_below(&self, bound: u64) -> u64 {
         bound / 2
     }
@@ -130,7 +131,7 @@ fn a_core_stays_within_its_byte_budget() {
     // then 4 B of padding. 56 B of statistics with the last delay, the rare
     // ones apart, behind `rare` with the policies. 32 B of task cell, with a
     // task of one pointer in place, and pointers to the runtime and the rare
-    // part. The `Arc` adds 16. No handle `Arc` is needed,
+    // part. The reference counts add 8. No handle `Arc` is needed,
     // since the handles are counted here. Growing the core costs every idle
     // trigger. The runtime is a type parameter, so any runtime's core has the
     // same size. Feature `metrics` adds 16 B for the two counts it last
@@ -236,7 +237,7 @@ fn a_delayed_fire_goes_to_the_timer_once_and_runs_when_expired() {
     assert_eq!(seen.kind().deadline(0), Some(3_000));
     runtime.time.set_us(3_000);
     assert!(core.expire(3_000), "the live deadline is due");
-    core.runtime.queue_run(Arc::clone(&core), false);
+    core.runtime.queue_run(Counted::clone(&core), false);
     assert_eq!(runtime.run_queued(), 1);
     assert_eq!(core.stats().iterations, 1);
 }
@@ -247,19 +248,19 @@ fn a_re_run_stays_with_its_worker_however_long_the_iteration_ran() {
     // iteration, 5 ms on the manual clock. That re-run goes back to the queue
     // without waking anyone. The worker that ran it normally takes it next.
     let runtime = TestRuntime::new();
-    let this: Arc<std::sync::OnceLock<Weak<Core<TestRuntime>>>> = Arc::default();
+    let this: Arc<std::sync::OnceLock<WeakCounted<Core<TestRuntime>>>> = Arc::default();
     let (time, me) = (Arc::clone(&runtime.time), Arc::clone(&this));
     let mut iterations = 0;
     let core = runtime.bind(move || {
         iterations += 1;
         time.set_us(iterations * 5_000);
         if iterations == 1 {
-            let core = me.get().and_then(Weak::upgrade).expect("bound");
+            let core = me.get().and_then(WeakCounted::upgrade).expect("bound");
             core.fire().expect("open");
         }
         None
     });
-    this.set(Arc::downgrade(&core)).unwrap();
+    this.set(Counted::downgrade(&core)).unwrap();
     core.fire().unwrap();
     assert_eq!(runtime.run_queued(), 1);
     assert_eq!(core.stats().iterations, 1);
@@ -296,7 +297,7 @@ fn a_deadline_re_armed_after_filing_expires_only_once_filed_again() {
     runtime.time.set_us(9_000);
     assert!(core.expire(9_000), "the re-filed deadline is due");
     assert_eq!(core.stats().iterations, 0);
-    core.runtime.queue_run(Arc::clone(&core), false);
+    core.runtime.queue_run(Counted::clone(&core), false);
     assert_eq!(runtime.run_queued(), 1);
     assert_eq!(core.stats().iterations, 1);
 }
@@ -337,7 +338,7 @@ fn a_suspend_meeting_a_pause_lifted_meanwhile_tells_the_waiters_of_what_it_cance
     });
     core.pause();
     let waiter = Arc::new(Mutex::new(None));
-    let (c, w) = (Arc::clone(&core), Arc::clone(&waiter));
+    let (c, w) = (Counted::clone(&core), Arc::clone(&waiter));
     runtime.before_pause_lock(move || {
         assert!(c.resume(ResumeTo::Schedule).unwrap());
         let fired = c.fire_for_wait().expect("accepted: resumed");

@@ -3,17 +3,17 @@
 //! It is an async waiter on a trigger's [`Waiters`](crate::wait::Waiters). It resolves as
 //! the blocking wait returns, without blocking.
 
+use super::Counted;
 use super::{Core, Runtime};
 use crate::context::Outcome;
 use crate::error::WaitError;
-use crate::sync::Arc;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// The async side of a waiter. It has no deadline, since the caller adds one.
 pub(crate) struct WaitFuture<R: Runtime> {
-    core: Arc<Core<R>>,
+    core: Counted<Core<R>>,
     fired: u32,
     /// Its id among the waiters' wakers, once it has registered one.
     id: Option<u64>,
@@ -21,7 +21,7 @@ pub(crate) struct WaitFuture<R: Runtime> {
 
 impl<R: Runtime> WaitFuture<R> {
     /// A waiter for the run serving the fire of version `fired`.
-    pub(crate) fn new(core: Arc<Core<R>>, fired: u32) -> Self {
+    pub(crate) fn new(core: Counted<Core<R>>, fired: u32) -> Self {
         Self {
             core,
             fired,

@@ -12,13 +12,14 @@
 //! listed in `core/mod.rs`.
 
 use super::shared::Shared;
+use crate::core::Counted;
 
 use super::report::{panic_message, TaskPanic};
 use crate::clock::Timing;
 use crate::core::{Alive, Core, Runtime, Turn};
 use crate::request::Stamp;
 use crate::shutdown::Ledger;
-use crate::sync::{lock, Arc, Ordering};
+use crate::sync::{lock, Ordering};
 use std::any::Any;
 
 /// A trigger's core, on this runtime.
@@ -42,7 +43,7 @@ impl Runtime for Shared {
     /// Queues a due run of `core` for a worker, and with `wake` also wakes
     /// an idle one. It returns `false` if the scheduler is closed.
     #[inline]
-    fn queue_run(&self, core: Arc<Core<Self>>, wake: bool) -> bool {
+    fn queue_run(&self, core: Counted<Core<Self>>, wake: bool) -> bool {
         self.pool.push(core, wake)
     }
 
@@ -50,7 +51,7 @@ impl Runtime for Shared {
     /// through the inbox of `inbox.rs`. It returns `false` if the scheduler
     /// is closed.
     #[inline]
-    fn to_timer(&self, core: &Arc<Core<Self>>, stamp: Stamp, at_once: bool) -> bool {
+    fn to_timer(&self, core: &Counted<Core<Self>>, stamp: Stamp, at_once: bool) -> bool {
         if !at_once {
             return self.pool.inbox_push(core, stamp);
         }
@@ -74,7 +75,7 @@ impl Runtime for Shared {
     }
 
     /// Puts a trigger with a `stuck_after` on the monitor's watch list.
-    fn watch(&self, core: &Arc<Core<Self>>) {
+    fn watch(&self, core: &Counted<Core<Self>>) {
         self.ledger.watch(core);
         // After the push. A monitor that parked before the push saw the
         // list empty, under the pool's lock. So it is woken here. An async

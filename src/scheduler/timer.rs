@@ -22,16 +22,16 @@
 //! [`Timer::settle_let_go`] does both. A thread-less driver drops them all
 //! after its lock.
 
+use crate::core::Counted;
 use crate::core::{Core, Runtime};
 use crate::request::Stamp;
-use crate::sync::Arc;
 use crate::wheel::{Key, Wheel};
 
 /// "No deadline at all."
 pub(crate) const NEVER: u64 = u64::MAX;
 
 /// A trigger in the timer's inbox, with its pusher's [`Stamp`].
-pub(crate) type InboxItem<R> = (Arc<Core<R>>, Stamp);
+pub(crate) type InboxItem<R> = (Counted<Core<R>>, Stamp);
 
 /// How long a turn's due runs took last time, in all. It is the role
 /// holder's guess of the batch, for [`Pool::after_turn`].
@@ -48,7 +48,7 @@ pub(crate) struct Estimate {
 /// word it was filed for needs no copy, as `Core::expire` explains. So a
 /// wheel entry is 24 bytes, not 32.
 struct Entry<R: Runtime> {
-    core: Arc<Core<R>>,
+    core: Counted<Core<R>>,
 }
 
 /// The timer role's single-threaded state.
@@ -58,7 +58,7 @@ pub(crate) struct Timer<R: Runtime> {
     /// deadline or a trigger taken off the wheel. Any may be a trigger's
     /// last. So they are settled by [`settle_let_go`](Self::settle_let_go)
     /// or taken by [`take_let_go`](Self::take_let_go), never inside a turn.
-    let_go: Vec<Arc<Core<R>>>,
+    let_go: Vec<Counted<Core<R>>>,
 }
 
 impl<R: Runtime> Timer<R> {
@@ -79,7 +79,7 @@ impl<R: Runtime> Timer<R> {
         &mut self,
         now_us: u64,
         items: &mut Vec<InboxItem<R>>,
-        due: &mut Vec<Arc<Core<R>>>,
+        due: &mut Vec<Counted<Core<R>>>,
     ) -> Estimate {
         // Drained, not consumed, because the caller keeps the buffer for
         // the next turn's news in `Pool::next_work`.
@@ -119,7 +119,11 @@ impl<R: Runtime> Timer<R> {
     /// in a race, and only then does its task's destructor run here with
     /// the role held. In that race the handle dropped in between, or the
     /// queued run was dispatched and let go of in between.
-    pub(crate) fn settle_let_go(&mut self, due: &mut Vec<Arc<Core<R>>>, estimate: &mut Estimate) {
+    pub(crate) fn settle_let_go(
+        &mut self,
+        due: &mut Vec<Counted<Core<R>>>,
+        estimate: &mut Estimate,
+    ) {
         for core in self.let_go.drain(..) {
             if core.queue_to_drop() {
                 due.push(core);
@@ -130,7 +134,7 @@ impl<R: Runtime> Timer<R> {
 
     /// Takes `core` out of the inbox at `now_us`, with its pusher's
     /// `stamp`. It files the request it reads, or drops its entry.
-    pub(crate) fn take_in(&mut self, core: Arc<Core<R>>, stamp: Stamp, now_us: u64) {
+    pub(crate) fn take_in(&mut self, core: Counted<Core<R>>, stamp: Stamp, now_us: u64) {
         let seen = core.request().leave_inbox();
         let deadline = stamp.deadline(seen, now_us);
         self.update(core, deadline);
@@ -139,14 +143,14 @@ impl<R: Runtime> Timer<R> {
     /// The references the turns let go of. A caller that turns under a
     /// lock, such as the thread-less driver, drops them once it has
     /// released the lock.
-    pub(crate) fn take_let_go(&mut self) -> Vec<Arc<Core<R>>> {
+    pub(crate) fn take_let_go(&mut self) -> Vec<Counted<Core<R>>> {
         std::mem::take(&mut self.let_go)
     }
 
     /// Empties the wheel at shutdown. It returns every reference it held,
     /// and any let go of, for the caller to drop outside its locks. A later
     /// turn files each trigger afresh.
-    pub(crate) fn drain(&mut self) -> Vec<Arc<Core<R>>> {
+    pub(crate) fn drain(&mut self) -> Vec<Counted<Core<R>>> {
         let mut held = std::mem::take(&mut self.let_go);
         self.wheel.drain(|entry| held.push(entry.core));
         held
@@ -176,7 +180,7 @@ impl<R: Runtime> Timer<R> {
     /// there is live exactly while it is this trigger's, and the trigger
     /// keeps no key of its own. A periodic trigger keeps its entry's index,
     /// and triggers due together keep neighbouring ones.
-    fn update(&mut self, core: Arc<Core<R>>, deadline: Option<u64>) {
+    fn update(&mut self, core: Counted<Core<R>>, deadline: Option<u64>) {
         let slot = core.slot();
         let key = Key::from_raw(slot);
         match deadline {

@@ -9,9 +9,10 @@ use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
 use crate::chunked::Chunked;
 use crate::context::Outcome;
 use crate::core::{Core, Runtime, SLOT_LIMIT};
+use crate::core::{Counted, WeakCounted};
 use crate::request::{at_least, Kind};
 use crate::state::next_version;
-use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
+use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering};
 use std::time::Duration;
 
 /// The report while shutdown proceeds.
@@ -37,7 +38,7 @@ struct Draft {
 pub(crate) struct Ledger<R: Runtime> {
     registry: Mutex<Registry<R>>,
     /// Triggers with a `stuck_after`, for the monitor to check.
-    watched: Mutex<Vec<Weak<Core<R>>>>,
+    watched: Mutex<Vec<WeakCounted<Core<R>>>>,
     draft: Mutex<Option<Draft>>,
     /// Set by `shutdown_now`, and polled by tasks through [`is_cancelled`].
     pub(crate) cancel: Arc<AtomicBool>,
@@ -46,7 +47,7 @@ pub(crate) struct Ledger<R: Runtime> {
 struct Registry<R: Runtime> {
     /// In chunks, so registering never copies the whole registry under its lock. See
     /// `chunked.rs`.
-    slots: Chunked<Weak<Core<R>>>,
+    slots: Chunked<WeakCounted<Core<R>>>,
     free: Vec<u32>,
     /// The shutdown scan has taken its list. A trigger registered from now on is not scanned,
     /// and starts closed.
@@ -92,7 +93,7 @@ impl<R: Runtime> Ledger<R> {
     /// list already.
     ///
     /// In that case the trigger starts closed.
-    pub(crate) fn register(&self, core: Weak<Core<R>>) -> (u32, bool) {
+    pub(crate) fn register(&self, core: WeakCounted<Core<R>>) -> (u32, bool) {
         let mut registry = lock(&self.registry);
         let slot = match registry.free.pop() {
             Some(slot) => {
@@ -133,8 +134,8 @@ impl<R: Runtime> Ledger<R> {
     }
 
     /// Adds a trigger with a `stuck_after` to the monitor's checks.
-    pub(crate) fn watch(&self, core: &Arc<Core<R>>) {
-        lock(&self.watched).push(Arc::downgrade(core));
+    pub(crate) fn watch(&self, core: &Counted<Core<R>>) {
+        lock(&self.watched).push(Counted::downgrade(core));
     }
 
     /// Whether no trigger with a `stuck_after` is on the watch list.
@@ -175,16 +176,16 @@ impl<R: Runtime> Ledger<R> {
     /// Forgets a dropped trigger's slot.
     pub(crate) fn unregister(&self, slot: u32) {
         let mut registry = lock(&self.registry);
-        registry.slots[slot as usize] = Weak::new();
+        registry.slots[slot as usize] = WeakCounted::new();
         registry.free.push(slot);
     }
 
     /// Every live trigger, for statistics.
-    pub(crate) fn live(&self) -> Vec<Arc<Core<R>>> {
+    pub(crate) fn live(&self) -> Vec<Counted<Core<R>>> {
         lock(&self.registry)
             .slots
             .iter()
-            .filter_map(Weak::upgrade)
+            .filter_map(WeakCounted::upgrade)
             .collect()
     }
 
@@ -195,14 +196,14 @@ impl<R: Runtime> Ledger<R> {
     /// lock. A worker may drop its reference meanwhile, and the scan's is then the last. The
     /// task's destructor may run any code, the scheduler's calls included.
     #[must_use = "dropping the scanned triggers here may run a task's destructor under the caller's lock"]
-    pub(crate) fn scan(&self, now_us: u64) -> Vec<Arc<Core<R>>> {
+    pub(crate) fn scan(&self, now_us: u64) -> Vec<Counted<Core<R>>> {
         let cores = {
             let mut registry = lock(&self.registry);
             registry.scanned = true;
             registry
                 .slots
                 .iter()
-                .filter_map(Weak::upgrade)
+                .filter_map(WeakCounted::upgrade)
                 .collect::<Vec<_>>()
         };
         {
@@ -334,7 +335,7 @@ impl Draft {
 mod tests {
     use super::Ledger;
     use crate::core::tests::TestRuntime;
-    use crate::sync::Arc;
+    use crate::core::Counted;
 
     #[test]
     fn the_scan_hands_its_references_to_the_caller() {
@@ -344,8 +345,8 @@ mod tests {
         let runtime = TestRuntime::new();
         let ledger = Ledger::<TestRuntime>::default();
         let core = runtime.bind(|| None);
-        ledger.register(Arc::downgrade(&core));
-        let weak = Arc::downgrade(&core);
+        ledger.register(Counted::downgrade(&core));
+        let weak = Counted::downgrade(&core);
         let scanned = ledger.scan(0);
         drop(core); // the other holder goes
         assert_eq!(scanned.len(), 1);

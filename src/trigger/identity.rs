@@ -1,12 +1,11 @@
 //! A trigger's identity, and the non-owning handle. Equality and hashing go
 //! by the trigger, not by its task. Two handles are equal when they drive
-//! the same trigger, as `Arc::ptr_eq` tells.
+//! the same trigger, as the core's address tells.
 
 use super::{Trigger, TriggerCore};
-use crate::sync::Weak;
+use crate::core::{Counted, WeakCounted};
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 /// Two handles are equal when they are handles to the same trigger, such as
 /// a clone or an upgraded [`WeakTrigger`]. So triggers can be map keys.
@@ -27,7 +26,7 @@ use std::sync::Arc;
 /// ```
 impl PartialEq for Trigger {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.core, &other.core)
+        Counted::ptr_eq(&self.core, &other.core)
     }
 }
 
@@ -35,7 +34,7 @@ impl Eq for Trigger {}
 
 impl Hash for Trigger {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        Arc::as_ptr(&self.core).hash(state);
+        Counted::as_ptr(&self.core).hash(state);
     }
 }
 
@@ -63,7 +62,7 @@ impl Hash for Trigger {
 /// ```
 #[derive(Clone, Default)]
 pub struct WeakTrigger {
-    pub(super) core: Weak<TriggerCore>,
+    pub(super) core: WeakCounted<TriggerCore>,
 }
 
 impl WeakTrigger {

@@ -1,10 +1,10 @@
 //! The public trigger handle. Bind a task to a scheduler, then `fire`,
 //! `fire_after` and `suspend` it from any thread.
 
+use crate::core::Counted;
 use crate::error::FireError;
 use crate::scheduler::{Scheduler, TriggerCore};
 use crate::state::Snapshot;
-use crate::sync::Arc;
 use crate::task::Task;
 use std::fmt;
 use std::time::Duration;
@@ -60,14 +60,14 @@ pub use identity::WeakTrigger;
 pub struct Trigger {
     /// The trigger itself. The core counts its handles, and dropping the last
     /// one suspends. See `Core::release_handle`.
-    core: Arc<TriggerCore>,
+    core: Counted<TriggerCore>,
 }
 
 impl Clone for Trigger {
     fn clone(&self) -> Self {
         self.core.add_handle();
         Self {
-            core: Arc::clone(&self.core),
+            core: Counted::clone(&self.core),
         }
     }
 }
@@ -224,12 +224,12 @@ impl Trigger {
     }
 
     /// The handle of a core just made, whose handle count starts at 1.
-    pub(crate) fn from_core(core: Arc<TriggerCore>) -> Self {
+    pub(crate) fn from_core(core: Counted<TriggerCore>) -> Self {
         Self { core }
     }
 
     #[cfg(loom)]
-    pub(crate) fn core(&self) -> &Arc<TriggerCore> {
+    pub(crate) fn core(&self) -> &Counted<TriggerCore> {
         &self.core
     }
 
@@ -424,7 +424,7 @@ impl Trigger {
     ) -> impl std::future::Future<Output = Result<crate::Outcome, crate::WaitError>> + Send + 'static
     {
         let fired = self.core.fire_for_wait();
-        let core = Arc::clone(&self.core);
+        let core = Counted::clone(&self.core);
         async move {
             let wait = crate::core::wait_future::WaitFuture::new(core, fired?);
             match tokio::time::Instant::now().checked_add(timeout) {
@@ -550,7 +550,7 @@ impl Trigger {
     /// A weak handle, for a task that fires or suspends its own trigger.
     pub fn downgrade(&self) -> WeakTrigger {
         WeakTrigger {
-            core: Arc::downgrade(&self.core),
+            core: Counted::downgrade(&self.core),
         }
     }
 

@@ -40,9 +40,10 @@
 //! carries every edge above.
 
 use super::{InboxItem, Pool, State, Wakes, AWAKE, NEVER};
+use crate::core::Counted;
 use crate::core::{Core, Runtime};
 use crate::request::Stamp;
-use crate::sync::{Arc, Ordering};
+use crate::sync::Ordering;
 
 /// Called under the lock. Returns the deadline a push of `core` asks the
 /// timer for. That is its request's deadline, read with the Release `touch`
@@ -61,16 +62,16 @@ impl<R: Runtime> Pool<R> {
     /// Adds `core`, whose IN_INBOX flag this caller set. It wakes the role
     /// holder if the trigger's current deadline is earlier than its sleep
     /// target. Returns `false` if shutdown closed the pool.
-    pub(crate) fn inbox_push(&self, core: &Arc<Core<R>>, stamp: Stamp) -> bool {
-        self.push_inbox((Arc::clone(core), stamp), || judge(core, stamp))
+    pub(crate) fn inbox_push(&self, core: &Counted<Core<R>>, stamp: Stamp) -> bool {
+        self.push_inbox((Counted::clone(core), stamp), || judge(core, stamp))
     }
 
     /// Adds `core`, whose IN_INBOX flag this caller set, for a turn at
     /// once, whatever it requests. Its last handle is gone, and the timer
     /// lets go of it at that turn, as `Core::let_go` explains. Returns
     /// `false` if closed.
-    pub(crate) fn inbox_push_now(&self, core: &Arc<Core<R>>, stamp: Stamp) -> bool {
-        self.push_inbox((Arc::clone(core), stamp), || Some(0))
+    pub(crate) fn inbox_push_now(&self, core: &Counted<Core<R>>, stamp: Stamp) -> bool {
+        self.push_inbox((Counted::clone(core), stamp), || Some(0))
     }
 
     /// A trigger already in the inbox got a new deadline. This wakes the

@@ -44,6 +44,7 @@
 
 use super::timer::{InboxItem, Timer, NEVER};
 use crate::clock::Clock;
+use crate::core::Counted;
 use crate::core::{Core, InboxPush, Runtime};
 use crate::sync::{lock, wait, wait_timeout, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
@@ -67,7 +68,7 @@ const FREE: u64 = u64::MAX;
 /// What a worker does next.
 pub(crate) enum Work<R: Runtime> {
     /// Serve this trigger's due request.
-    Run(Arc<Core<R>>),
+    Run(Counted<Core<R>>),
     /// Hold the timer role, and turn the wheel with the inbox items first.
     Timer(Box<Timer<R>>),
     /// The pool is closed, or this extra worker retires.
@@ -112,7 +113,7 @@ impl Wakes {
 }
 
 pub(super) struct State<R: Runtime> {
-    queue: VecDeque<Arc<Core<R>>>,
+    queue: VecDeque<Counted<Core<R>>>,
     inbox: Vec<InboxItem<R>>,
     /// The earliest deadline of the inbox's news, in µs. It is `NEVER` if
     /// there is none, or none known to matter. A free role is due for the
@@ -245,7 +246,7 @@ impl<R: Runtime> State<R> {
 /// What [`Pool::close`] took out of the pool, dropped by its caller outside
 /// every lock.
 pub(crate) struct Closed<R: Runtime> {
-    _queue: VecDeque<Arc<Core<R>>>,
+    _queue: VecDeque<Counted<Core<R>>>,
     _inbox: Vec<InboxItem<R>>,
     _timer: Option<Box<Timer<R>>>,
 }
@@ -258,9 +259,9 @@ pub(crate) struct Closed<R: Runtime> {
 /// found, drained into the run queue. So a turn allocates nothing. [`trim`]
 /// cuts each back to [`RETAIN`] items' room once drained after a burst.
 pub(crate) struct Carry<R: Runtime> {
-    pub(crate) push: Option<(Arc<Core<R>>, InboxPush)>,
+    pub(crate) push: Option<(Counted<Core<R>>, InboxPush)>,
     pub(crate) inbox: Vec<InboxItem<R>>,
-    pub(crate) due: Vec<Arc<Core<R>>>,
+    pub(crate) due: Vec<Counted<Core<R>>>,
 }
 
 impl<R: Runtime> Default for Carry<R> {
@@ -380,7 +381,7 @@ impl<R: Runtime> Pool<R> {
     /// A worker re-queueing its own trigger wakes nobody. It loops back to
     /// the queue itself, as `Core::schedule_run` explains. Returns `false`
     /// if the pool is closed.
-    pub(crate) fn push(&self, core: Arc<Core<R>>, wake: bool) -> bool {
+    pub(crate) fn push(&self, core: Counted<Core<R>>, wake: bool) -> bool {
         let mut state = self.lock();
         if state.closed {
             // The trigger is let go outside the lock. It may be the last
@@ -559,7 +560,7 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// Queues the due runs a thread-less driver found. Returns `false` if closed.
-    pub(crate) fn push_batch(&self, due: &mut Vec<Arc<Core<R>>>) -> bool {
+    pub(crate) fn push_batch(&self, due: &mut Vec<Counted<Core<R>>>) -> bool {
         let mut state = self.lock();
         if state.closed {
             return false;
@@ -569,7 +570,7 @@ impl<R: Runtime> Pool<R> {
     }
 
     /// Takes the next queued trigger without waiting, for thread-less drivers.
-    pub(crate) fn try_pop(&self) -> Option<Arc<Core<R>>> {
+    pub(crate) fn try_pop(&self) -> Option<Counted<Core<R>>> {
         self.lock().queue.pop_front()
     }
 

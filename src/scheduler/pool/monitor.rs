@@ -6,9 +6,10 @@
 use super::Limits;
 use super::{Pool, State, Wakes, AWAKE};
 use crate::clock::Clock;
+use crate::core::Counted;
 use crate::core::{Core, Runtime};
 use crate::scheduler::timer::{InboxItem, Timer, NEVER};
-use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering};
+use crate::sync::{wait, wait_timeout, MutexGuard, Ordering};
 use std::time::Duration;
 
 /// What the monitor's look at the pool found.
@@ -90,7 +91,7 @@ impl<R: Runtime> Pool<R> {
         &self,
         watch: &mut Watch,
         timer: Box<Timer<R>>,
-        due: &mut Vec<Arc<Core<R>>>,
+        due: &mut Vec<Counted<Core<R>>>,
         limits: &Limits,
     ) -> bool {
         let mut state = self.lock();

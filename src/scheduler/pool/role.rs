@@ -18,9 +18,10 @@
 
 use super::{Carry, Limits, Pool, State, Wakes, AWAKE};
 use crate::clock::{Clock, WHOLE_MS_US};
+use crate::core::Counted;
 use crate::core::{Core, Runtime};
 use crate::scheduler::timer::{Estimate, Timer, NEVER};
-use crate::sync::{wait, wait_timeout, Arc, MutexGuard, Ordering};
+use crate::sync::{wait, wait_timeout, MutexGuard, Ordering};
 use std::time::Duration;
 
 /// Estimated work one helper is woken for, in microseconds. Below it,
@@ -36,7 +37,7 @@ pub(crate) enum Step<R: Runtime> {
     /// The role is put back, so go run the queued work.
     Released,
     /// The pool closed. These due runs were never queued, so list them.
-    Closed(Vec<Arc<Core<R>>>),
+    Closed(Vec<Counted<Core<R>>>),
     /// This extra worker handed the role over after its keep-alive and is
     /// uncounted. It exits.
     Retired,
