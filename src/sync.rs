@@ -220,7 +220,7 @@ impl<T> OnceBox<T> {
 impl<T> Drop for OnceBox<T> {
     fn drop(&mut self) {
         // A load, not `with_mut`, because the value's owner is freed
-        // through a std `Arc`. Loom does not see that `Arc`'s hand-over.
+        // through std's atomic counts, whose hand-over loom does not see.
         // `&mut self` is the exclusivity, and the load orders nothing it
         // needs.
         let ptr = self.ptr.load(Ordering::Relaxed);

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The report while shutdown proceeds.
 ///
 /// In-flight entries are keyed by the trigger's address. It is stable while the scanning
-/// worker holds the `Arc`.
+/// worker holds its reference.
 #[derive(Default)]
 struct Draft {
     began_us: u64,
