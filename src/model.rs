@@ -352,6 +352,9 @@ impl Executor {
 
 /// A value counted by `core/counted.rs` with loom's atomics, for the count's
 /// own model. The trigger's core runs the same code with std's.
+///
+/// It is not `Send`, since loom's cell is not `Sync`. `loom::thread::spawn`
+/// does not ask for `Send`, so a model's threads can still take it.
 #[derive(Clone)]
 pub struct Counted(crate::core::Counted<(), crate::core::LoomCounter>);
 

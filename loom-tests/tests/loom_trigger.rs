@@ -474,8 +474,8 @@ fn the_last_handle_sees_the_fires_of_the_others() {
 #[test]
 fn counted_values_are_dropped_and_freed_after_every_use() {
     // The core's own reference counts (`core/counted.rs`), run with loom's
-    // atomics. Three threads each hold a strong or a weak handle, and any
-    // of them may hold the last strong or the last weak count. Every
+    // atomics. Three threads hold strong and weak handles, and any of
+    // them may hold the last strong or the last weak count. Every
     // handle reads a loom cell of its count as it goes; the value's drop
     // and the free write them. A weakened Release or Acquire leaves a read
     // unordered before the write, a causality violation.

@@ -16,13 +16,13 @@
 //! # Loom
 //!
 //! The counts are a [`Counter`] type parameter. The core counts with std's atomics in every
-//! build, as `Arc` did: under `--cfg loom` the trigger models would otherwise explore every
-//! count change of every reference, which made them several times slower for no edge they
-//! check. The count's own model, `loom_trigger`'s `counted_values_are_dropped_and_freed_after_every_use`,
-//! runs this same code with [`LoomCounter`], loom's atomics with a loom cell each. Every
-//! handle reads the cell of its count as it goes, and the value's drop (strong) or the free
-//! (weak) writes it. A weakened Release or Acquire leaves a read unordered before the write,
-//! which loom reports as a causality violation.
+//! build, as it did with `Arc`. On loom's, the trigger models would explore every count
+//! change of every reference, and they ran several times slower for no edge they check.
+//! The count's own model runs this same code with `LoomCounter`, loom's atomic and a loom
+//! cell per count. It is `loom_trigger`'s `counted_values_are_dropped_and_freed_after_every_use`.
+//! Every handle reads the cell of its count as it goes. The value's drop writes the strong
+//! count's cell, and the free writes the weak count's. A weakened Release or Acquire leaves a
+//! read unordered before the write, which loom reports as a causality violation.
 
 use crate::sync::{count_fence, CountU32 as AtomicU32, Ordering};
 use std::marker::PhantomData;
@@ -33,7 +33,7 @@ use std::ptr::NonNull;
 /// does past `isize::MAX`. Only a leak, such as `mem::forget` in a loop, gets there.
 const MAX_COUNT: u32 = u32::MAX / 2;
 
-/// A 32-bit count as `Counted` uses it. `AtomicU32` in every build; [`LoomCounter`] in the
+/// A 32-bit count as `Counted` uses it. `AtomicU32` in every build; `LoomCounter` in the
 /// count's own loom model.
 pub(crate) trait Counter {
     fn new(n: u32) -> Self;
@@ -168,8 +168,8 @@ unsafe impl<T: Send + Sync, C: Counter + Send + Sync> Send for WeakCounted<T, C>
 // SAFETY: see `Send` above.
 unsafe impl<T: Send + Sync, C: Counter + Send + Sync> Sync for WeakCounted<T, C> {}
 
-/// Aborts on a count past [`MAX_COUNT`]. An unwind would leave the count wrong for every other
-/// handle, so it would not be safe to continue.
+/// Aborts on a count past [`MAX_COUNT`]. A panic could be caught, and a loop of leaks that
+/// catches it could go on until the count wraps to 0, which would free a value still in use.
 #[inline]
 fn check(old: u32) {
     if old > MAX_COUNT {
@@ -226,6 +226,11 @@ impl<T, C: Counter> Counted<T, C> {
     #[cold]
     fn drop_value(&mut self) {
         self.counts().strong.last_use();
+        // Made before the value's drop, so it frees the allocation even if that drop unwinds,
+        // as in `Arc`. A task's destructor may panic.
+        let _shared_weak = WeakCounted {
+            ptr: Some(self.ptr),
+        };
         // SAFETY: the strong count reached 0, and it never rises from 0, since an upgrade
         // refuses it. So no other `&T` exists or will, and the value is dropped once. The
         // Acquire fence before this call orders every other handle's use before it. Other
@@ -233,18 +238,13 @@ impl<T, C: Counter> Counted<T, C> {
         unsafe {
             std::mem::ManuallyDrop::drop(&mut *std::ptr::addr_of_mut!((*self.ptr.as_ptr()).value))
         };
-        drop(WeakCounted {
-            ptr: Some(self.ptr),
-        });
     }
 }
 
+/// The bytes of the one allocation a `Counted<T>` takes, counts and value.
 #[cfg(test)]
-impl<T> Counted<T> {
-    /// The strong handles alive now. A snapshot, for tests.
-    pub(crate) fn strong_count(this: &Self) -> u32 {
-        this.counts().strong.load(Ordering::Relaxed)
-    }
+pub(crate) const fn allocation_size<T>() -> usize {
+    std::mem::size_of::<Inner<T, AtomicU32>>()
 }
 
 impl<T, C: Counter> Clone for Counted<T, C> {
@@ -265,7 +265,7 @@ impl<T, C: Counter> Drop for Counted<T, C> {
     fn drop(&mut self) {
         self.counts().strong.used();
         // Release: every use of the value through this handle happens before the value's drop,
-        // which Acquires below. `counted_values_are_dropped_and_freed_after_every_use` fails without it.
+        // which Acquires below. The count's loom model fails without it.
         if self.counts().strong.fetch_sub(1, Ordering::Release) != 1 {
             return;
         }
@@ -281,7 +281,8 @@ impl<T, C: Counter> Deref for Counted<T, C> {
 
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: the handle keeps the value alive, and nothing mutates it but its drop.
+        // SAFETY: the handle keeps the value alive. No `&mut T` exists but in the last strong
+        // handle's drop, which this handle rules out.
         unsafe { &*std::ptr::addr_of!((*self.ptr.as_ptr()).value) }
     }
 }
@@ -294,15 +295,17 @@ impl<T, C: Counter> WeakCounted<T, C> {
 
     /// A strong handle, while some other strong handle still keeps the value.
     pub(crate) fn upgrade(&self) -> Option<Counted<T, C>> {
+        let ptr = self.ptr?;
         // SAFETY: a weak handle keeps the allocation, so its counts can be read.
-        let inner = unsafe { Inner::counts(self.ptr?) };
-        // Relaxed: the value was built before any weak handle to it existed, and the count
-        // only keeps 0 sticky. `Arc::upgrade` acquires for `new_cyclic` only, which this type
-        // has no counterpart of.
+        let inner = unsafe { Inner::counts(ptr) };
+        // Relaxed: this weak handle reached this thread after the value was built, through a
+        // hand-over that synchronizes on its own. The count only keeps 0 sticky.
+        // `Arc::upgrade` acquires for `new_cyclic` only, which this type has no counterpart
+        // of.
         let old = inner.strong.increment_unless_zero()?;
         check(old);
         Some(Counted {
-            ptr: self.ptr?,
+            ptr,
             _owns: PhantomData,
         })
     }
@@ -342,8 +345,8 @@ impl<T, C: Counter> Drop for WeakCounted<T, C> {
         let inner = unsafe { Inner::counts(ptr) };
         inner.weak.used();
         // Release: this handle's reads of the counts happen before the free, and so does the
-        // value's drop, when this is the strong handles' shared count.
-        // `counted_values_are_dropped_and_freed_after_every_use` fails without it.
+        // value's drop, when this is the strong handles' shared count. The count's loom model
+        // fails without it.
         if inner.weak.fetch_sub(1, Ordering::Release) != 1 {
             return;
         }
@@ -385,11 +388,31 @@ mod tests {
         assert_eq!(std::mem::size_of::<Option<Counted<u64>>>(), 8);
     }
 
+    fn strong_count<T>(this: &Counted<T>) -> u32 {
+        this.counts().strong.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_value_whose_drop_panics_still_frees_its_allocation() {
+        // Miri reports a leak if the unwind skipped the shared weak count.
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("the task's destructor panics");
+            }
+        }
+        let bomb: Counted<Bomb> = Counted::new(Bomb);
+        let weak = Counted::downgrade(&bomb);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(bomb)));
+        assert!(caught.is_err());
+        assert!(weak.upgrade().is_none());
+    }
+
     #[test]
     fn the_last_strong_handle_drops_the_value_once() {
         let (first, drops) = noted();
         let second = first.clone();
-        assert_eq!(Counted::strong_count(&first), 2);
+        assert_eq!(strong_count(&first), 2);
         assert!(Counted::ptr_eq(&first, &second));
         assert_eq!(Counted::as_ptr(&first), Counted::as_ptr(&second));
         drop(first);
@@ -405,7 +428,7 @@ mod tests {
         let copy = weak.clone();
         let upgraded = weak.upgrade().expect("a strong handle lives");
         assert!(Counted::ptr_eq(&strong, &upgraded));
-        assert_eq!(Counted::strong_count(&strong), 2);
+        assert_eq!(strong_count(&strong), 2);
         drop((strong, upgraded));
         assert_eq!(
             drops.load(Ordering::Relaxed),

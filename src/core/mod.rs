@@ -109,7 +109,7 @@ pub(crate) const SLOT_LIMIT: u32 = 1 << 30;
 const QUEUED: u32 = SLOT_LIMIT;
 /// In `Core::marks`: the trigger has asked the timer for a deadline at least once.
 ///
-/// Only then can the timer hold it. See [`Core::let_go`]. It is set before the install that
+/// Only then can the timer hold it. See [`Counted::let_go`]. It is set before the install that
 /// sets IN_INBOX, and never cleared.
 const TIMED: u32 = 1 << 31;
 
@@ -127,8 +127,9 @@ const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 ///
 /// The whole core is 112 bytes, and 128 with feature `metrics`. It has 4 bytes of padding,
 /// after `handles`, where the timer's wheel key used to be. The reference counts in front
-/// add 8 bytes, as `counted.rs` explains. A task no larger than a pointer lives inside the core, as `task_cell.rs`
-/// explains. `core::tests::a_core_stays_within_its_byte_budget` holds it there.
+/// add 8 bytes, as `counted.rs` explains. A task no larger than a pointer lives inside the
+/// core, as `task_cell.rs` explains. `core::tests::a_core_stays_within_its_byte_budget`
+/// holds it there.
 #[repr(C)]
 pub(crate) struct Core<R: Runtime> {
     request: Request,
@@ -159,8 +160,8 @@ pub(crate) struct Core<R: Runtime> {
     /// - Ordered. The Acquire in `enter` makes the previous holder's writes visible, which
     ///   the Release in its `exit` published. A spawned iteration's executor hands it to its
     ///   polling thread with its own synchronization.
-    /// - Valid. The cell lives in `self`, which its `Counted` handle keeps alive. No reference outlives
-    ///   its `with_mut` closure.
+    /// - Valid. The cell lives in `self`, which its `Counted` handle keeps alive. No reference
+    ///   outlives its `with_mut` closure.
     task: UnsafeCell<TaskCell>,
     pub(crate) runtime: Arc<R>,
     /// What most triggers never need, from its first use on. See [`Rare`].
@@ -302,8 +303,8 @@ impl<R: Runtime> Core<R> {
     ///
     /// The trigger then stays suspended for good.
     pub(crate) fn upgrade_handle(&self) -> bool {
-        // Relaxed: as with `Weak::upgrade`'s increment, nothing is handed over by it. The
-        // compare-exchange only keeps 0 sticky.
+        // Relaxed: as with `WeakCounted::upgrade`'s increment, nothing is handed over by it.
+        // The compare-exchange only keeps 0 sticky.
         let upgraded = self
             .handles
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
@@ -436,7 +437,7 @@ impl<R: Runtime> Counted<Core<R>> {
     /// with the last reference, here as a rule.
     ///
     /// The read of `TIMED` is Relaxed, for these reasons. Every install that may set IN_INBOX
-    /// sets `TIMED` first and is a Release RMW. See [`mark_timed`](Self::mark_timed). The drop
+    /// sets `TIMED` first and is a Release RMW. See [`mark_timed`](Core::mark_timed). The drop
     /// already synchronized with each such install that the timer may still hold. Its own
     /// suspend's install is an AcqRel RMW that reads it, or a later value of its release
     /// sequence. On a paused trigger, the suspend writes nothing. There the pause's Acquire
@@ -461,7 +462,7 @@ impl<R: Runtime> Counted<Core<R>> {
 
 impl<R: Runtime> Core<R> {
     /// Marks the trigger as one the timer may hold, before an install that may set IN_INBOX.
-    /// See [`let_go`](Self::let_go).
+    /// See [`let_go`](Counted::let_go).
     ///
     /// Relaxed: the install's Release carries it. A load comes first, because the flag is set
     /// once and read on every re-arm.

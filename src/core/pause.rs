@@ -18,7 +18,7 @@ impl<R: Runtime> Core<R> {
     /// **pause**, for G17. It installs PAUSED in the request word, then advances the state
     /// word.
     ///
-    /// Once this returns, no iteration starts until [`resume`](Self::resume), for two reasons.
+    /// Once this returns, no iteration starts until [`resume`](Counted::resume), for two reasons.
     /// - The PAUSED install replaces a request published before it. A run already claimed,
     ///   TAKEN, enters with a version older than this advance. So `enter` finds it stale. The
     ///   exception is a run that entered before the advance, that is before this returned.
@@ -284,7 +284,7 @@ impl<R: Runtime> Counted<Core<R>> {
     }
 }
 
-/// Where [`Core::resume`] takes a paused trigger.
+/// Where [`Counted::resume`] takes a paused trigger.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum ResumeTo {
     /// The schedule its last iteration asked for.

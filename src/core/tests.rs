@@ -139,6 +139,9 @@ fn a_core_stays_within_its_byte_budget() {
     let budget = if cfg!(feature = "metrics") { 128 } else { 112 };
     let size = std::mem::size_of::<Core<TestRuntime>>();
     assert!(size <= budget, "{size}");
+    // The one allocation: the counts in front take 8 B, not `Arc`'s 16.
+    let allocation = super::counted::allocation_size::<Core<TestRuntime>>();
+    assert!(allocation <= budget + 8, "{allocation}");
 }
 
 #[test]
