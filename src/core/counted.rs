@@ -62,6 +62,7 @@ impl Counter for AtomicU32 {
         AtomicU32::fetch_sub(self, n, order)
     }
     fn increment_unless_zero(&self) -> Option<u32> {
+        // Relaxed: see `WeakCounted::upgrade`, its one caller.
         self.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
             (n != 0).then_some(n + 1)
         })
@@ -96,6 +97,7 @@ impl Counter for LoomCounter {
         self.n.fetch_sub(n, order)
     }
     fn increment_unless_zero(&self) -> Option<u32> {
+        // Relaxed: as the std counter's.
         self.n
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n != 0).then_some(n + 1)
@@ -167,6 +169,9 @@ unsafe impl<T: Send + Sync, C: Counter + Send + Sync> Sync for Counted<T, C> {}
 unsafe impl<T: Send + Sync, C: Counter + Send + Sync> Send for WeakCounted<T, C> {}
 // SAFETY: see `Send` above.
 unsafe impl<T: Send + Sync, C: Counter + Send + Sync> Sync for WeakCounted<T, C> {}
+
+/// A handle is a pointer, so moving it never moves the value, as with `Arc`.
+impl<T, C: Counter> Unpin for Counted<T, C> {}
 
 /// Aborts on a count past [`MAX_COUNT`]. A panic could be caught, and a loop of leaks that
 /// catches it could go on until the count wraps to 0, which would free a value still in use.
