@@ -253,6 +253,12 @@ impl Harness {
             .map(|late| late.as_micros() as u64)
     }
 
+    /// Sets the low 32 bits of `trigger`'s iteration count, before it runs,
+    /// so that a model reaches the carry past them.
+    pub fn preset_iterations(trigger: &Trigger, low: u32) {
+        trigger.core().preset_iterations(low);
+    }
+
     /// Whether `trigger` holds an armed request, due now or at a time.
     pub fn is_armed(&self, trigger: &Trigger) -> bool {
         use crate::request::Kind;

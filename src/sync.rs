@@ -113,6 +113,18 @@ impl<T: ?Sized> UnsafeCell<T> {
     }
 }
 
+/// Lets another thread run, such as a writer that a reader waits for.
+///
+/// Unlike [`Backoff`], it yields under loom too. A loop that re-reads plain
+/// loads, as a seqlock's reader does, ends only once the writer has run.
+/// Loom runs the writer only when the reader yields.
+pub(crate) fn yield_now() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
 /// Spin-then-yield backoff. It is crossbeam's in normal builds and does
 /// nothing under the model checker. Every loop that backs off retries an
 /// RMW, which reads the latest value. So the loop ends without yielding. A

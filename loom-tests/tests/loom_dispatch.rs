@@ -238,7 +238,7 @@ fn expire_hands_the_deadline_to_the_worker_that_measures_lateness() {
 /// Read apart, the new start with the previous run's length made up an end
 /// that never was. The two fields are a seqlock whose sequence is the span.
 #[test]
-fn a_snapshot_racing_a_runs_start_reads_a_start_and_an_end_that_were() {
+fn a_snapshot_racing_a_runs_start_reads_a_start_an_end_and_a_count_that_were() {
     run_model(|| {
         // A std `Arc`, so that the task can hold the harness weakly and move
         // the manual clock to its run's end.
@@ -248,10 +248,14 @@ fn a_snapshot_racing_a_runs_start_reads_a_start_and_an_end_that_were() {
         let r = runs.clone();
         let trigger = h.trigger(0, move || {
             let h = weak.upgrade().expect("the harness outlives the runs");
-            // The first run lasts 50 µs and the second 30.
-            h.set_time(if r.bump() == 1 { 150 } else { 230 });
+            // Each run lasts 50 µs. So the second's end gives the span the
+            // first's gave, and a snapshot must not take the span alone as
+            // proof that no start came between its reads.
+            h.set_time(if r.bump() == 1 { 150 } else { 250 });
             None
         });
+        // The second start carries the count past its low 32 bits.
+        Harness::preset_iterations(&trigger, u32::MAX - 1);
         h.set_time(100);
         trigger.fire().unwrap();
         h.run_one();
@@ -261,24 +265,22 @@ fn a_snapshot_racing_a_runs_start_reads_a_start_and_an_end_that_were() {
             let trigger = trigger.clone();
             thread::spawn(move || {
                 let stats = trigger.stats();
-                (stats.last_start, stats.last_end)
+                (stats.last_start, stats.last_end, stats.iterations)
             })
         };
         h.run_one();
-        let (start, end) = reader.join().unwrap();
+        let (start, end, iterations) = reader.join().unwrap();
         let us = |us: u64| Some(Duration::from_micros(us));
         assert_eq!(runs.get(), 2);
-        // A start that kept the pair busy through every try of the reader
-        // leaves the end unknown.
+        // The end and the count are read with the start.
         if start == us(100) {
-            assert!(
-                end == us(150) || end.is_none(),
-                "the first run's pair: {end:?}"
-            );
+            assert_eq!(end, us(150), "the first run's pair");
+            assert_eq!(iterations, u64::from(u32::MAX), "the first run's count");
         } else {
             assert_eq!(start, us(200));
+            assert_eq!(iterations, 1 << 32, "the second run's count, carried");
             assert!(
-                end == us(150) || end == us(230) || end.is_none(),
+                end == us(150) || end == us(250),
                 "the second start with the first end or its own: {end:?}"
             );
         }

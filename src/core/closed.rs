@@ -107,7 +107,7 @@ impl<R: Runtime> Core<R> {
     /// run that schedule asks for, if any. It takes the mark, so no later settle lists the
     /// run again. It runs under the report's lock.
     pub(crate) fn settle_at_close(&self, now_us: u64) -> Option<Kind> {
-        let (kind, _) = self.schedule_of(self.stats.last_delay.get(), now_us.saturating_mul(1_000));
+        let (kind, _) = self.schedule_of(self.last_delay.get(), now_us.saturating_mul(1_000));
         let owed = matches!(kind, Kind::Due | Kind::At { .. });
         (owed && self.request.take_mark(Mark::Resuming, |_| true)).then_some(kind)
     }

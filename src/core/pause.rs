@@ -129,7 +129,7 @@ impl<R: Runtime> Counted<Core<R>> {
             // whatever an iteration in flight returns. G6 requires it.
             None if suspended => (Kind::Idle, 0),
             None if self.state.snapshot().is_running() => (Kind::Resuming, 0),
-            None => self.schedule_of(self.stats.last_delay.get(), now_ns),
+            None => self.schedule_of(self.last_delay.get(), now_ns),
         };
         let to_inbox = matches!(kind, Kind::At { .. });
         if to_inbox {
@@ -186,7 +186,7 @@ impl<R: Runtime> Counted<Core<R>> {
             // settle, as `g17_a_resume_during_the_iteration…` shows.
             Kind::Resuming if !self.state.touch().is_running() => {
                 self.settle_resuming(
-                    self.stats.last_delay.get(),
+                    self.last_delay.get(),
                     self.runtime.timing().clock.now_ns(),
                     OnClosed::Refuse,
                 );

@@ -169,7 +169,7 @@ impl<R: Runtime> Counted<Core<R>> {
                 // A newer request rules. The exception is a resume that waits for
                 // this deferred run's schedule, which is the last iteration's.
                 let now_ns = self.runtime.timing().clock.now_ns();
-                self.settle_resuming(self.stats.last_delay.get(), now_ns, OnClosed::List);
+                self.settle_resuming(self.last_delay.get(), now_ns, OnClosed::List);
                 return None;
             }
         };
@@ -197,7 +197,9 @@ impl<R: Runtime> Counted<Core<R>> {
         // measured from it ends no earlier. A lateness reads at most about 2 µs
         // high.
         let start_us = self.runtime.timing().clock.deadline_base_ns() / 1_000;
-        let late = self.stats.started(version, start_us);
+        let late = self
+            .stats
+            .started(version, start_us, || &self.rare().counters);
         if let Some(late) = late {
             #[cfg(feature = "tracing")]
             span.record("lateness_us", late);
@@ -321,7 +323,7 @@ impl<R: Runtime> Counted<Core<R>> {
                 retry
             }
         };
-        self.stats.last_delay.returned(next);
+        self.last_delay.returned(next);
         // The outcome goes to the shutdown report if the scan listed this run. It
         // is looked up before `exit`. It is looked up again after `exit` if the
         // scan had not run yet, since the scan may read RUNNING between the first

@@ -37,10 +37,9 @@ pub(crate) struct Counters {
     reported_fires: AtomicU64,
     #[cfg(feature = "metrics")]
     reported_coalesced: AtomicU64,
-    iterations: AtomicU64,
     served_fires: AtomicU64,
     /// The last start and span are read as a pair, as
-    /// [`start_and_span`](Self::start_and_span) explains. Both are loom
+    /// [`start_span_and_iterations`](Self::start_span_and_iterations) explains. Both are loom
     /// atomics under `--cfg loom`, unlike the other statistics, so that a
     /// model sees the pair's orderings. That model is `loom_dispatch`'s
     /// snapshot racing a run's start.
@@ -50,9 +49,14 @@ pub(crate) struct Counters {
     /// this one's start, with `IN_FLIGHT` set. So the last end is kept in 32
     /// bits rather than 64. It is `BUSY` while a start writes the pair.
     last_span: crate::sync::AtomicU32,
-    /// The delay the last iteration returned. It sits here, in what would
-    /// be padding.
-    pub(crate) last_delay: LastDelay,
+    /// The iterations so far, less their carries: their low 32 bits. The
+    /// carries, in the rare counters, count the rest. A 64-bit count here
+    /// would cost every trigger 8 bytes, with the padding it brings. A
+    /// snapshot reads the count and its carries with the last start and
+    /// span, as [`start_span_and_iterations`](Self::start_span_and_iterations)
+    /// explains. A loom atomic under `--cfg loom`, as the pair is, so that
+    /// the pair's model sees a count carried as its start goes.
+    iterations: crate::sync::AtomicU32,
     /// Lateness in microseconds, saturating at `LATENESS_MAX`, or `NONE` if
     /// unknown.
     last_lateness_us: AtomicU32,
@@ -66,7 +70,8 @@ const NO_SPAN: u32 = !IN_FLIGHT;
 /// `Counters::last_span` while a start writes the pair. `encode_span` never
 /// gives it, since its unit field is the unused fourth.
 const BUSY: u32 = IN_FLIGHT | (3 << SPAN.value_bits);
-/// How many times a reader tries for a pair before it gives up on the end.
+/// How many times a reader tries for a pair, spinning, before it yields
+/// between tries to the start it waits for.
 const PAIR_TRIES: usize = 4;
 
 /// A figure in at most 32 bits: a unit of three, picked by the two bits
@@ -212,6 +217,10 @@ pub(crate) struct RareCounters {
     /// Saturates at `u32::MAX`. A trigger panicking a thousand times a
     /// second would need seven weeks to get there.
     panics: AtomicU32,
+    /// Times `Counters::iterations` wrapped to 0. The holder of RUNNING
+    /// writes it, inside the write of a start's pair. A loom atomic under
+    /// `--cfg loom`, as the pair is.
+    iteration_carries: crate::sync::AtomicU32,
 }
 
 // Relaxed, as every statistic. The comment on `impl Counters` says why.
@@ -222,6 +231,7 @@ impl RareCounters {
             suspend_version: crate::sync::AtomicU32::new(NONE),
             suspends: AtomicU64::new(u64::from(start_version)),
             panics: AtomicU32::new(0),
+            iteration_carries: crate::sync::AtomicU32::new(0),
         }
     }
 
@@ -290,12 +300,11 @@ impl Counters {
             reported_coalesced: AtomicU64::new(0),
             due_at_us: crate::sync::AtomicU64::new(0),
             due_version: crate::sync::AtomicU32::new(NONE),
-            iterations: AtomicU64::new(0),
+            iterations: crate::sync::AtomicU32::new(0),
             served_fires: AtomicU64::new(0),
             last_version: AtomicU32::new(start_version),
             last_start_us: crate::sync::AtomicU64::new(u64::MAX),
             last_span: crate::sync::AtomicU32::new(NO_SPAN),
-            last_delay: LastDelay::new(),
             last_lateness_us: AtomicU32::new(NONE),
             max_lateness_us: AtomicU32::new(NONE),
         }
@@ -314,6 +323,12 @@ impl Counters {
         advances.saturating_sub(rare.suspends.load(Relaxed))
     }
 
+    /// See `Core::preset_iterations`.
+    #[cfg(loom)]
+    pub(crate) fn preset_iterations(&self, low: u32) {
+        self.iterations.store(low, Relaxed);
+    }
+
     /// The version of the last iteration that started, or the start version
     /// before any.
     pub(crate) fn last_started_version(&self) -> u32 {
@@ -322,7 +337,7 @@ impl Counters {
 
     /// Whether an iteration ever started.
     pub(crate) fn ran(&self) -> bool {
-        self.iterations.load(Relaxed) > 0
+        self.last_start_us().is_some()
     }
 
     /// The run of `version` was due at `due_at_us`. Either the timer found it
@@ -342,10 +357,15 @@ impl Counters {
 
     /// On the worker side, an iteration of `version` starts at `now_us`. The
     /// worker holding RUNNING is these fields' only writer, so a load and a
-    /// store do what an RMW would, cheaper. Returns this run's lateness in
-    /// microseconds, saturating, if it was a timed run.
-    pub(crate) fn started(&self, version: u32, now_us: u64) -> Option<u32> {
-        bump(&self.iterations);
+    /// store do what an RMW would, cheaper. `rare` gives the trigger's rare
+    /// counters, made on first use, for the iterations' carry. Returns this
+    /// run's lateness in microseconds, saturating, if it was a timed run.
+    pub(crate) fn started<'a>(
+        &self,
+        version: u32,
+        now_us: u64,
+        rare: impl FnOnce() -> &'a RareCounters,
+    ) -> Option<u32> {
         if self.last_version.load(Relaxed) != version {
             self.last_version.store(version, Relaxed);
             bump(&self.served_fires);
@@ -360,10 +380,19 @@ impl Counters {
         let gap = end.map_or(NO_SPAN, |end| encode_span(now_us.saturating_sub(end)));
         // A seqlock's write, with the span as its sequence. `BUSY` and the
         // Release fence come before the start, and the Release store of the
-        // span after it. See `start_and_span` for the reader's half.
+        // span after it. See `start_span_and_iterations` for the reader's half.
         self.last_span.store(BUSY, Relaxed);
         crate::sync::fence(Release);
         self.last_start_us.store(now_us, Relaxed);
+        // The count goes up inside the pair's write, so a snapshot reads it
+        // with the start it goes with. Its carry goes up there too. Once in
+        // 2^32 runs, that makes the rare counters if the trigger has none.
+        let iterations = self.iterations.load(Relaxed);
+        if iterations == u32::MAX {
+            let carries = &rare().iteration_carries;
+            carries.store(carries.load(Relaxed).wrapping_add(1), Relaxed);
+        }
+        self.iterations.store(iterations.wrapping_add(1), Relaxed);
         self.last_span.store(IN_FLIGHT | gap, Release);
         if self.due_version.swap(NONE, Relaxed) == version {
             let late = now_us.saturating_sub(self.due_at_us.load(Relaxed));
@@ -384,7 +413,7 @@ impl Counters {
     pub(crate) fn ended(&self, now_us: u64) -> u64 {
         let ran = now_us.saturating_sub(self.last_start_us.load(Relaxed));
         // Release: a reader that reads this span reads the start it counts
-        // from. See `start_and_span`.
+        // from. See `start_span_and_iterations`.
         self.last_span.store(encode_span(ran), Release);
         ran
     }
@@ -446,37 +475,67 @@ impl Counters {
         Some(if span & IN_FLIGHT == 0 { ran } else { 0 })
     }
 
-    /// The last start and the span that goes with it, read as one pair, or
-    /// `None` if a start kept writing it through every try.
+    /// The last start, the span that goes with it and the iterations so
+    /// far, read as one. `rare` gives the trigger's rare counters, if it has
+    /// any.
     ///
-    /// It is a seqlock's read, with the span as the sequence. The Acquire
-    /// load of the span synchronizes with the store that wrote it. So the
-    /// start read next is that span's or a later one. A later start was
-    /// written after `BUSY` and the writer's Release fence. The Acquire
-    /// fence then makes the span's second read see `BUSY` or a later span,
-    /// which differs from the first. Only a span that two whole starts
-    /// later came back to the same value could pass unseen.
-    fn start_and_span(&self) -> Option<(u64, u32)> {
-        for _ in 0..PAIR_TRIES {
-            let span = self.last_span.load(Acquire);
+    /// It is a seqlock's read, with the span as the sequence. The span is
+    /// read before and after the start and the count. A start writes those
+    /// after `BUSY` and its Release fence, and so the rare counters for a
+    /// carry. If the first reads saw any of those writes, the Acquire fence
+    /// after them makes the span's second read see `BUSY` or a later span.
+    ///
+    /// That later span may equal the first, since a start and its end can
+    /// leave the span as the run before did. So the span's second read is
+    /// Acquire, and the start and the count are read once more. They are
+    /// then at least as new as the span read, so a start between the reads
+    /// shows as a change. That is also why the span's first read may be
+    /// Relaxed. The first reads are kept only if the later ones, which the
+    /// Acquire orders, found the same.
+    ///
+    /// A start writes the three in a few stores and takes no lock. Its
+    /// carry allocates, once in 2^32 runs. So a reader that finds a start
+    /// under way tries again until it is done. It spins at first. Then it
+    /// yields, since a preempted writer needs the processor back.
+    fn start_span_and_iterations<'a>(
+        &self,
+        rare: impl Fn() -> Option<&'a RareCounters>,
+    ) -> (u64, u32, u64) {
+        let mut tries = 0;
+        loop {
+            let span = self.last_span.load(Relaxed);
             if span != BUSY {
                 let start = self.last_start_us.load(Relaxed);
+                let iterations = self.iterations(rare());
                 crate::sync::fence(Acquire);
-                if self.last_span.load(Relaxed) == span {
-                    return Some((start, span));
+                if self.last_span.load(Acquire) == span
+                    && self.last_start_us.load(Relaxed) == start
+                    && self.iterations(rare()) == iterations
+                {
+                    return (start, span, iterations);
                 }
             }
-            std::hint::spin_loop();
+            tries += 1;
+            if tries < PAIR_TRIES {
+                std::hint::spin_loop();
+            } else {
+                crate::sync::yield_now();
+            }
         }
-        None
+    }
+
+    /// The iterations so far: the carries and the count, read apart.
+    fn iterations(&self, rare: Option<&RareCounters>) -> u64 {
+        let carries = rare.map_or(0, |rare| rare.iteration_carries.load(Relaxed));
+        (u64::from(carries) << 32) | u64::from(self.iterations.load(Relaxed))
     }
 
     /// A snapshot, given the state and request words read just before.
-    /// `rare` holds the trigger's rare counters, if it has any.
+    /// `rare` gives the trigger's rare counters, if it has any.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn snapshot(
+    pub(crate) fn snapshot<'a>(
         &self,
-        rare: Option<&RareCounters>,
+        rare: impl Fn() -> Option<&'a RareCounters>,
         name: Option<&str>,
         state: Snapshot,
         request: Word,
@@ -484,22 +543,20 @@ impl Counters {
         stuck: bool,
         closed: bool,
     ) -> TriggerStats {
-        let fires = Self::fires(state.version(), rare);
+        let fires = Self::fires(state.version(), rare());
         let served = self.served_fires.load(Relaxed);
         let micros = |value: u64| (value != u64::MAX).then(|| Duration::from_micros(value));
-        // A start in progress through every try leaves the end unknown.
-        let (last_start, last_end) = match self.start_and_span() {
-            Some((start, span)) => (
-                micros(start),
-                end_of(start, span).map(Duration::from_micros),
-            ),
-            None => (micros(self.last_start_us.load(Relaxed)), None),
-        };
+        let (start, span, iterations) = self.start_span_and_iterations(&rare);
+        let (last_start, last_end) = (
+            micros(start),
+            end_of(start, span).map(Duration::from_micros),
+        );
+        let rare = rare();
         TriggerStats {
             name: name.map(str::to_owned),
             fires,
             coalesced_fires: fires.saturating_sub(served),
-            iterations: self.iterations.load(Relaxed),
+            iterations,
             panics: rare.map_or(0, |rare| u64::from(rare.panics.load(Relaxed))),
             last_start,
             last_end,

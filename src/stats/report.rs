@@ -51,8 +51,7 @@ pub struct TriggerStats {
     /// It is kept as that run's length, and while the next one runs, as the
     /// gap before its start. So it is exact to the microsecond when the run
     /// and that gap are each under about 8.9 minutes. Otherwise it is within
-    /// a millisecond either way, or past about 6.2 days a second. A snapshot
-    /// taken while a run starts may find the end unknown.
+    /// a millisecond either way, or past about 6.2 days a second.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_end: Option<Duration>,
     /// Start minus deadline of the last timed run. A timed run is a delayed

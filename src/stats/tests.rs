@@ -1,6 +1,11 @@
 //! Unit tests of the per-trigger counters and their snapshots.
 use super::*;
 
+/// The rare counters of a test whose count never carries.
+fn no_carry() -> &'static RareCounters {
+    unreachable!("2^32 iterations in a unit test")
+}
+
 fn snapshot(counters: &Counters) -> TriggerStats {
     snapshot_with(counters, None)
 }
@@ -9,7 +14,7 @@ fn snapshot_with(counters: &Counters, rare: Option<&RareCounters>) -> TriggerSta
     let word = Word::new(1, Kind::Idle);
     // Version 1, idle. The version sits above the two bits.
     counters.snapshot(
-        rare,
+        || rare,
         None,
         Snapshot::from_raw(1 << 2),
         word,
@@ -83,7 +88,7 @@ fn the_last_end_stays_known_while_the_next_iteration_runs() {
     };
     let us = Duration::from_micros;
     assert_eq!(ends(&counters), (None, None, None));
-    counters.started(1, 1_000);
+    counters.started(1, 1_000, no_carry);
     assert_eq!(
         ends(&counters),
         (Some(us(1_000)), None, None),
@@ -94,19 +99,30 @@ fn the_last_end_stays_known_while_the_next_iteration_runs() {
         ends(&counters),
         (Some(us(1_000)), Some(us(1_250)), Some(250))
     );
-    counters.started(2, 9_000);
+    counters.started(2, 9_000, no_carry);
     assert_eq!(
         ends(&counters),
         (Some(us(9_000)), Some(us(1_250)), Some(0)),
         "the first end, kept as the gap before the second start"
     );
-    // A snapshot while a start writes the pair reads the start alone.
-    counters.last_span.store(BUSY, Relaxed);
-    assert_eq!(ends(&counters).1, None, "the end is unknown meanwhile");
-    assert_eq!(ends(&counters).0, Some(us(9_000)));
-    counters
-        .last_span
-        .store(IN_FLIGHT | encode_span(7_750), Relaxed);
+    // A snapshot while a start writes the pair waits for the start's end.
+    let span = counters.last_span.swap(BUSY, Relaxed);
+    let reading = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            reading.wait();
+            ends(&counters)
+        });
+        reading.wait();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!reader.is_finished(), "a snapshot of a pair half written");
+        counters.last_span.store(span, Release);
+        assert_eq!(
+            reader.join().unwrap(),
+            (Some(us(9_000)), Some(us(1_250)), Some(0)),
+            "the pair once written"
+        );
+    });
     // A run of an hour ends to the millisecond.
     let hour = 3_600_000_000;
     counters.ended(9_000 + hour + 123);
@@ -120,7 +136,7 @@ fn a_long_run_and_a_long_gap_keep_the_end_within_a_millisecond() {
     let counters = Counters::new(0);
     let hour = 3_600_000_000;
     let end = 1_000 + hour + 123;
-    counters.started(1, 1_000);
+    counters.started(1, 1_000, no_carry);
     counters.ended(end);
     let ended_at = |counters: &Counters| {
         let stats = snapshot(counters);
@@ -129,7 +145,7 @@ fn a_long_run_and_a_long_gap_keep_the_end_within_a_millisecond() {
     let first = ended_at(&counters).unwrap();
     assert!(first <= end && end - first < 1_000, "{first} for {end}");
     // Ten minutes later, a gap past the microsecond range, the next run starts.
-    counters.started(2, end + 600_000_999);
+    counters.started(2, end + 600_000_999, no_carry);
     let during = ended_at(&counters).unwrap();
     assert!(during.abs_diff(end) < 2_000, "{during} for {end}");
 }
@@ -139,12 +155,12 @@ fn lateness_saturates_instead_of_wrapping() {
     let counters = Counters::new(0);
     assert_eq!(snapshot(&counters).max_lateness, None);
     counters.marked_due(1, 10);
-    counters.started(1, 10 + 5_000_000_000_000); // ~58 days late
+    counters.started(1, 10 + 5_000_000_000_000, no_carry); // ~58 days late
     let max = Duration::from_micros(u64::from(LATENESS_MAX));
     assert_eq!(snapshot(&counters).last_lateness, Some(max));
     assert_eq!(snapshot(&counters).max_lateness, Some(max));
     counters.marked_due(1, 100);
-    counters.started(1, 142);
+    counters.started(1, 142, no_carry);
     let stats = snapshot(&counters);
     assert_eq!(stats.last_lateness, Some(Duration::from_micros(42)));
     assert_eq!(stats.max_lateness, Some(max), "the maximum stays");
@@ -174,4 +190,40 @@ fn rare_counters_count_panics_suspends_and_wraps() {
         snapshot_with(&counters, Some(&RareCounters::new(1))).fires,
         0
     );
+}
+
+#[test]
+fn the_iterations_carry_past_32_bits_into_the_rare_counters() {
+    let counters = Counters::new(0);
+    counters.iterations.store(u32::MAX - 1, Relaxed);
+    let rare = RareCounters::new(0);
+    let made = std::cell::Cell::new(0);
+    let rare_made = || {
+        made.set(made.get() + 1);
+        &rare
+    };
+    counters.started(1, 1_000, rare_made);
+    assert_eq!(made.get(), 0, "no carry below 2^32");
+    assert_eq!(snapshot_with(&counters, None).iterations, (1 << 32) - 1);
+    counters.ended(1_001);
+    counters.started(1, 2_000, rare_made);
+    assert_eq!(made.get(), 1, "the carry needs the rare counters");
+    assert_eq!(counters.iterations.load(Relaxed), 0);
+    assert!(counters.ran(), "ran, with 0 in the low 32 bits");
+    assert_eq!(snapshot_with(&counters, Some(&rare)).iterations, 1 << 32);
+    counters.ended(2_001);
+    counters.started(1, 3_000, rare_made);
+    assert_eq!(made.get(), 1, "one carry per wrap");
+    assert_eq!(
+        snapshot_with(&counters, Some(&rare)).iterations,
+        (1 << 32) + 1
+    );
+}
+
+#[test]
+fn a_trigger_ran_once_its_first_iteration_started() {
+    let counters = Counters::new(0);
+    assert!(!counters.ran());
+    counters.started(1, 0, no_carry);
+    assert!(counters.ran(), "a start at time 0 counts");
 }
