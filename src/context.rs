@@ -23,7 +23,7 @@ pub enum Outcome {
     Completed,
     /// It panicked. The panic was caught and reported.
     Panicked,
-    /// It saw [`is_cancelled`](crate::is_cancelled) return `true` and returned.
+    /// It saw [`is_cancelled`] return `true` and returned.
     Cancelled,
     /// It had not returned when the report was taken. See
     /// [`Builder::shutdown_grace`](crate::Builder::shutdown_grace).

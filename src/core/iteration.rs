@@ -30,7 +30,7 @@
 //!
 //! [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now) sets the scheduler's
 //! cancel flag. It then wakes every in-flight iteration through the waker the iteration
-//! left in its trigger's [`CancelSlot`]. A poll stores its waker and reads the flag under
+//! left in its trigger's [`CancelSlot`](crate::async_task::CancelSlot). A poll stores its waker and reads the flag under
 //! the slot's lock. The lock orders the two. So either the poll sees the flag, or
 //! `shutdown_now` finds the waker. The future is then dropped at its next `.await` and
 //! listed `Cancelled`. An executor may drop an iteration before it completed, when a

@@ -1,7 +1,7 @@
 //! The task cell, which only the RUNNING holder touches.
 //!
 //! It holds the task, with the back-off of a
-//! [`PanicPolicy::Retry`](crate::policy::PanicPolicy::Retry) if it has one. It is stored in the
+//! [`PanicPolicy::Retry`] if it has one. It is stored in the
 //! trigger's own allocation when it fits.
 //!
 //! A task is one of several kinds. It is sync or async, with or without a retry back-off.
@@ -47,7 +47,7 @@ trait Body: Send + 'static {
     }
 }
 
-/// A task under [`PanicPolicy::Retry`](crate::policy::PanicPolicy::Retry).
+/// A task under [`PanicPolicy::Retry`].
 ///
 /// The back-off lives beside it, in the task's box. With the back-off, it is larger than
 /// a pointer.

@@ -1,4 +1,4 @@
-//! Building a [`Refresh`](super::Refresh). A builder sets the period, the
+//! Building a [`Refresh`]. A builder sets the period, the
 //! back-off and the trigger's options, then binds the fetch. The fetch is
 //! blocking or async. Each iteration turns its outcome into the latest
 //! value, the last error and the next delay.

@@ -65,7 +65,7 @@ pub(crate) struct Latest<T, E> {
     pub(super) watchdog: OnceLock<WeakTrigger>,
     /// The watchdog has been started, and it then re-arms itself.
     pub(super) watching: std::sync::atomic::AtomicBool,
-    /// The channel of [`Refresh::subscribe`]'s receivers.
+    /// The channel of [`Refresh::subscribe`](super::Refresh::subscribe)'s receivers.
     #[cfg(feature = "tokio")]
     pub(super) watch: Subscribers<T>,
 }
@@ -166,7 +166,7 @@ impl<T, E> Latest<T, E> {
         course.holding(self.meta.now_ns())
     }
 
-    /// Whether the budget holds the run that passed [`held_back`]. Returns
+    /// Whether the budget holds the run that passed [`held_back`](Self::held_back). Returns
     /// the delay to its slot, reserved now. The run re-arms for it, and the
     /// run at the slot fetches without asking again.
     pub(super) fn over_budget(&self, course: &mut Course) -> Option<Duration> {

@@ -52,7 +52,7 @@
 //!
 //! # Orderings
 //!
-//! * **caller → worker**. [`Request::publish`] is a *Release* CAS. It is AcqRel, as the
+//! * **caller → worker**. `Request::publish` is a *Release* CAS. It is AcqRel, as the
 //!   next item explains. [`Request::take_due`] is an *Acquire* CAS. The timer's
 //!   [`Request::expire`] in between is a Relaxed RMW. It continues the release sequence,
 //!   so the worker still synchronizes with the caller.
@@ -403,7 +403,7 @@ impl Request {
         self.install(version, kind, Installer::Publish).ok()
     }
 
-    /// [`publish`](Self::publish), telling why it was refused.
+    /// `publish`, telling why it was refused.
     ///
     /// A resume's request goes in only over PAUSED, and never under a newer version. A
     /// settling one goes in only over the RESUMING word of `version`. A firer's request that

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! This is the runtime layer. It implements the trigger core's
-//! [`Runtime`](crate::core::Runtime) trait in `door.rs`. It drives cores
+//! [`Runtime`] trait in `door.rs`. It drives cores
 //! through their `dispatch` and `expire`. No lower layer imports it. Its
 //! shutdown ledger is the `shutdown` module's `Ledger`, one room below.
 //!

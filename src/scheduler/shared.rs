@@ -404,7 +404,7 @@ impl Drop for ExitGuard {
     }
 }
 
-/// Default grace period of [`Scheduler::shutdown_now`] and of drop.
+/// Default grace period of [`Scheduler::shutdown_now`](super::Scheduler::shutdown_now) and of drop.
 pub(super) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 #[cfg(all(test, not(loom)))]

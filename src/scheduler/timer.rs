@@ -34,7 +34,7 @@ pub(crate) const NEVER: u64 = u64::MAX;
 pub(crate) type InboxItem<R> = (Counted<Core<R>>, Stamp);
 
 /// How long a turn's due runs took last time, in all. It is the role
-/// holder's guess of the batch, for [`Pool::after_turn`].
+/// holder's guess of the batch, for [`Pool::after_turn`](super::pool::Pool::after_turn).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Estimate {
     /// The time of the runs that have finished before, in µs, saturating.

@@ -40,7 +40,7 @@ pub(crate) struct Ledger<R: Runtime> {
     /// Triggers with a `stuck_after`, for the monitor to check.
     watched: Mutex<Vec<WeakCounted<Core<R>>>>,
     draft: Mutex<Option<Draft>>,
-    /// Set by `shutdown_now`, and polled by tasks through [`is_cancelled`].
+    /// Set by `shutdown_now`, and polled by tasks through [`is_cancelled`](Self::is_cancelled).
     pub(crate) cancel: Arc<AtomicBool>,
 }
 

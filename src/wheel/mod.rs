@@ -39,7 +39,7 @@ impl Key {
         self.0
     }
 
-    /// A key from [`into_raw`](Self::into_raw). Any other value is a key
+    /// A key from `into_raw`. Any other value is a key
     /// too. It names no live entry, as [`Wheel::remove`] handles, or it
     /// names another one.
     pub fn from_raw(raw: u32) -> Self {
