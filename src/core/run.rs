@@ -9,11 +9,12 @@
 //!
 //! Between `State::enter` returning `Entered` and `State::exit`, the runner holds
 //! RUNNING. It is the only code that touches the task cell, `Core::task`. See the
-//! invariant there. [`TaskCell`](super::TaskCell) itself is plain single-threaded code. Everything an
-//! observer of an iteration's end may read is written before it is told, in `end`. That
-//! covers the statistics, the shutdown report and the waiters. A re-run never loops on
-//! the same thread. It goes back through the run queue, as G10 requires. The exception is
-//! an async iteration ending in a poll, which adopts it, as [`Adopt`] describes.
+//! invariant there. [`TaskCell`](super::TaskCell) itself is plain single-threaded code.
+//! Everything an observer of an iteration's end may read is written before it is told, in
+//! `end`. That covers the statistics, the shutdown report and the waiters. A re-run never
+//! loops on the same thread. It goes back through the run queue, as G10 requires. The
+//! exception is an async iteration ending in a poll, which adopts it, as [`Adopt`]
+//! describes.
 
 use super::iteration::{Iteration, Started};
 use super::task_cell::Called;

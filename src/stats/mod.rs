@@ -39,9 +39,9 @@ pub(crate) struct Counters {
     reported_coalesced: AtomicU64,
     served_fires: AtomicU64,
     /// The last start and span are read as a pair, as
-    /// [`start_span_and_iterations`](Self::start_span_and_iterations) explains. Both are loom
-    /// atomics under `--cfg loom`, unlike the other statistics, so that a
-    /// model sees the pair's orderings. That model is `loom_dispatch`'s
+    /// [`start_span_and_iterations`](Self::start_span_and_iterations)
+    /// explains. Both are loom atomics under `--cfg loom`, unlike the other
+    /// statistics, so that a model sees the pair's orderings. That model is `loom_dispatch`'s
     /// snapshot racing a run's start.
     last_start_us: crate::sync::AtomicU64,
     /// How long the last iteration ran, as [`encode_span`] packs it. While
@@ -491,7 +491,9 @@ impl Counters {
     /// then at least as new as the span read, so a start between the reads
     /// shows as a change. That is also why the span's first read may be
     /// Relaxed. The first reads are kept only if the later ones, which the
-    /// Acquire orders, found the same.
+    /// Acquire orders, found the same. The count alone would not do: the
+    /// first reads of the start and the count are unordered, so the count
+    /// may be a new start's while the start is the old one.
     ///
     /// A start writes the three in a few stores and takes no lock. Its
     /// carry allocates, once in 2^32 runs. So a reader that finds a start
