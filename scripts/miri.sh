@@ -12,6 +12,10 @@
 #                    `rdtsc`, which Miri cannot execute
 #   wheel::tests     the wheel's prefetch hint
 #   wheel::level     the slot arithmetic the wheel indexes with
+#   shutdown::slots  the registry's fixed tables, a reader beside a writer
+#                    that makes new ones, and the weak counts they keep
+#   scheduler::timer the strong count a wheel entry keeps with no pointer,
+#                    taken back from the registry's slot
 #
 # scheduler/worker.rs's one `unsafe` is a `prctl` call, which Miri cannot
 # execute, on a thread it starts. scheduler/pool/apart.rs's are CPU-set
@@ -24,4 +28,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-disable-isolation"
 CARGO_TARGET_DIR=target/miri cargo +nightly miri test --lib -- \
-  core::counted core::task_cell core::tests clock:: wheel::tests wheel::level
+  core::counted core::task_cell core::tests clock:: wheel::tests wheel::level \
+  shutdown::slots scheduler::timer

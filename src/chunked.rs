@@ -1,10 +1,12 @@
 //! A vector that grows by fixed chunks instead of doubling. It holds the
-//! timing wheel's entries and the registry's slots, one per trigger.
+//! timing wheel's entries, one per trigger. The registry's slots, which the
+//! timer reads without the registry's lock, are in fixed tables of their
+//! own, in `shutdown/slots.rs`.
 //!
 //! A doubling `Vec` of 100,000 entries has room for 131,072. That is almost
 //! a third more memory than used, per trigger. Each growth also copies
-//! every element while the timer role or the registry lock is held. For the
-//! wheel at that size, one growth copies 3 MiB. Here at most one chunk is
+//! every element while the timer role is held. For the wheel at that size,
+//! one growth copies 2 MiB. Here at most one chunk is
 //! unused. Growth past the first chunk allocates one chunk and copies
 //! nothing. An index costs one more load, of the chunk's pointer from a
 //! table that stays in cache. The first chunk grows by doubling up to its
@@ -67,6 +69,7 @@ impl<T> Chunked<T> {
     }
 
     /// The elements in index order.
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flatten()
     }

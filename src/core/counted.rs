@@ -227,6 +227,29 @@ impl<T, C: Counter> Counted<T, C> {
         unsafe { std::ptr::addr_of!((*this.ptr.as_ptr()).value).cast() }
     }
 
+    /// The handle as a bare pointer, its strong count kept. A holder that knows the pointer
+    /// some other way keeps the count with no handle, and [`from_raw`](Self::from_raw) gives
+    /// the handle back. The pointer is the one [`WeakCounted::as_raw`] gives.
+    pub(crate) fn into_raw(this: Self) -> NonNull<()> {
+        let ptr = this.ptr.cast();
+        std::mem::forget(this);
+        ptr
+    }
+
+    /// The handle [`into_raw`](Self::into_raw) gave up.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is an allocation's pointer, from `into_raw` or [`WeakCounted::as_raw`], of this
+    /// `T` and `C`. The caller owns a strong count of it, one that `into_raw` kept, and hands
+    /// that count to the handle.
+    pub(crate) unsafe fn from_raw(ptr: NonNull<()>) -> Self {
+        Self {
+            ptr: ptr.cast(),
+            _owns: PhantomData,
+        }
+    }
+
     /// The last strong handle is gone: drop the value, then the shared weak count.
     #[cold]
     fn drop_value(&mut self) {
@@ -296,6 +319,32 @@ impl<T, C: Counter> WeakCounted<T, C> {
     /// A weak handle with no value. It never upgrades.
     pub(crate) const fn new() -> Self {
         Self { ptr: None }
+    }
+
+    /// The allocation's pointer, or null for a handle made by `new`. It is the pointer
+    /// [`Counted::into_raw`] gives.
+    pub(crate) fn as_raw(&self) -> *mut () {
+        self.ptr
+            .map_or(std::ptr::null_mut(), |ptr| ptr.as_ptr().cast())
+    }
+
+    /// The handle as a bare pointer, its weak count kept, or null for a handle made by `new`.
+    pub(crate) fn into_raw(self) -> *mut () {
+        let ptr = self.as_raw();
+        std::mem::forget(self);
+        ptr
+    }
+
+    /// The handle [`into_raw`](Self::into_raw) gave up.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is null, or it came from `into_raw` with this `T` and `C`, and the caller owns
+    /// the weak count that `into_raw` kept, which it hands to the handle.
+    pub(crate) unsafe fn from_raw(ptr: *mut ()) -> Self {
+        Self {
+            ptr: NonNull::new(ptr.cast()),
+        }
     }
 
     /// A strong handle, while some other strong handle still keeps the value.

@@ -25,6 +25,8 @@ pub(crate) struct TestRuntime {
     pub(crate) wakes: Mutex<Vec<bool>>,
     /// Triggers handed to the timer, in order.
     pub(crate) to_timer: Mutex<Vec<WeakCounted<Core<TestRuntime>>>>,
+    /// The stamps of those hand-offs, in the same order.
+    pub(crate) stamps: Mutex<Vec<Stamp>>,
     /// Panics reported.
     pub(crate) panics: Mutex<Vec<String>>,
     ledger: Ledger<TestRuntime>,
@@ -49,6 +51,7 @@ impl TestRuntime {
             queued: Mutex::default(),
             wakes: Mutex::default(),
             to_timer: Mutex::default(),
+            stamps: Mutex::default(),
             panics: Mutex::default(),
             ledger: Ledger::default(),
             pausing: Mutex::new(()),
@@ -97,8 +100,9 @@ impl Runtime for TestRuntime {
         self.wakes.lock().unwrap().push(wake);
         !self.is_closed()
     }
-    fn to_timer(&self, core: &Counted<Core<Self>>, _stamp: Stamp, _at_once: bool) -> bool {
+    fn to_timer(&self, core: &Counted<Core<Self>>, stamp: Stamp, _at_once: bool) -> bool {
         self.to_timer.lock().unwrap().push(Counted::downgrade(core));
+        self.stamps.lock().unwrap().push(stamp);
         !self.is_closed()
     }
     fn poke_timer(&self, _turn: Turn) {}

@@ -6,9 +6,9 @@
 //! docs.
 
 use super::report::{DiscardedRun, InFlightRun, ShutdownReport};
-use crate::chunked::Chunked;
+use super::slots::{Slots, Writer, CAPACITY};
 use crate::context::Outcome;
-use crate::core::{Core, Runtime, SLOT_LIMIT};
+use crate::core::{Core, Runtime};
 use crate::core::{Counted, WeakCounted};
 use crate::request::{at_least, Kind};
 use crate::state::next_version;
@@ -45,13 +45,25 @@ pub(crate) struct Ledger<R: Runtime> {
 }
 
 struct Registry<R: Runtime> {
-    /// In chunks, so registering never copies the whole registry under its lock. See
-    /// `chunked.rs`.
-    slots: Chunked<WeakCounted<Core<R>>>,
+    /// A weak handle per trigger, at its slot. Tables of a fixed size, so registering never
+    /// copies the whole registry under its lock, and the timer reads a slot without the
+    /// lock. See `slots.rs`.
+    slots: Writer<Core<R>>,
+    /// Slots below it have held a trigger.
+    len: u32,
     free: Vec<u32>,
     /// The shutdown scan has taken its list. A trigger registered from now on is not scanned,
     /// and starts closed.
     scanned: bool,
+}
+
+impl<R: Runtime> Registry<R> {
+    /// Every live trigger, in slot order.
+    fn live(&self) -> Vec<Counted<Core<R>>> {
+        (0..self.len)
+            .filter_map(|slot| self.slots.upgrade(slot))
+            .collect()
+    }
 }
 
 fn key<R: Runtime>(core: &Core<R>) -> usize {
@@ -77,7 +89,8 @@ impl<R: Runtime> Default for Ledger<R> {
     fn default() -> Self {
         Self {
             registry: Mutex::new(Registry {
-                slots: Chunked::new(),
+                slots: Writer::default(),
+                len: 0,
                 free: Vec::new(),
                 scanned: false,
             }),
@@ -96,19 +109,22 @@ impl<R: Runtime> Ledger<R> {
     pub(crate) fn register(&self, core: WeakCounted<Core<R>>) -> (u32, bool) {
         let mut registry = lock(&self.registry);
         let slot = match registry.free.pop() {
-            Some(slot) => {
-                registry.slots[slot as usize] = core;
+            Some(slot) => slot,
+            None => {
+                // Checked before the slot is taken, so a refused trigger holds none.
+                let slot = registry.len;
+                assert!((slot as usize) < CAPACITY, "fewer than 2^30 triggers");
+                registry.len += 1;
                 slot
             }
-            None => {
-                // Checked before the push, so a refused trigger holds no slot.
-                let slot = registry.slots.len();
-                assert!(slot < SLOT_LIMIT as usize, "fewer than 2^30 triggers");
-                registry.slots.push(core);
-                slot as u32
-            }
         };
+        registry.slots.set(slot, core);
         (slot, registry.scanned)
+    }
+
+    /// The registry's slots, for a timer to read. See `slots.rs`.
+    pub(crate) fn slots(&self) -> Arc<Slots<Core<R>>> {
+        lock(&self.registry).slots.shared()
     }
 
     /// Whether `shutdown_now` was called, for an async iteration.
@@ -176,17 +192,15 @@ impl<R: Runtime> Ledger<R> {
     /// Forgets a dropped trigger's slot.
     pub(crate) fn unregister(&self, slot: u32) {
         let mut registry = lock(&self.registry);
-        registry.slots[slot as usize] = WeakCounted::new();
+        let weak = registry.slots.take(slot);
         registry.free.push(slot);
+        drop(registry);
+        drop(weak);
     }
 
     /// Every live trigger, for statistics.
     pub(crate) fn live(&self) -> Vec<Counted<Core<R>>> {
-        lock(&self.registry)
-            .slots
-            .iter()
-            .filter_map(WeakCounted::upgrade)
-            .collect()
+        lock(&self.registry).live()
     }
 
     /// The shutdown scan. See the module docs.
@@ -200,11 +214,7 @@ impl<R: Runtime> Ledger<R> {
         let cores = {
             let mut registry = lock(&self.registry);
             registry.scanned = true;
-            registry
-                .slots
-                .iter()
-                .filter_map(WeakCounted::upgrade)
-                .collect::<Vec<_>>()
+            registry.live()
         };
         {
             let mut guard = lock(&self.draft);

@@ -1,7 +1,8 @@
 //! Shutdown in one room.
 //!
 //! It holds the ledger that every runtime keeps, in `ledger.rs`, and the exact report
-//! that the ledger drafts, in `report.rs`.
+//! that the ledger drafts, in `report.rs`. The ledger's registry keeps its slots in
+//! `slots.rs`, where the timer reads them too.
 //!
 //! # Exactness: how a fire racing shutdown is never lost
 //!
@@ -44,6 +45,8 @@
 
 mod ledger;
 mod report;
+mod slots;
 
 pub(crate) use ledger::Ledger;
 pub use report::{DiscardedRun, InFlightRun, ShutdownReport};
+pub(crate) use slots::Slots;

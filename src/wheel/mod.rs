@@ -34,7 +34,6 @@ pub struct Key(u32);
 impl Key {
     /// The key as a plain integer, the index it was inserted at. It is never
     /// `u32::MAX`.
-    #[cfg(test)]
     pub fn into_raw(self) -> u32 {
         self.0
     }
@@ -51,13 +50,14 @@ impl Key {
 struct Entry<T> {
     when: u64,
     /// Previous in the slot list, or for the list's head a [`HEAD`] marker
-    /// naming its slot. So an entry needs no level and slot fields. For a
-    /// one-word value, such as the timer's, that makes it 24 B rather than
-    /// 32.
+    /// naming its slot, or [`NIL`] while the entry is vacant. So an entry
+    /// needs no level, slot or liveness fields. With no value, as the
+    /// timer's, that makes it 16 B.
     prev: u32,
     /// Next in the slot list.
     next: u32,
-    value: Option<T>,
+    /// Stale while the entry is vacant, which `prev` tells.
+    value: T,
 }
 
 /// Set in `prev` of a slot list's head. The low bits are
@@ -77,7 +77,9 @@ fn marked_slot(marker: u32) -> (usize, usize) {
 
 /// A hierarchical timing wheel holding values of type `T`.
 ///
-/// See the [module docs](self) for the layout.
+/// See the [module docs](self) for the layout. Values are `Copy`, so a
+/// vacant entry keeps a stale one rather than an `Option`'s tag. The timer's
+/// values are `()`: its caller knows each entry's trigger from the index.
 #[derive(Debug)]
 pub struct Wheel<T> {
     elapsed: u64,
@@ -87,7 +89,7 @@ pub struct Wheel<T> {
     len: usize,
 }
 
-impl<T> Wheel<T> {
+impl<T: Copy> Wheel<T> {
     /// An empty wheel whose current time is `now`, in µs.
     ///
     /// The caller picks each entry's index, in
@@ -129,7 +131,7 @@ impl<T> Wheel<T> {
     ///
     /// `None`, changing nothing, if entry `index` is live, or if `index` is
     /// `2^31` or more. A wheel holding index `n` holds an entry, live or
-    /// vacant, for every index below it too: 24 B each for a one-word value.
+    /// vacant, for every index below it too: 16 B each with no value.
     pub fn insert_at(&mut self, index: u32, when: u64, value: T) -> Option<Key> {
         if index >= HEAD || self.is_live(index) {
             return None;
@@ -139,14 +141,14 @@ impl<T> Wheel<T> {
                 when: 0,
                 prev: NIL,
                 next: NIL,
-                value: None,
+                value,
             });
         }
         self.entries[index as usize] = Entry {
             when,
             prev: NIL,
             next: NIL,
-            value: Some(value),
+            value,
         };
         self.link(index);
         self.len += 1;
@@ -185,36 +187,37 @@ impl<T> Wheel<T> {
         Some(self.release(key.0))
     }
 
-    /// Removes every entry, handing each value to `taken` in no particular
-    /// order. The current time stays. Every key issued so far then names no
-    /// live entry, until later inserts reuse keys.
-    pub fn drain(&mut self, mut taken: impl FnMut(T)) {
+    /// Removes every entry, handing each key and value to `taken` in no
+    /// particular order. The current time stays. Every key issued so far
+    /// then names no live entry, until later inserts reuse keys.
+    pub fn drain(&mut self, mut taken: impl FnMut(Key, T)) {
         let old = std::mem::replace(self, Wheel::new(self.elapsed));
-        for entry in old.entries.into_values() {
-            if let Some(value) = entry.value {
-                taken(value);
+        for (index, entry) in old.entries.into_values().enumerate() {
+            if entry.prev != NIL {
+                taken(Key(index as u32), entry.value);
             }
         }
     }
 
-    /// Whether entry `index` exists and holds a value.
+    /// Whether entry `index` exists and is live: in a slot's list.
     fn is_live(&self, index: u32) -> bool {
         self.entries
             .get(index as usize)
-            .is_some_and(|entry| entry.value.is_some())
+            .is_some_and(|entry| entry.prev != NIL)
     }
 
     /// The value of entry `key`, if it is live.
     #[cfg(test)]
     pub fn get(&self, key: Key) -> Option<&T> {
-        self.entries.get(key.0 as usize)?.value.as_ref()
+        let entry = self.entries.get(key.0 as usize)?;
+        (entry.prev != NIL).then_some(&entry.value)
     }
 
     /// The deadline of entry `key`, if it is live.
     #[cfg(test)]
     pub fn deadline(&self, key: Key) -> Option<u64> {
         let entry = self.entries.get(key.0 as usize)?;
-        entry.value.as_ref().map(|_| entry.when)
+        (entry.prev != NIL).then_some(entry.when)
     }
 
     /// The earliest time at which [`poll`](Self::poll) may have an entry to
@@ -281,8 +284,11 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// Makes entry `index`, which is out of every list, vacant, and returns its value.
     fn release(&mut self, index: u32) -> T {
-        let value = self.entry_mut(index).value.take().expect("live entry");
+        let entry = self.entry_mut(index);
+        entry.prev = NIL;
+        let value = entry.value;
         self.len -= 1;
         value
     }
@@ -290,7 +296,7 @@ impl<T> Wheel<T> {
     /// A live entry. Callers check [`is_live`](Self::is_live) first.
     fn entry_mut(&mut self, index: u32) -> &mut Entry<T> {
         let entry = &mut self.entries[index as usize];
-        debug_assert!(entry.value.is_some(), "key names a removed entry");
+        debug_assert!(entry.prev != NIL, "key names a removed entry");
         entry
     }
 
@@ -362,7 +368,7 @@ mod tests {
     use super::*;
 
     /// Inserts at the lowest vacant index.
-    fn insert<T>(wheel: &mut Wheel<T>, when: u64, value: T) -> Key {
+    fn insert<T: Copy>(wheel: &mut Wheel<T>, when: u64, value: T) -> Key {
         let index = (0..)
             .find(|&index| !wheel.is_live(index))
             .expect("an index");
@@ -384,7 +390,7 @@ mod tests {
         assert!(wheel.is_empty());
     }
 
-    fn drain<T>(wheel: &mut Wheel<T>, now: u64) -> Vec<(u64, T)> {
+    fn drain<T: Copy>(wheel: &mut Wheel<T>, now: u64) -> Vec<(u64, T)> {
         let mut out = Vec::new();
         wheel.poll(now, |_, when, value| out.push((when, value)));
         out
@@ -456,9 +462,22 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_holding_one_reference_is_24_bytes() {
-        // The timer's value is a reference to the trigger, nothing else.
-        assert_eq!(std::mem::size_of::<Entry<std::sync::Arc<u8>>>(), 24);
+    fn an_entry_with_no_value_is_16_bytes() {
+        // The timer's entries hold no value: the index names the trigger.
+        assert_eq!(std::mem::size_of::<Entry<()>>(), 16);
+    }
+
+    #[test]
+    fn drain_hands_out_each_live_key_with_its_value() {
+        let mut wheel = Wheel::new(0);
+        for index in [3, 9, 4] {
+            wheel.insert_at(index, 100, index * 10).expect("vacant");
+        }
+        wheel.remove(Key::from_raw(9));
+        let mut taken = Vec::new();
+        wheel.drain(|key, value| taken.push((key.into_raw(), value)));
+        taken.sort_unstable();
+        assert_eq!(taken, [(3, 30), (4, 40)]);
     }
 
     #[test]
@@ -469,7 +488,7 @@ mod tests {
             .collect();
         wheel.remove(keys[1]);
         let mut taken = Vec::new();
-        wheel.drain(|value| taken.push(value));
+        wheel.drain(|_, value| taken.push(value));
         taken.sort_unstable();
         assert_eq!(taken, [0, 2]);
         assert!(wheel.is_empty());
@@ -498,7 +517,7 @@ mod tests {
         assert_eq!(wheel.insert_at(5, 500, "far").map(Key::into_raw), Some(5));
         assert_eq!(wheel.remove(near), Some("near"));
         let mut taken = Vec::new();
-        wheel.drain(|value| taken.push(value));
+        wheel.drain(|_, value| taken.push(value));
         assert_eq!(taken, ["far"]);
         assert_eq!(wheel.insert_at(5, 600, "far").map(Key::into_raw), Some(5));
     }
