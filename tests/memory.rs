@@ -68,7 +68,7 @@ fn a_trigger_whose_task_fits_in_a_pointer_is_one_allocation() {
     let _alone = ALONE.lock().unwrap();
     let sim = Scheduler::builder().build_virtual();
     let runs = Arc::new(AtomicU64::new(0));
-    // The first binding sets up the registry's first chunk.
+    // The first binding sets up the registry's first tables of slots.
     let first = Trigger::bind(&sim, || None);
     // A closure capturing one `Arc`: kept inside the trigger's allocation.
     let counted = Arc::clone(&runs);
@@ -198,9 +198,9 @@ fn a_burst_gives_its_buffers_back() {
     let peak = live() - before;
     release_tx.send(()).unwrap();
     eventually("every fire served", || runs.get() == N);
-    // The wheel's entries (32 B each, in chunks of 1,024) stay; the
+    // The wheel's entries (16 B each, in chunks of 1,024) stay; the
     // inbox's and the run queue's room for 20,000 each goes back.
-    let bound = (N as isize + 1_024) * 32 + 64 * 1_024;
+    let bound = (N as isize + 1_024) * 16 + 64 * 1_024;
     eventually("the burst's room given back", || live() - before < bound);
     assert!(
         peak > bound,

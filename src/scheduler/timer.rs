@@ -9,8 +9,8 @@
 //! There is no `Weak` upgrade, downgrade or count change on the way. A
 //! wheel entry keeps its reference's count but not its pointer. The entry
 //! is at the trigger's registry slot, and the registry's slot holds the
-//! same pointer, which the timer reads back when the entry comes due. So a
-//! wheel entry is 16 bytes, not 24.
+//! same pointer, which the timer reads back when the entry comes due, is
+//! removed or is drained. So a wheel entry is 16 bytes, not 24.
 //! `Core::let_go` brings a trigger whose last handle goes to the timer's
 //! next turn. So the timer drops its entry then, rather than at a stale
 //! deadline maybe an hour away. docs/DESIGN.md explains this under
@@ -215,13 +215,19 @@ impl<R: Runtime> Timer<R> {
                 self.let_go.push(core);
             }
             Some(deadline) => {
-                self.slots
+                let slots = self
+                    .slots
                     .get_or_insert_with(|| core.runtime.ledger().slots());
                 self.wheel
                     .insert_at(slot, deadline, ())
                     .expect("a trigger's registry slot names no live wheel entry");
                 // The reference's count moves into the entry.
-                let _ = Counted::into_raw(core);
+                let raw = Counted::into_raw(core);
+                // The count comes back through this slot. So it must hold
+                // this very trigger, not another runtime's trigger in a slot
+                // of the same index. A panic here beats handing the count
+                // to another trigger.
+                assert!(slots.holds(slot, raw), "a trigger's registry slot holds it");
             }
             None => {
                 if self.wheel.remove(key).is_some() {
@@ -275,9 +281,54 @@ mod tests {
         assert_eq!(held.len(), 1);
         assert!(Counted::ptr_eq(&held[0], &cores[2]));
         assert_eq!(timer.len(), 0);
-        // Each reference came back once: Miri finds a count kept twice or
-        // lost as a double free or a leak once these are dropped.
+        let weak: Vec<_> = cores.iter().map(Counted::downgrade).collect();
+        // Each reference came back once: a count kept is a trigger that
+        // stays, and Miri finds one given back twice.
         drop((due, held, cores, timer));
+        assert!(weak.iter().all(|weak| weak.upgrade().is_none()));
+    }
+
+    /// Files `core`'s latest request, handed over with its stamp.
+    fn file(
+        runtime: &TestRuntime,
+        timer: &mut Timer<TestRuntime>,
+        core: &Counted<Core<TestRuntime>>,
+    ) {
+        let stamp = runtime.stamps.lock().unwrap().pop().expect("handed over");
+        timer.take_in(core.clone(), stamp, 0);
+    }
+
+    #[test]
+    fn a_re_filed_entry_keeps_one_reference_and_a_removed_one_gives_it_back() {
+        let runtime = TestRuntime::new();
+        let mut timer = Timer::new(0);
+        let core = runtime.bind(|| None);
+        let weak = Counted::downgrade(&core);
+        core.fire_after(Duration::from_millis(5)).expect("open");
+        file(&runtime, &mut timer, &core);
+        // Moved: the entry keeps its count, and the inbox's reference goes.
+        core.fire_after(Duration::from_millis(9)).expect("open");
+        file(&runtime, &mut timer, &core);
+        assert_eq!(timer.take_let_go().len(), 1);
+        assert_eq!(timer.len(), 1);
+        let mut due = Vec::new();
+        timer.turn(8_000, &mut Vec::new(), &mut due);
+        assert!(due.is_empty(), "the entry moved to 9 ms");
+        timer.turn(9_000, &mut Vec::new(), &mut due);
+        assert_eq!(due.len(), 1);
+        drop(due);
+        // Removed: the request read is no deadline, so the entry's count
+        // and the inbox's reference both go.
+        core.fire_after(Duration::from_millis(20)).expect("open");
+        file(&runtime, &mut timer, &core);
+        core.fire_after(Duration::from_millis(30)).expect("open");
+        core.suspend();
+        let stamp = runtime.stamps.lock().unwrap().pop().expect("handed over");
+        timer.take_in(core.clone(), stamp, 0);
+        assert_eq!(timer.len(), 0);
+        assert_eq!(timer.take_let_go().len(), 2);
+        drop((core, timer));
+        assert!(weak.upgrade().is_none(), "no count was kept");
     }
 
     #[test]

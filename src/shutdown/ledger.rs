@@ -113,7 +113,10 @@ impl<R: Runtime> Ledger<R> {
             None => {
                 // Checked before the slot is taken, so a refused trigger holds none.
                 let slot = registry.len;
-                assert!((slot as usize) < CAPACITY, "fewer than 2^30 triggers");
+                assert!(
+                    (slot as usize) < CAPACITY,
+                    "a scheduler holds fewer than {CAPACITY} triggers"
+                );
                 registry.len += 1;
                 slot
             }

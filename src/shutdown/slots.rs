@@ -2,10 +2,11 @@
 //! read by the timer without it.
 //!
 //! A trigger's wheel entry is at its slot's index and holds no pointer to the trigger. The
-//! timer reads the pointer here when the entry comes due. So the table must never move
-//! while the timer reads it. It is three levels of fixed tables, each made on first use and
-//! kept until the table goes. A read is three dependent loads, and the top two levels stay
-//! in cache.
+//! timer reads the pointer here when the entry comes due, is removed or is drained. So the
+//! table must never move while the timer reads it. It is three levels of fixed tables. The
+//! top one, 8 KiB, is made with the registry, and the others on first use. Each is kept
+//! until the table goes. A read is three dependent loads, and the top two levels stay in
+//! cache.
 //!
 //! Every load and store here is Relaxed. The registry's lock orders its own writes and
 //! reads. The timer reads only the slot of a trigger whose reference it got through its
@@ -72,6 +73,12 @@ impl<T> Slots<T> {
         Some(&chunk[index & MASK])
     }
 
+    /// Whether slot `index` holds the trigger `ptr`, a pointer from [`Counted::into_raw`].
+    pub(crate) fn holds(&self, index: u32, ptr: NonNull<()>) -> bool {
+        self.slot(index as usize)
+            .is_some_and(|slot| slot.load(Relaxed) == ptr.as_ptr())
+    }
+
     /// The strong handle that the holder of a wheel entry at `index` kept with
     /// [`Counted::into_raw`].
     ///
@@ -92,8 +99,12 @@ impl<T> Slots<T> {
     }
 }
 
+/// Frees the tables. Every slot is empty by now: a trigger keeps its runtime, and so the
+/// registry and these slots, alive until it has unregistered.
 impl<T> Drop for Slots<T> {
     fn drop(&mut self) {
+        // The slots are not read here. Under loom, the `Arc` that orders this drop after
+        // each unregistration is std's, so the model checker could hand a load an older value.
         for middle in self.top.iter() {
             let middle = middle.load(Relaxed);
             if middle.is_null() {
@@ -103,14 +114,9 @@ impl<T> Drop for Slots<T> {
             let middle = unsafe { Box::from_raw(middle) };
             for chunk in middle.iter() {
                 let chunk = chunk.load(Relaxed);
-                if chunk.is_null() {
-                    continue;
-                }
-                // SAFETY: as for the middle table.
-                let chunk = unsafe { Box::from_raw(chunk) };
-                for slot in chunk.iter() {
-                    // SAFETY: a slot's pointer is null or owns a weak count, from `set`.
-                    drop(unsafe { WeakCounted::<T>::from_raw(slot.load(Relaxed)) });
+                if !chunk.is_null() {
+                    // SAFETY: as for the middle table.
+                    drop(unsafe { Box::from_raw(chunk) });
                 }
             }
         }
@@ -235,7 +241,13 @@ mod tests {
         assert!(writer.upgrade(index).is_none());
         writer.set(index, Counted::downgrade(&value));
         assert!(writer.upgrade(index).is_some());
-        // The rest stay in their slots, for the table's drop to let go of.
+        // As each trigger does before its runtime goes.
+        for (index, value, drops) in kept {
+            assert!(writer.take(index).upgrade().is_some());
+            drop(value);
+            assert_eq!(drops.load(Ordering::Relaxed), 1);
+        }
+        drop(writer.take(indices[indices.len() - 2] as u32));
     }
 
     #[test]
@@ -252,39 +264,49 @@ mod tests {
         drop(unsafe { Counted::<Noted>::from_raw(raw) });
         drop((back, value));
         assert_eq!(drops.load(Ordering::Relaxed), 1);
-        drop(writer);
-        drop(slots);
+        assert!(writer.take(7).upgrade().is_none());
+        drop((writer, slots));
     }
 
     #[test]
     fn a_reader_reads_a_slot_while_the_writer_fills_others_and_makes_tables() {
         // The timer's case: it reads a trigger's slot, handed the trigger
         // through a channel, while the registry goes on registering others.
+        // The indices run into a second chunk, then into a second middle
+        // table, so the writer makes both while the reader reads.
         let mut writer = Writer::default();
         let slots = writer.shared();
-        let count = WIDTH + 8; // into a second chunk
-        let (values, _drops): (Vec<_>, Vec<_>) = (0..count).map(|_| noted()).unzip();
+        let indices: Vec<u32> = (0..WIDTH + 8)
+            .chain(WIDTH * WIDTH - 4..WIDTH * WIDTH + 4)
+            .map(|index| index as u32)
+            .collect();
+        let (values, drops): (Vec<_>, Vec<_>) = indices.iter().map(|_| noted()).unzip();
         let (send, receive) = mpsc::channel();
         let reader = std::thread::spawn(move || {
             let mut seen = 0;
-            for (index, raw) in receive {
+            for (index, address) in receive {
                 // SAFETY: the writer kept a strong count with `into_raw`
                 // before it sent the index, after it set the slot.
                 let counted: Counted<Noted> = unsafe { slots.counted(index) };
-                assert_eq!(Counted::as_ptr(&counted) as usize, raw);
+                assert_eq!(Counted::as_ptr(&counted) as usize, address);
                 seen += 1;
                 drop(counted);
             }
             seen
         });
-        for (index, value) in values.iter().enumerate() {
-            writer.set(index as u32, Counted::downgrade(value));
+        for (&index, value) in indices.iter().zip(&values) {
+            writer.set(index, Counted::downgrade(value));
             let address = Counted::as_ptr(value) as usize;
             let _ = Counted::into_raw(value.clone());
-            send.send((index as u32, address))
-                .expect("the reader is there");
+            send.send((index, address)).expect("the reader is there");
         }
         drop(send);
-        assert_eq!(reader.join().expect("no panic"), count);
+        assert_eq!(reader.join().expect("no panic"), indices.len());
+        drop(values);
+        // The reader gave each kept count back, so each value is gone.
+        assert!(drops.iter().all(|d| d.load(Ordering::Relaxed) == 1));
+        for index in indices {
+            assert!(writer.take(index).upgrade().is_none());
+        }
     }
 }
