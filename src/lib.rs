@@ -7,6 +7,13 @@
 // items with their feature. `doc_cfg` does it automatically since it absorbed
 // `doc_auto_cfg`, which nightly no longer accepts.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Some docs link items that exist only with feature `tokio` or `serde`. Built
+// without them, those links cannot resolve. CI and docs.rs build the docs with
+// every feature, and there the lint stays on and fails the build.
+#![cfg_attr(
+    not(all(feature = "tokio", feature = "serde")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 
 mod async_task;
 mod chunked;
