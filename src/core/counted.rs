@@ -231,9 +231,14 @@ impl<T, C: Counter> Counted<T, C> {
     /// some other way keeps the count with no handle, and [`from_raw`](Self::from_raw) gives
     /// the handle back. The pointer is the one [`WeakCounted::as_raw`] gives.
     pub(crate) fn into_raw(this: Self) -> NonNull<()> {
-        let ptr = this.ptr.cast();
+        let ptr = Self::as_raw(&this);
         std::mem::forget(this);
         ptr
+    }
+
+    /// The pointer [`into_raw`](Self::into_raw) would give, the handle kept.
+    pub(crate) fn as_raw(this: &Self) -> NonNull<()> {
+        this.ptr.cast()
     }
 
     /// The handle [`into_raw`](Self::into_raw) gave up.

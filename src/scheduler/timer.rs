@@ -218,16 +218,19 @@ impl<R: Runtime> Timer<R> {
                 let slots = self
                     .slots
                     .get_or_insert_with(|| core.runtime.ledger().slots());
+                // The count comes back through this slot. So it must hold
+                // this very trigger, not another runtime's trigger in a slot
+                // of the same index. A panic here, before the entry is made,
+                // beats handing the count to another trigger later.
+                assert!(
+                    slots.holds(slot, Counted::as_raw(&core)),
+                    "a trigger's registry slot holds it"
+                );
                 self.wheel
                     .insert_at(slot, deadline, ())
                     .expect("a trigger's registry slot names no live wheel entry");
                 // The reference's count moves into the entry.
-                let raw = Counted::into_raw(core);
-                // The count comes back through this slot. So it must hold
-                // this very trigger, not another runtime's trigger in a slot
-                // of the same index. A panic here beats handing the count
-                // to another trigger.
-                assert!(slots.holds(slot, raw), "a trigger's registry slot holds it");
+                let _ = Counted::into_raw(core);
             }
             None => {
                 if self.wheel.remove(key).is_some() {
@@ -329,6 +332,27 @@ mod tests {
         assert_eq!(timer.take_let_go().len(), 2);
         drop((core, timer));
         assert!(weak.upgrade().is_none(), "no count was kept");
+    }
+
+    #[test]
+    #[should_panic(expected = "a trigger's registry slot holds it")]
+    fn a_trigger_of_another_runtime_is_refused_before_its_entry_is_made() {
+        // The timer learns the registry from the first trigger it files. A
+        // trigger of another runtime with a slot of the same index would
+        // have its count come back through the wrong trigger. The filing
+        // refuses it, and the unwinding drops the timer, whose one entry
+        // gives its own trigger back.
+        let (first, second) = (TestRuntime::new(), TestRuntime::new());
+        let mut timer = Timer::new(0);
+        let ours = first.bind(|| None);
+        let _neighbour = first.bind(|| None);
+        let _theirs_first = second.bind(|| None);
+        let theirs = second.bind(|| None);
+        assert_eq!(ours.slot() + 1, theirs.slot());
+        ours.fire_after(Duration::from_millis(5)).expect("open");
+        file(&first, &mut timer, &ours);
+        theirs.fire_after(Duration::from_millis(5)).expect("open");
+        file(&second, &mut timer, &theirs);
     }
 
     #[test]
