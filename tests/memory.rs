@@ -198,9 +198,9 @@ fn a_burst_gives_its_buffers_back() {
     let peak = live() - before;
     release_tx.send(()).unwrap();
     eventually("every fire served", || runs.get() == N);
-    // The wheel's entries (16 B each, in chunks of 1,024) stay; the
+    // The wheel's entries (12 B each, in chunks of 1,024) stay; the
     // inbox's and the run queue's room for 20,000 each goes back.
-    let bound = (N as isize + 1_024) * 16 + 64 * 1_024;
+    let bound = (N as isize + 1_024) * 12 + 64 * 1_024;
     eventually("the burst's room given back", || live() - before < bound);
     assert!(
         peak > bound,

@@ -10,7 +10,7 @@
 //! wheel entry keeps its reference's count but not its pointer. The entry
 //! is at the trigger's registry slot, and the registry's slot holds the
 //! same pointer, which the timer reads back when the entry comes due, is
-//! removed or is drained. So a wheel entry is 16 bytes, not 24.
+//! removed or is drained. So a wheel entry is 12 bytes, not 24.
 //! `Core::let_go` brings a trigger whose last handle goes to the timer's
 //! next turn. So the timer drops its entry then, rather than at a stale
 //! deadline maybe an hour away. docs/DESIGN.md explains this under

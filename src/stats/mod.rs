@@ -37,9 +37,8 @@ pub(crate) struct Counters {
     reported_fires: AtomicU64,
     #[cfg(feature = "metrics")]
     reported_coalesced: AtomicU64,
-    served_fires: AtomicU64,
     /// The last start and span are read as a pair, as
-    /// [`start_span_and_iterations`](Self::start_span_and_iterations)
+    /// [`start_span_and_counts`](Self::start_span_and_counts)
     /// explains. Both are loom atomics under `--cfg loom`, unlike the other
     /// statistics, so that a model sees the pair's orderings. That model is `loom_dispatch`'s
     /// snapshot racing a run's start.
@@ -51,16 +50,22 @@ pub(crate) struct Counters {
     last_span: crate::sync::AtomicU32,
     /// The iterations so far, less their carries: their low 32 bits. The
     /// carries, in the rare counters, count the rest. A 64-bit count here
-    /// would cost every trigger 8 bytes, with the padding it brings. A
+    /// would cost every trigger 4 bytes. A
     /// snapshot reads the count and its carries with the last start and
-    /// span, as [`start_span_and_iterations`](Self::start_span_and_iterations)
+    /// span, as [`start_span_and_counts`](Self::start_span_and_counts)
     /// explains. A loom atomic under `--cfg loom`, as the pair is, so that
     /// the pair's model sees a count carried as its start goes.
     iterations: crate::sync::AtomicU32,
-    /// Lateness in microseconds, saturating at `LATENESS_MAX`, or `NONE` if
-    /// unknown.
-    last_lateness_us: AtomicU32,
-    max_lateness_us: AtomicU32,
+    /// The fires served so far, that is the starts of a version newer than
+    /// the last start's, less their carries, as `iterations` is. A start
+    /// writes it beside `iterations`, and a snapshot reads it with them. A
+    /// loom atomic under `--cfg loom`, as `iterations` is.
+    served_fires: crate::sync::AtomicU32,
+    /// The last timed run's lateness in the low 16 bits and the largest in
+    /// the high 16, each as [`encode_lateness`] packs it. One word rather
+    /// than two 32-bit ones saves every trigger 4 bytes, with the padding
+    /// an odd word count would bring.
+    lateness: AtomicU32,
 }
 
 /// Set in `Counters::last_span` while an iteration is in flight.
@@ -70,6 +75,13 @@ const NO_SPAN: u32 = !IN_FLIGHT;
 /// `Counters::last_span` while a start writes the pair. `encode_span` never
 /// gives it, since its unit field is the unused fourth.
 const BUSY: u32 = IN_FLIGHT | (3 << SPAN.value_bits);
+/// The iterations and the fires served, as a snapshot reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    iterations: u64,
+    served: u64,
+}
+
 /// How many times a reader tries for a pair, spinning, before it yields
 /// between tries to the start it waits for.
 const PAIR_TRIES: usize = 4;
@@ -221,6 +233,9 @@ pub(crate) struct RareCounters {
     /// writes it, inside the write of a start's pair. A loom atomic under
     /// `--cfg loom`, as the pair is.
     iteration_carries: crate::sync::AtomicU32,
+    /// Times `Counters::served_fires` wrapped to 0, kept as
+    /// `iteration_carries` is.
+    served_carries: crate::sync::AtomicU32,
 }
 
 // Relaxed, as every statistic. The comment on `impl Counters` says why.
@@ -232,6 +247,7 @@ impl RareCounters {
             suspends: AtomicU64::new(u64::from(start_version)),
             panics: AtomicU32::new(0),
             iteration_carries: crate::sync::AtomicU32::new(0),
+            served_carries: crate::sync::AtomicU32::new(0),
         }
     }
 
@@ -281,6 +297,42 @@ impl RareCounters {
 /// 71.6 minutes.
 const LATENESS_MAX: u32 = u32::MAX - 1;
 
+/// `lateness`'s half with no lateness known. [`encode_lateness`] never
+/// gives it.
+const NO_LATENESS: u16 = u16::MAX;
+/// The fraction bits of an encoded lateness.
+const FRACTION_BITS: u32 = 11;
+
+/// A lateness of at most [`LATENESS_MAX`] microseconds in 16 bits, like a
+/// float rounded down. Below 2^11 microseconds it is the count itself.
+/// Above, the top 5 bits hold one more than the number of low bits dropped,
+/// and the low 11 bits are the kept ones below the leading one. So it is
+/// exact below 4,096 microseconds, and above that within 1/2,048 of its
+/// value. The exponent stays below 22, so the result is never
+/// [`NO_LATENESS`].
+fn encode_lateness(us: u32) -> u16 {
+    let top = (1 << FRACTION_BITS) - 1;
+    if us <= top {
+        return us as u16;
+    }
+    let shift = u32::BITS - us.leading_zeros() - (FRACTION_BITS + 1);
+    let fraction = (us >> shift) & top;
+    (((shift + 1) << FRACTION_BITS) | fraction) as u16
+}
+
+/// See [`encode_lateness`]. `None` is [`NO_LATENESS`].
+fn decode_lateness(encoded: u16) -> Option<u32> {
+    if encoded == NO_LATENESS {
+        return None;
+    }
+    let exponent = u32::from(encoded) >> FRACTION_BITS;
+    let fraction = u32::from(encoded) & ((1 << FRACTION_BITS) - 1);
+    Some(match exponent {
+        0 => fraction,
+        _ => ((1 << FRACTION_BITS) | fraction) << (exponent - 1),
+    })
+}
+
 // Every access below is Relaxed, since these are statistics. Each field has
 // one writer at a time, and readers only want a recent value. The firer
 // writes `wraps` and `suspends`. The timer writes `due_*` before its Release
@@ -301,12 +353,11 @@ impl Counters {
             due_at_us: crate::sync::AtomicU64::new(0),
             due_version: crate::sync::AtomicU32::new(NONE),
             iterations: crate::sync::AtomicU32::new(0),
-            served_fires: AtomicU64::new(0),
+            served_fires: crate::sync::AtomicU32::new(0),
             last_version: AtomicU32::new(start_version),
             last_start_us: crate::sync::AtomicU64::new(u64::MAX),
             last_span: crate::sync::AtomicU32::new(NO_SPAN),
-            last_lateness_us: AtomicU32::new(NONE),
-            max_lateness_us: AtomicU32::new(NONE),
+            lateness: AtomicU32::new((u32::from(NO_LATENESS) << 16) | u32::from(NO_LATENESS)),
         }
     }
 
@@ -366,9 +417,9 @@ impl Counters {
         now_us: u64,
         rare: impl FnOnce() -> &'a RareCounters,
     ) -> Option<u32> {
-        if self.last_version.load(Relaxed) != version {
+        let serves = self.last_version.load(Relaxed) != version;
+        if serves {
             self.last_version.store(version, Relaxed);
-            bump(&self.served_fires);
         }
         // The last end, which the new start overwrites, is kept as the gap
         // to it. This worker wrote both fields last, so Relaxed loads read
@@ -380,28 +431,45 @@ impl Counters {
         let gap = end.map_or(NO_SPAN, |end| encode_span(now_us.saturating_sub(end)));
         // A seqlock's write, with the span as its sequence. `BUSY` and the
         // Release fence come before the start, and the Release store of the
-        // span after it. See `start_span_and_iterations` for the reader's half.
+        // span after it. See `start_span_and_counts` for the reader's half.
         self.last_span.store(BUSY, Relaxed);
         crate::sync::fence(Release);
         self.last_start_us.store(now_us, Relaxed);
-        // The count goes up inside the pair's write, so a snapshot reads it
-        // with the start it goes with. Its carry goes up there too. Once in
+        // The counts go up inside the pair's write, so a snapshot reads them
+        // with the start they go with. Their carries go up there too. Once in
         // 2^32 runs, that makes the rare counters if the trigger has none.
-        let iterations = self.iterations.load(Relaxed);
-        if iterations == u32::MAX {
-            let carries = &rare().iteration_carries;
-            carries.store(carries.load(Relaxed).wrapping_add(1), Relaxed);
+        // Both may carry in the same start, so the rare counters are asked
+        // for once.
+        let (mut make, mut made) = (Some(rare), None);
+        let mut carry = |carries: fn(&RareCounters) -> &crate::sync::AtomicU32| {
+            if let Some(make) = make.take() {
+                made = Some(make());
+            }
+            if let Some(rare) = made {
+                let carries = carries(rare);
+                carries.store(carries.load(Relaxed).wrapping_add(1), Relaxed);
+            }
+        };
+        if bump(&self.iterations) {
+            carry(|rare| &rare.iteration_carries);
         }
-        self.iterations.store(iterations.wrapping_add(1), Relaxed);
+        if serves && bump(&self.served_fires) {
+            carry(|rare| &rare.served_carries);
+        }
         self.last_span.store(IN_FLIGHT | gap, Release);
         if self.due_version.swap(NONE, Relaxed) == version {
             let late = now_us.saturating_sub(self.due_at_us.load(Relaxed));
             let late = u32::try_from(late).map_or(LATENESS_MAX, |us| us.min(LATENESS_MAX));
-            self.last_lateness_us.store(late, Relaxed);
-            let max = self.max_lateness_us.load(Relaxed);
-            if max == NONE || late > max {
-                self.max_lateness_us.store(late, Relaxed);
-            }
+            let encoded = encode_lateness(late);
+            let max = (self.lateness.load(Relaxed) >> 16) as u16;
+            // Rounding down keeps the order, so the larger code is the larger lateness.
+            let max = if max == NO_LATENESS {
+                encoded
+            } else {
+                max.max(encoded)
+            };
+            self.lateness
+                .store((u32::from(max) << 16) | u32::from(encoded), Relaxed);
             return Some(late);
         }
         None
@@ -413,7 +481,7 @@ impl Counters {
     pub(crate) fn ended(&self, now_us: u64) -> u64 {
         let ran = now_us.saturating_sub(self.last_start_us.load(Relaxed));
         // Release: a reader that reads this span reads the start it counts
-        // from. See `start_span_and_iterations`.
+        // from. See `start_span_and_counts`.
         self.last_span.store(encode_span(ran), Release);
         ran
     }
@@ -441,8 +509,9 @@ impl Counters {
         pending: bool,
     ) -> (u64, u64) {
         let fires = Self::fires(version, rare);
+        // The holder of RUNNING writes the counts, so it reads them whole.
         let coalesced = fires
-            .saturating_sub(self.served_fires.load(Relaxed))
+            .saturating_sub(self.counts(rare).served)
             .saturating_sub(u64::from(pending));
         // The holder of RUNNING is the only writer, so a load and a store do.
         let raise = |reported: &AtomicU64, now: u64| {
@@ -475,46 +544,46 @@ impl Counters {
         Some(if span & IN_FLIGHT == 0 { ran } else { 0 })
     }
 
-    /// The last start, the span that goes with it and the iterations so
-    /// far, read as one. `rare` gives the trigger's rare counters, if it has
-    /// any.
+    /// The last start, the span that goes with it, and the counts so far,
+    /// read as one. The counts are the iterations and the fires served.
+    /// `rare` gives the trigger's rare counters, if it has any.
     ///
     /// It is a seqlock's read, with the span as the sequence. The span is
-    /// read before and after the start and the count. A start writes those
+    /// read before and after the start and the counts. A start writes those
     /// after `BUSY` and its Release fence, and so the rare counters for a
     /// carry. If the first reads saw any of those writes, the Acquire fence
     /// after them makes the span's second read see `BUSY` or a later span.
     ///
     /// That later span may equal the first, since a start and its end can
     /// leave the span as the run before did. So the span's second read is
-    /// Acquire, and the start and the count are read once more. They are
+    /// Acquire, and the start and the counts are read once more. They are
     /// then at least as new as the span read, so a start between the reads
     /// shows as a change. That is also why the span's first read may be
     /// Relaxed. The first reads are kept only if the later ones, which the
-    /// Acquire orders, found the same. The count alone would not do: the
-    /// first reads of the start and the count are unordered, so the count
+    /// Acquire orders, found the same. The counts alone would not do: the
+    /// first reads of the start and the counts are unordered, so a count
     /// may be a new start's while the start is the old one.
     ///
-    /// A start writes the three in a few stores and takes no lock. Its
-    /// carry allocates, once in 2^32 runs. So a reader that finds a start
+    /// A start writes them in a few stores and takes no lock. A carry
+    /// allocates, once in 2^32 runs. So a reader that finds a start
     /// under way tries again until it is done. It spins at first. Then it
     /// yields, since a preempted writer needs the processor back.
-    fn start_span_and_iterations<'a>(
+    fn start_span_and_counts<'a>(
         &self,
         rare: impl Fn() -> Option<&'a RareCounters>,
-    ) -> (u64, u32, u64) {
+    ) -> (u64, u32, Counts) {
         let mut tries = 0;
         loop {
             let span = self.last_span.load(Relaxed);
             if span != BUSY {
                 let start = self.last_start_us.load(Relaxed);
-                let iterations = self.iterations(rare());
+                let counts = self.counts(rare());
                 crate::sync::fence(Acquire);
                 if self.last_span.load(Acquire) == span
                     && self.last_start_us.load(Relaxed) == start
-                    && self.iterations(rare()) == iterations
+                    && self.counts(rare()) == counts
                 {
-                    return (start, span, iterations);
+                    return (start, span, counts);
                 }
             }
             tries += 1;
@@ -526,10 +595,18 @@ impl Counters {
         }
     }
 
-    /// The iterations so far: the carries and the count, read apart.
-    fn iterations(&self, rare: Option<&RareCounters>) -> u64 {
-        let carries = rare.map_or(0, |rare| rare.iteration_carries.load(Relaxed));
-        (u64::from(carries) << 32) | u64::from(self.iterations.load(Relaxed))
+    /// The counts so far, each its carries and its low 32 bits, read apart.
+    fn counts(&self, rare: Option<&RareCounters>) -> Counts {
+        let whole = |count: &crate::sync::AtomicU32, carries: fn(&RareCounters) -> u32| {
+            let carries = rare.map_or(0, carries);
+            (u64::from(carries) << 32) | u64::from(count.load(Relaxed))
+        };
+        Counts {
+            iterations: whole(&self.iterations, |rare| {
+                rare.iteration_carries.load(Relaxed)
+            }),
+            served: whole(&self.served_fires, |rare| rare.served_carries.load(Relaxed)),
+        }
     }
 
     /// A snapshot, given the state and request words read just before.
@@ -546,14 +623,14 @@ impl Counters {
         closed: bool,
     ) -> TriggerStats {
         let fires = Self::fires(state.version(), rare());
-        let served = self.served_fires.load(Relaxed);
         let micros = |value: u64| (value != u64::MAX).then(|| Duration::from_micros(value));
-        let (start, span, iterations) = self.start_span_and_iterations(&rare);
+        let (start, span, Counts { iterations, served }) = self.start_span_and_counts(&rare);
         let (last_start, last_end) = (
             micros(start),
             end_of(start, span).map(Duration::from_micros),
         );
         let rare = rare();
+        let lateness_word = self.lateness.load(Relaxed);
         TriggerStats {
             name: name.map(str::to_owned),
             fires,
@@ -562,8 +639,8 @@ impl Counters {
             panics: rare.map_or(0, |rare| u64::from(rare.panics.load(Relaxed))),
             last_start,
             last_end,
-            last_lateness: lateness(&self.last_lateness_us),
-            max_lateness: lateness(&self.max_lateness_us),
+            last_lateness: lateness(lateness_word as u16),
+            max_lateness: lateness((lateness_word >> 16) as u16),
             state: Self::state(rare, state, request, now_us, closed),
             paused: matches!(
                 request.kind(),
@@ -617,16 +694,18 @@ impl Counters {
     }
 }
 
-/// A lateness field as a duration, if known.
-fn lateness(field: &AtomicU32) -> Option<Duration> {
-    let us = field.load(Relaxed);
-    (us != NONE).then(|| Duration::from_micros(u64::from(us)))
+/// A lateness half as a duration, if known.
+fn lateness(encoded: u16) -> Option<Duration> {
+    decode_lateness(encoded).map(|us| Duration::from_micros(u64::from(us)))
 }
 
-/// Adds one to a counter whose only writer is the caller, as in `started`.
+/// Adds one to a count whose only writer is the caller, as in `started`,
+/// and returns whether it wrapped to 0.
 #[inline]
-fn bump(counter: &AtomicU64) {
-    counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
+fn bump(count: &crate::sync::AtomicU32) -> bool {
+    let before = count.load(Relaxed);
+    count.store(before.wrapping_add(1), Relaxed);
+    before == u32::MAX
 }
 
 mod report;

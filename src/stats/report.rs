@@ -56,8 +56,9 @@ pub struct TriggerStats {
     pub last_end: Option<Duration>,
     /// Start minus deadline of the last timed run. A timed run is a delayed
     /// request, or the next run a task asked for. A zero delay counts from
-    /// the task's return. Lateness is kept in whole microseconds up to about
-    /// 71 minutes, and a larger one reads as that.
+    /// the task's return. Lateness is kept in 16 bits, like a float: exact
+    /// below 4,096 microseconds, and above that rounded down to within a
+    /// 2,048th of itself. One over about 71 minutes reads as that.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub last_lateness: Option<Duration>,
     /// The largest lateness seen, kept as `last_lateness` is.

@@ -156,7 +156,9 @@ fn lateness_saturates_instead_of_wrapping() {
     assert_eq!(snapshot(&counters).max_lateness, None);
     counters.marked_due(1, 10);
     counters.started(1, 10 + 5_000_000_000_000, no_carry); // ~58 days late
-    let max = Duration::from_micros(u64::from(LATENESS_MAX));
+    let kept = decode_lateness(encode_lateness(LATENESS_MAX)).unwrap();
+    let max = Duration::from_micros(u64::from(kept));
+    assert!(kept > LATENESS_MAX - (LATENESS_MAX >> 11), "{kept}");
     assert_eq!(snapshot(&counters).last_lateness, Some(max));
     assert_eq!(snapshot(&counters).max_lateness, Some(max));
     counters.marked_due(1, 100);
@@ -216,6 +218,115 @@ fn the_iterations_carry_past_32_bits_into_the_rare_counters() {
     assert_eq!(made.get(), 1, "one carry per wrap");
     assert_eq!(
         snapshot_with(&counters, Some(&rare)).iterations,
+        (1 << 32) + 1
+    );
+}
+
+#[test]
+fn a_lateness_is_exact_below_4096_us_and_within_a_2048th_above() {
+    let check = |us: u32| {
+        let encoded = encode_lateness(us);
+        assert_ne!(encoded, NO_LATENESS, "{us}");
+        let kept = decode_lateness(encoded).unwrap();
+        if us < 4_096 {
+            assert_eq!(kept, us);
+        }
+        assert!(kept <= us && us - kept <= us >> 11, "{us} kept as {kept}");
+        encoded
+    };
+    let edges = (0..32).flat_map(|bit| {
+        let edge = 1u32 << bit;
+        [edge - 1, edge, edge + 1]
+    });
+    let mut x = 0x2545_F491u32;
+    let random = std::iter::repeat_with(move || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    });
+    let mut all: Vec<u32> = (0..70_000)
+        .chain(edges)
+        .chain(random.take(100_000))
+        .map(|us| us.min(LATENESS_MAX))
+        .collect();
+    all.sort_unstable();
+    // The codes keep the order, which the largest-so-far relies on.
+    let codes: Vec<u16> = all.iter().map(|&us| check(us)).collect();
+    assert!(codes.windows(2).all(|pair| pair[0] <= pair[1]));
+    assert_eq!(decode_lateness(NO_LATENESS), None);
+}
+
+#[test]
+fn the_last_and_the_largest_lateness_share_a_word() {
+    let counters = Counters::new(0);
+    let late = |counters: &Counters| {
+        let stats = snapshot(counters);
+        (stats.last_lateness, stats.max_lateness)
+    };
+    assert_eq!(late(&counters), (None, None));
+    let us = Duration::from_micros;
+    for (version, (due, start), expected) in [
+        (1, (100, 350), (us(250), us(250))),
+        (2, (1_000, 1_010), (us(10), us(250))),
+        // 10,000,123 µs is kept to within a 2,048th.
+        (3, (0, 10_000_123), (us(9_998_336), us(9_998_336))),
+        (4, (20_000_000, 20_000_000), (us(0), us(9_998_336))),
+    ] {
+        counters.marked_due(version, due);
+        assert_eq!(
+            counters.started(version, start, no_carry),
+            Some((start - due) as u32)
+        );
+        counters.ended(start + 1);
+        assert_eq!(late(&counters), (Some(expected.0), Some(expected.1)));
+    }
+    // An untimed run leaves both.
+    assert_eq!(counters.started(5, 30_000_000, no_carry), None);
+    assert_eq!(late(&counters), (Some(us(0)), Some(us(9_998_336))));
+}
+
+#[test]
+fn the_fires_served_carry_past_32_bits_with_the_iterations() {
+    let counters = Counters::new(0);
+    counters.iterations.store(u32::MAX, Relaxed);
+    counters.served_fires.store(u32::MAX - 1, Relaxed);
+    let rare = RareCounters::new(0);
+    let made = std::cell::Cell::new(0);
+    let rare_made = || {
+        made.set(made.get() + 1);
+        &rare
+    };
+    let counts = |counters: &Counters| counters.counts(Some(&rare));
+    // A run of a new version: the iterations carry, the served fires not.
+    counters.started(1, 1_000, rare_made);
+    assert_eq!(made.get(), 1);
+    assert_eq!(
+        counts(&counters),
+        Counts {
+            iterations: 1 << 32,
+            served: (1 << 32) - 1
+        }
+    );
+    // A periodic run of the same version serves no fire.
+    counters.started(1, 2_000, no_carry);
+    assert_eq!(counts(&counters).served, (1 << 32) - 1);
+    // Both carry in one start, which asks for the rare counters once.
+    counters.iterations.store(u32::MAX, Relaxed);
+    counters.started(2, 3_000, rare_made);
+    assert_eq!(made.get(), 2, "once for both carries");
+    assert_eq!(
+        counts(&counters),
+        Counts {
+            iterations: 2 << 32,
+            served: 1 << 32
+        }
+    );
+    // Coalesced fires count against the whole served count. Eight wraps of
+    // the 30-bit version and the snapshot's version 1 make 2^33 + 1 fires.
+    rare.wraps.store(8, Relaxed);
+    assert_eq!(
+        snapshot_with(&counters, Some(&rare)).coalesced_fires,
         (1 << 32) + 1
     );
 }

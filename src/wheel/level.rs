@@ -85,21 +85,29 @@ pub(crate) fn next_occupied(level_index: usize, level: &Level, elapsed: u64) -> 
         .occupied
         .rotate_right(now_slot as u32)
         .trailing_zeros() as usize;
-    let slot = (now_slot + distance) % SLOTS;
-    let level_start = elapsed & !level_range(level_index).wrapping_sub(1);
+    Some(slot_start(
+        level_index,
+        (now_slot + distance) % SLOTS,
+        elapsed,
+    ))
+}
+
+/// The start time of `slot` of `level_index`, in the turn of the level at or
+/// after `elapsed`.
+pub(crate) fn slot_start(level_index: usize, slot: usize, elapsed: u64) -> u64 {
     let level_start = if level_range(level_index) == u64::MAX {
         0
     } else {
-        level_start
+        elapsed & !level_range(level_index).wrapping_sub(1)
     };
     let start = level_start.saturating_add(slot as u64 * slot_range(level_index));
     // A slot behind the current position belongs to the next turn of the
     // level. Its entries are due in the next level-sized block.
-    Some(if slot < now_slot {
+    if slot < slot_for(elapsed, level_index) {
         start.saturating_add(level_range(level_index))
     } else {
         start
-    })
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -24,7 +24,10 @@
 mod level;
 
 use crate::chunked::Chunked;
+use std::collections::HashMap;
 
+#[cfg(test)]
+use level::slot_start;
 use level::{level_for, next_occupied, slot_for, Level, LEVELS, NIL, SLOTS};
 
 /// Identifies one entry of a [`Wheel`] until it expires or is removed.
@@ -48,17 +51,27 @@ impl Key {
 
 #[derive(Debug)]
 struct Entry<T> {
-    when: u64,
+    /// The deadline's low 32 bits, or [`FAR`] with the deadline in
+    /// `Wheel::far`. See [`Wheel::when_in`] for how the rest is rebuilt.
+    when: u32,
     /// Previous in the slot list, or for the list's head a [`HEAD`] marker
     /// naming its slot, or [`NIL`] while the entry is vacant. So an entry
     /// needs no level, slot or liveness fields. With no value, as the
-    /// timer's, that makes it 16 B.
+    /// timer's, that makes it 12 B.
     prev: u32,
     /// Next in the slot list.
     next: u32,
     /// Stale while the entry is vacant, which `prev` tells.
     value: T,
 }
+
+/// `Entry::when` of an entry whose deadline is in `Wheel::far`. A near
+/// entry may hold it too, as its true low bits. The map tells them apart.
+const FAR: u32 = u32::MAX;
+
+/// The highest level whose slots span at most 2^32 microseconds. An entry
+/// filed at a level up to it keeps its deadline in 32 bits.
+const NEAR_LEVELS: usize = 5;
 
 /// Set in `prev` of a slot list's head. The low bits are
 /// `level · SLOTS + slot`. Entry indices stay below it.
@@ -86,6 +99,12 @@ pub struct Wheel<T> {
     levels: Box<[Level; LEVELS]>,
     /// In chunks, so that no growth copies every entry, as `chunked.rs` explains.
     entries: Chunked<Entry<T>>,
+    /// The deadlines an entry's 32 bits cannot keep, by entry index. They
+    /// are filed above level 5, most of them due more than 19 hours from
+    /// now, or they passed more than 71 minutes ago. A timer's periodic
+    /// triggers with shorter periods never come here, so their entries save
+    /// the 4 bytes.
+    far: HashMap<u32, u64>,
     len: usize,
 }
 
@@ -103,6 +122,7 @@ impl<T: Copy> Wheel<T> {
             elapsed: now,
             levels: Box::new(std::array::from_fn(|_| Level::new())),
             entries: Chunked::new(),
+            far: HashMap::new(),
             len: 0,
         }
     }
@@ -131,7 +151,7 @@ impl<T: Copy> Wheel<T> {
     ///
     /// `None`, changing nothing, if entry `index` is live, or if `index` is
     /// `2^31` or more. A wheel holding index `n` holds an entry, live or
-    /// vacant, for every index below it too: 16 B each with no value.
+    /// vacant, for every index below it too: 12 B each with no value.
     pub fn insert_at(&mut self, index: u32, when: u64, value: T) -> Option<Key> {
         if index >= HEAD || self.is_live(index) {
             return None;
@@ -145,12 +165,12 @@ impl<T: Copy> Wheel<T> {
             });
         }
         self.entries[index as usize] = Entry {
-            when,
+            when: 0,
             prev: NIL,
             next: NIL,
             value,
         };
-        self.link(index);
+        self.link(index, when);
         self.len += 1;
         Some(Key(index))
     }
@@ -168,8 +188,7 @@ impl<T: Copy> Wheel<T> {
             return false;
         }
         self.unlink(key.0);
-        self.entry_mut(key.0).when = when;
-        self.link(key.0);
+        self.link(key.0, when);
         true
     }
 
@@ -216,8 +235,60 @@ impl<T: Copy> Wheel<T> {
     /// The deadline of entry `key`, if it is live.
     #[cfg(test)]
     pub fn deadline(&self, key: Key) -> Option<u64> {
-        let entry = self.entries.get(key.0 as usize)?;
-        (entry.prev != NIL).then_some(entry.when)
+        if !self.is_live(key.0) {
+            return None;
+        }
+        let mut marker = self.entries[key.0 as usize].prev;
+        while marker & HEAD == 0 {
+            marker = self.entries[marker as usize].prev;
+        }
+        let (level, slot) = marked_slot(marker);
+        Some(self.when_in(key.0, level, slot_start(level, slot, self.elapsed)))
+    }
+
+    /// How many deadlines are kept apart, in `far`.
+    #[cfg(test)]
+    fn far_len(&self) -> usize {
+        self.far.len()
+    }
+
+    /// The deadline of entry `index`, filed in the slot of `level` that
+    /// starts at `start`.
+    ///
+    /// A near entry keeps its deadline's low 32 bits, and the slot gives the
+    /// rest. Above level 0, a slot holds deadlines from its start to less
+    /// than a slot's span after it, at most 2^30 microseconds up to level
+    /// 5. At level 0, the slot of the current time also holds the deadlines
+    /// that had passed when they were filed. The current time does not move
+    /// until that slot is processed, and they passed less than 2^32
+    /// microseconds before it.
+    fn when_in(&self, index: u32, level: usize, start: u64) -> u64 {
+        let low = self.entries[index as usize].when;
+        if low == FAR {
+            if let Some(&when) = self.far.get(&index) {
+                return when;
+            }
+        }
+        if level == 0 {
+            start - u64::from((start as u32).wrapping_sub(low))
+        } else {
+            start + u64::from(low.wrapping_sub(start as u32))
+        }
+    }
+
+    /// Keeps entry `index`'s deadline `when`, filed at `level`. It goes in
+    /// the entry's 32 bits if [`when_in`](Self::when_in) can rebuild it
+    /// there, and in `far` otherwise.
+    fn keep_when(&mut self, index: u32, when: u64, level: usize) {
+        let entry = &mut self.entries[index as usize];
+        if entry.when == FAR {
+            self.far.remove(&index);
+        }
+        let near = level <= NEAR_LEVELS && self.elapsed.saturating_sub(when) >> 32 == 0;
+        entry.when = if near { when as u32 } else { FAR };
+        if !near || when as u32 == FAR {
+            self.far.insert(index, when);
+        }
     }
 
     /// The earliest time at which [`poll`](Self::poll) may have an entry to
@@ -267,10 +338,10 @@ impl<T: Copy> Wheel<T> {
         let mut index = self.levels[level].heads[slot];
         self.levels[level].clear(slot);
         while index != NIL {
-            let (next, when) = {
-                let entry = &self.entries[index as usize];
-                (entry.next, entry.when)
-            };
+            let (next, when) = (
+                self.entries[index as usize].next,
+                self.when_in(index, level, start),
+            );
             if let Some(entry) = self.entries.get(next as usize) {
                 prefetch(entry);
             }
@@ -278,7 +349,7 @@ impl<T: Copy> Wheel<T> {
                 let value = self.release(index);
                 expired(Key(index), when, value);
             } else {
-                self.link(index);
+                self.link(index, when);
             }
             index = next;
         }
@@ -288,7 +359,10 @@ impl<T: Copy> Wheel<T> {
     fn release(&mut self, index: u32) -> T {
         let entry = self.entry_mut(index);
         entry.prev = NIL;
-        let value = entry.value;
+        let (far, value) = (entry.when == FAR, entry.value);
+        if far {
+            self.far.remove(&index);
+        }
         self.len -= 1;
         value
     }
@@ -300,11 +374,13 @@ impl<T: Copy> Wheel<T> {
         entry
     }
 
-    /// Puts entry `index` at the head of the slot its deadline maps to.
-    fn link(&mut self, index: u32) {
-        let when = self.entries[index as usize].when.max(self.elapsed);
-        let level = level_for(self.elapsed, when);
-        let slot = slot_for(when, level);
+    /// Puts entry `index`, due at `when`, at the head of the slot that
+    /// deadline maps to. A deadline already past goes in the current time's.
+    fn link(&mut self, index: u32, when: u64) {
+        let placed = when.max(self.elapsed);
+        let level = level_for(self.elapsed, placed);
+        let slot = slot_for(placed, level);
+        self.keep_when(index, when, level);
         let head = self.levels[level].heads[slot];
         {
             let entry = &mut self.entries[index as usize];
@@ -317,7 +393,7 @@ impl<T: Copy> Wheel<T> {
         let level = &mut self.levels[level];
         level.heads[slot] = index;
         level.occupied |= 1 << slot;
-        level.earliest[slot] = level.earliest[slot].min(when);
+        level.earliest[slot] = level.earliest[slot].min(placed);
     }
 
     /// Takes entry `index` out of its slot list.
@@ -462,9 +538,82 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_with_no_value_is_16_bytes() {
+    fn an_entry_with_no_value_is_12_bytes() {
         // The timer's entries hold no value: the index names the trigger.
-        assert_eq!(std::mem::size_of::<Entry<()>>(), 16);
+        assert_eq!(std::mem::size_of::<Entry<()>>(), 12);
+    }
+
+    #[test]
+    fn deadlines_far_either_way_are_kept_whole_and_given_back() {
+        let now = 5u64 << 40;
+        let mut wheel = Wheel::new(now);
+        let cases = [
+            ("an hour on", now + 3_600_000_000, 0),
+            ("nineteen hours on, at level 5", now + (1 << 36) - 2, 0),
+            ("at level 6", now + (1 << 36), 1),
+            ("a day on", now + 86_400_000_000, 1),
+            ("the end of time", u64::MAX, 1),
+            ("just past", now - 2, 0),
+            ("an hour past", now - 3_600_000_000, 0),
+            ("too long past", now - (1 << 32), 1),
+            ("at the start", 0, 1),
+        ];
+        for (index, &(what, when, far)) in cases.iter().enumerate() {
+            let before = wheel.far_len();
+            let key = wheel.insert_at(index as u32, when, what).expect("vacant");
+            assert_eq!(wheel.deadline(key), Some(when), "{what}");
+            assert_eq!(wheel.far_len(), before + far, "{what}");
+        }
+        // Each comes out with its own deadline, the past ones first.
+        let mut due = Vec::new();
+        wheel.poll(u64::MAX, |_, when, what| due.push((what, when)));
+        let mut expected: Vec<_> = cases.iter().map(|&(what, when, _)| (what, when)).collect();
+        expected.sort_by_key(|&(_, when)| when.max(now));
+        let past = 4; // in any order among themselves
+        due[..past].sort_by_key(|&(_, when)| when);
+        expected[..past].sort_by_key(|&(_, when)| when);
+        assert_eq!(due, expected);
+        assert_eq!(wheel.far_len(), 0, "nothing left behind");
+    }
+
+    #[test]
+    fn a_far_deadline_moves_into_its_entry_as_it_comes_near() {
+        let mut wheel = Wheel::new(0);
+        let slot_start = 3u64 << 36;
+        let when = slot_start + (1 << 29);
+        let key = wheel.insert_at(0, when, ()).expect("vacant");
+        assert_eq!(wheel.far_len(), 1);
+        // The level-6 slot holding it cascades as it starts, about nine
+        // minutes before the deadline.
+        wheel.poll(slot_start, |_, _, ()| panic!("early"));
+        assert_eq!(wheel.far_len(), 0, "near now");
+        assert_eq!(wheel.deadline(key), Some(when));
+        assert!(drain_keys(&mut wheel, when - 1).is_empty());
+        assert_eq!(drain_keys(&mut wheel, when), [(when, key)]);
+    }
+
+    #[test]
+    fn a_near_deadline_ending_in_the_far_marker_is_kept_whole() {
+        let now = 7u64 << 32;
+        let mut wheel = Wheel::new(now);
+        let when = now + u64::from(FAR); // its low bits are the marker
+        let key = wheel.insert_at(3, when, ()).expect("vacant");
+        assert_eq!(wheel.deadline(key), Some(when));
+        assert!(wheel.reschedule(key, now + 10));
+        assert_eq!(wheel.far_len(), 0, "the re-key left nothing in the map");
+        assert!(wheel.reschedule(key, when));
+        assert_eq!(wheel.remove(key), Some(()));
+        assert_eq!(wheel.far_len(), 0, "the removal left nothing in the map");
+        wheel.insert_at(3, u64::MAX, ()).expect("vacant");
+        wheel.insert_at(4, when, ()).expect("vacant");
+        wheel.drain(|_, ()| {});
+        assert_eq!(wheel.far_len(), 0, "a drained wheel keeps nothing");
+    }
+
+    fn drain_keys(wheel: &mut Wheel<()>, now: u64) -> Vec<(u64, Key)> {
+        let mut out = Vec::new();
+        wheel.poll(now, |key, when, ()| out.push((when, key)));
+        out
     }
 
     #[test]

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone)]
 enum Action {
     Insert(u64),
+    /// Insert a deadline this far in the past.
+    Past(u64),
     Reschedule(usize, u64),
     Remove(usize),
     Poll(u64),
@@ -32,6 +34,7 @@ fn offset() -> impl Strategy<Value = u64> {
 fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => offset().prop_map(Action::Insert),
+        1 => offset().prop_map(Action::Past),
         2 => (any::<usize>(), offset()).prop_map(|(i, d)| Action::Reschedule(i, d)),
         1 => any::<usize>().prop_map(Action::Remove),
         3 => offset().prop_map(Action::Poll),
@@ -52,8 +55,12 @@ proptest! {
         for action in actions {
             let now = wheel.elapsed();
             match action {
-                Action::Insert(offset) => {
-                    let when = now.saturating_add(offset);
+                Action::Insert(_) | Action::Past(_) => {
+                    let when = match action {
+                        Action::Past(offset) => now.saturating_sub(offset),
+                        Action::Insert(offset) => now.saturating_add(offset),
+                        _ => unreachable!("this arm takes inserts only"),
+                    };
                     // Ids are never reused, so each one names a vacant index.
                     let key = wheel.insert_at(next_id, when, next_id).expect("vacant");
                     prop_assert!(model.insert(key.into_raw(), (when, next_id)).is_none());
@@ -87,8 +94,14 @@ proptest! {
                         .copied()
                         .collect();
                     expected.sort_unstable();
-                    // Deadline order, with ties in any order.
-                    prop_assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "order: {:?}", got);
+                    // Deadline order, with ties in any order. A deadline
+                    // already past when it went in counts as the time it went
+                    // in, which is `now`, since every poll empties the past.
+                    prop_assert!(
+                        got.windows(2).all(|w| w[0].0.max(now) <= w[1].0.max(now)),
+                        "order: {:?}",
+                        got
+                    );
                     let mut got_sorted: Vec<(u64, u32)> = got.iter().map(|&(w, id, _)| (w, id)).collect();
                     got_sorted.sort_unstable();
                     prop_assert_eq!(&got_sorted, &expected);
@@ -197,7 +210,12 @@ fn millions_of_random_operations_match_the_model() {
             3 => u64::MAX - now - next() % 1_000, // the far end of the range
             _ => next() % 5_000_000,
         };
-        let when = now.saturating_add(offset);
+        // One deadline in sixteen is in the past, by as much.
+        let when = if next() % 16 == 0 {
+            now.saturating_sub(offset)
+        } else {
+            now.saturating_add(offset)
+        };
         match next() % 10 {
             0..=3 => {
                 let span = 2 * live.len() as u64 + 8;
@@ -243,7 +261,10 @@ fn millions_of_random_operations_match_the_model() {
                     got.push((w, i));
                     live.retain(|k| *k != key);
                 });
-                assert!(got.windows(2).all(|p| p[0].0 <= p[1].0), "deadline order");
+                assert!(
+                    got.windows(2).all(|p| p[0].0.max(now) <= p[1].0.max(now)),
+                    "deadline order, the past counted as now"
+                );
                 got.sort_unstable();
                 assert_eq!(got, expected);
             }
