@@ -208,3 +208,33 @@ fn a_burst_gives_its_buffers_back() {
     );
     drop((armed, fired, blocker));
 }
+
+#[test]
+fn an_idle_periodic_trigger_holds_at_most_128_bytes() {
+    // Guarantee G9's bound made a figure: the trigger's allocation, its wheel
+    // entry and its registry slot, with a task that fits in a pointer. The
+    // handles' vector is the user's, made before counting.
+    const N: usize = 16_384;
+    let _alone = ALONE.lock().unwrap();
+    let sim = Scheduler::builder().build_virtual();
+    let runs = Arc::new(AtomicU64::new(0));
+    let mut triggers = Vec::with_capacity(N);
+    let before = live();
+    for i in 0..N {
+        let runs = Arc::clone(&runs);
+        let trigger = Trigger::bind(&sim, move || {
+            runs.fetch_add(1, Ordering::Relaxed);
+            Some(Duration::from_secs(1))
+        });
+        trigger
+            .fire_after(Duration::from_micros(1 + (i as u64 * 1_000_000) / N as u64))
+            .unwrap();
+        triggers.push(trigger);
+    }
+    // Three periods: every trigger has run and re-armed itself.
+    sim.advance(Duration::from_secs(3));
+    assert!(runs.load(Ordering::Relaxed) >= 2 * N as u64);
+    let per_trigger = (live() - before) as f64 / N as f64;
+    assert!(per_trigger <= 128.0, "{per_trigger:.1} bytes a trigger");
+    drop(triggers);
+}
