@@ -235,6 +235,12 @@ fn an_idle_periodic_trigger_holds_at_most_128_bytes() {
     sim.advance(Duration::from_secs(3));
     assert!(runs.load(Ordering::Relaxed) >= 2 * N as u64);
     let per_trigger = (live() - before) as f64 / N as f64;
-    assert!(per_trigger <= 128.0, "{per_trigger:.1} bytes a trigger");
+    // Feature `metrics` adds 16 B to the core, for the counts it last reported.
+    let bound = if cfg!(feature = "metrics") {
+        144.0
+    } else {
+        128.0
+    };
+    assert!(per_trigger <= bound, "{per_trigger:.1} bytes a trigger");
     drop(triggers);
 }

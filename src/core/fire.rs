@@ -227,7 +227,7 @@ impl<R: Runtime> Counted<Core<R>> {
         }
         self.check_paused()?;
         let version = self.advance();
-        let (_, installed) = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
+        let installed = self.publish_at(version, deadline, now_ns / 1_000, OnClosed::Refuse);
         // Installed means accepted, as in `fire_now`.
         self.accepted(installed)?;
         Ok(version)

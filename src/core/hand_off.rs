@@ -150,6 +150,10 @@ impl<R: Runtime> Counted<Core<R>> {
     ///
     /// The publish that sets IN_INBOX pushes the trigger to the inbox. One that finds it set
     /// only wakes the timer if the deadline is earlier than its sleep target.
+    ///
+    /// It returns the install's result alone, which fits in two registers. With the request's
+    /// kind beside it, the result went back through memory, and the re-arm's read of it waited
+    /// on stores it could not forward from.
     #[inline]
     pub(super) fn publish_at(
         &self,
@@ -157,12 +161,12 @@ impl<R: Runtime> Counted<Core<R>> {
         deadline: u64,
         now_us: u64,
         on_closed: OnClosed,
-    ) -> (Kind, Result<Word, Refused>) {
-        let (kind, installed, push) = self.install_at(version, deadline, now_us, on_closed);
+    ) -> Result<Word, Refused> {
+        let (_, installed, push) = self.install_at(version, deadline, now_us, on_closed);
         if let Some(push) = push {
             push.deliver(self);
         }
-        (kind, installed)
+        installed
     }
 
     /// [`hand_to_timer`](Self::hand_to_timer), delivering the inbox push at once, if one is
@@ -196,7 +200,10 @@ impl<R: Runtime> Counted<Core<R>> {
 
     /// What both publishes share. It installs the AT request, then calls
     /// [`hand_to_timer`](Self::hand_to_timer).
-    #[inline]
+    ///
+    /// Always inlined, so that its three results stay in registers. Returned through memory,
+    /// they made the re-arm wait on stores that its later loads could not forward from.
+    #[inline(always)]
     fn install_at(
         &self,
         version: u32,

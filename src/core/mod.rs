@@ -125,7 +125,7 @@ const CATCH_UP_MASK: u32 = (1 << 16) - 1;
 /// bytes. That is one or two cache lines rather than three. It matters because expiry walks
 /// 100,000 cold cores a second in the idle benchmark, and each line is a miss.
 ///
-/// The whole core is 104 bytes, and 120 with feature `metrics`, with no padding. The
+/// The whole core is 96 bytes, and 112 with feature `metrics`, with no padding. The
 /// reference counts in front add 8 bytes, as `counted.rs` explains. A task no larger than a
 /// pointer lives inside the core, as `task_cell.rs` explains.
 /// `core::tests::a_core_stays_within_its_byte_budget` holds it there.

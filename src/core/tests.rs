@@ -133,8 +133,9 @@ impl Runtime for TestRuntime {
 fn a_core_stays_within_its_byte_budget() {
     // 24 B of state words, the slot with its flags, the handle count and the
     // last delay. 40 B of statistics, with the two latenesses in one word and
-    // the rare ones apart, behind `rare` with the policies. 32 B of task cell, with a task of one pointer in place,
-    // and pointers to the runtime and the rare part. No padding. The
+    // the rare ones apart, behind `rare` with the policies. 32 B of task
+    // cell, with a task of one pointer in place, and pointers to the runtime
+    // and the rare part. No padding. The
     // reference counts add 8. No handle `Arc` is needed, since the handles
     // are counted here. Growing the core costs every idle trigger. The
     // runtime is a type parameter, so any runtime's core has the same size.

@@ -50,7 +50,7 @@ pub(crate) struct Counters {
     last_span: crate::sync::AtomicU32,
     /// The iterations so far, less their carries: their low 32 bits. The
     /// carries, in the rare counters, count the rest. A 64-bit count here
-    /// would cost every trigger 4 bytes. A
+    /// would cost every trigger 8 bytes, with the padding it brings. A
     /// snapshot reads the count and its carries with the last start and
     /// span, as [`start_span_and_counts`](Self::start_span_and_counts)
     /// explains. A loom atomic under `--cfg loom`, as the pair is, so that

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 
 #[cfg(test)]
 use level::slot_start;
-use level::{level_for, next_occupied, slot_for, Level, LEVELS, NIL, SLOTS};
+use level::{level_for, next_occupied, slot_for, slot_range, Level, LEVELS, NIL, SLOTS};
 
 /// Identifies one entry of a [`Wheel`] until it expires or is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,10 +69,6 @@ struct Entry<T> {
 /// entry may hold it too, as its true low bits. The map tells them apart.
 const FAR: u32 = u32::MAX;
 
-/// The highest level whose slots span at most 2^32 microseconds. An entry
-/// filed at a level up to it keeps its deadline in 32 bits.
-const NEAR_LEVELS: usize = 5;
-
 /// Set in `prev` of a slot list's head. The low bits are
 /// `level · SLOTS + slot`. Entry indices stay below it.
 const HEAD: u32 = 1 << 31;
@@ -100,10 +96,10 @@ pub struct Wheel<T> {
     /// In chunks, so that no growth copies every entry, as `chunked.rs` explains.
     entries: Chunked<Entry<T>>,
     /// The deadlines an entry's 32 bits cannot keep, by entry index. They
-    /// are filed above level 5, most of them due more than 19 hours from
-    /// now, or they passed more than 71 minutes ago. A timer's periodic
-    /// triggers with shorter periods never come here, so their entries save
-    /// the 4 bytes.
+    /// lie 2^32 microseconds or more into a slot above level 5, which makes
+    /// them due more than 71 minutes from now, or they passed that long
+    /// ago. A timer's periodic triggers with shorter periods never come
+    /// here, so their entries save the 4 bytes.
     far: HashMap<u32, u64>,
     len: usize,
 }
@@ -257,11 +253,12 @@ impl<T: Copy> Wheel<T> {
     ///
     /// A near entry keeps its deadline's low 32 bits, and the slot gives the
     /// rest. Above level 0, a slot holds deadlines from its start to less
-    /// than a slot's span after it, at most 2^30 microseconds up to level
-    /// 5. At level 0, the slot of the current time also holds the deadlines
-    /// that had passed when they were filed. The current time does not move
-    /// until that slot is processed, and they passed less than 2^32
-    /// microseconds before it.
+    /// than a slot's span after it. A near one lies less than 2^32
+    /// microseconds in, as every one does up to level 5. At level 0, the
+    /// slot of the current time also holds the deadlines that had passed
+    /// when they were filed. The current time does not move until that slot
+    /// is processed, and a near one passed less than 2^32 microseconds
+    /// before it.
     fn when_in(&self, index: u32, level: usize, start: u64) -> u64 {
         let low = self.entries[index as usize].when;
         if low == FAR {
@@ -280,14 +277,33 @@ impl<T: Copy> Wheel<T> {
     /// the entry's 32 bits if [`when_in`](Self::when_in) can rebuild it
     /// there, and in `far` otherwise.
     fn keep_when(&mut self, index: u32, when: u64, level: usize) {
-        let entry = &mut self.entries[index as usize];
-        if entry.when == FAR {
-            self.far.remove(&index);
+        if self.entries[index as usize].when == FAR {
+            self.forget_far(index);
         }
-        let near = level <= NEAR_LEVELS && self.elapsed.saturating_sub(when) >> 32 == 0;
-        entry.when = if near { when as u32 } else { FAR };
-        if !near || when as u32 == FAR {
+        let entry = &mut self.entries[index as usize];
+        // Above level 0, `when_in` adds the low bits' distance from the slot's
+        // start. So the deadline must lie less than 2^32 microseconds into its
+        // slot, which holds at every level up to 5. Higher up it holds too for
+        // a near deadline filed across a boundary of 2^36 microseconds or more.
+        let near = if level == 0 {
+            self.elapsed.saturating_sub(when) >> 32 == 0
+        } else {
+            (when & (slot_range(level) - 1)) >> 32 == 0
+        };
+        if near {
+            entry.when = when as u32;
+        } else {
+            entry.when = FAR;
             self.far.insert(index, when);
+        }
+    }
+
+    /// Forgets entry `index`'s deadline in `far`, if it is there, and gives
+    /// the map's room back once it is mostly empty. A map never shrinks by
+    /// itself, and a burst of far deadlines would otherwise keep its room.
+    fn forget_far(&mut self, index: u32) {
+        if self.far.remove(&index).is_some() && self.far.len() < self.far.capacity() / 4 {
+            self.far.shrink_to(self.far.len() * 2);
         }
     }
 
@@ -361,7 +377,7 @@ impl<T: Copy> Wheel<T> {
         entry.prev = NIL;
         let (far, value) = (entry.when == FAR, entry.value);
         if far {
-            self.far.remove(&index);
+            self.forget_far(index);
         }
         self.len -= 1;
         value
@@ -550,7 +566,12 @@ mod tests {
         let cases = [
             ("an hour on", now + 3_600_000_000, 0),
             ("nineteen hours on, at level 5", now + (1 << 36) - 2, 0),
-            ("at level 6", now + (1 << 36), 1),
+            ("at level 6, at its slot's start", now + (1 << 36), 0),
+            (
+                "at level 6, far into its slot",
+                now + (1 << 36) + (1 << 32),
+                1,
+            ),
             ("a day on", now + 86_400_000_000, 1),
             ("the end of time", u64::MAX, 1),
             ("just past", now - 2, 0),
@@ -580,11 +601,11 @@ mod tests {
     fn a_far_deadline_moves_into_its_entry_as_it_comes_near() {
         let mut wheel = Wheel::new(0);
         let slot_start = 3u64 << 36;
-        let when = slot_start + (1 << 29);
+        let when = slot_start + (1 << 33);
         let key = wheel.insert_at(0, when, ()).expect("vacant");
         assert_eq!(wheel.far_len(), 1);
-        // The level-6 slot holding it cascades as it starts, about nine
-        // minutes before the deadline.
+        // The level-6 slot holding it cascades as it starts, about two hours
+        // and a half before the deadline.
         wheel.poll(slot_start, |_, _, ()| panic!("early"));
         assert_eq!(wheel.far_len(), 0, "near now");
         assert_eq!(wheel.deadline(key), Some(when));
@@ -599,6 +620,7 @@ mod tests {
         let when = now + u64::from(FAR); // its low bits are the marker
         let key = wheel.insert_at(3, when, ()).expect("vacant");
         assert_eq!(wheel.deadline(key), Some(when));
+        assert_eq!(wheel.far_len(), 0, "the map holds far deadlines only");
         assert!(wheel.reschedule(key, now + 10));
         assert_eq!(wheel.far_len(), 0, "the re-key left nothing in the map");
         assert!(wheel.reschedule(key, when));
@@ -608,6 +630,41 @@ mod tests {
         wheel.insert_at(4, when, ()).expect("vacant");
         wheel.drain(|_, ()| {});
         assert_eq!(wheel.far_len(), 0, "a drained wheel keeps nothing");
+    }
+
+    #[test]
+    fn a_near_deadline_across_a_high_boundary_stays_in_its_entry() {
+        // Half a second either side of 2^36 microseconds, about 19 hours: the
+        // highest bit that differs files it at level 6.
+        let boundary = 1u64 << 36;
+        let mut wheel = Wheel::new(boundary - 500_000);
+        let when = boundary + 500_000;
+        let key = wheel.insert_at(0, when, ()).expect("vacant");
+        assert_eq!(wheel.far_len(), 0);
+        assert_eq!(wheel.deadline(key), Some(when));
+        assert!(drain_keys(&mut wheel, when - 1).is_empty());
+        assert_eq!(drain_keys(&mut wheel, when), [(when, key)]);
+    }
+
+    #[test]
+    fn the_far_map_gives_its_room_back() {
+        let mut wheel = Wheel::new(0);
+        for index in 0..1_000 {
+            wheel
+                .insert_at(index, u64::MAX - u64::from(index), ())
+                .expect("vacant");
+        }
+        assert_eq!(wheel.far_len(), 1_000);
+        let room = wheel.far.capacity();
+        for index in 0..1_000 {
+            assert_eq!(wheel.remove(Key::from_raw(index)), Some(()));
+        }
+        assert_eq!(wheel.far_len(), 0);
+        assert!(
+            wheel.far.capacity() < room / 8,
+            "{} of {room}",
+            wheel.far.capacity()
+        );
     }
 
     fn drain_keys(wheel: &mut Wheel<()>, now: u64) -> Vec<(u64, Key)> {

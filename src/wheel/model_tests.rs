@@ -12,6 +12,8 @@ enum Action {
     /// Insert a deadline this far in the past.
     Past(u64),
     Reschedule(usize, u64),
+    /// Re-key to a deadline this far in the past.
+    RescheduleBack(usize, u64),
     Remove(usize),
     Poll(u64),
     /// Remove or re-key through a raw key that names no live entry.
@@ -36,6 +38,7 @@ fn action() -> impl Strategy<Value = Action> {
         4 => offset().prop_map(Action::Insert),
         1 => offset().prop_map(Action::Past),
         2 => (any::<usize>(), offset()).prop_map(|(i, d)| Action::Reschedule(i, d)),
+        1 => (any::<usize>(), offset()).prop_map(|(i, d)| Action::RescheduleBack(i, d)),
         1 => any::<usize>().prop_map(Action::Remove),
         3 => offset().prop_map(Action::Poll),
         1 => (any::<u32>(), offset()).prop_map(|(raw, d)| Action::Dead(raw, d)),
@@ -67,9 +70,14 @@ proptest! {
                     keys.push(key);
                     next_id += 1;
                 }
-                Action::Reschedule(i, offset) if !keys.is_empty() => {
+                Action::Reschedule(i, offset) | Action::RescheduleBack(i, offset)
+                    if !keys.is_empty() =>
+                {
                     let key = keys[i % keys.len()];
-                    let when = now.saturating_add(offset);
+                    let when = match action {
+                        Action::RescheduleBack(..) => now.saturating_sub(offset),
+                        _ => now.saturating_add(offset),
+                    };
                     prop_assert!(wheel.reschedule(key, when));
                     model.get_mut(&key.into_raw()).unwrap().0 = when;
                 }
