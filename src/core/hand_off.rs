@@ -151,9 +151,7 @@ impl<R: Runtime> Counted<Core<R>> {
     /// The publish that sets IN_INBOX pushes the trigger to the inbox. One that finds it set
     /// only wakes the timer if the deadline is earlier than its sleep target.
     ///
-    /// It returns the install's result alone, which fits in two registers. With the request's
-    /// kind beside it, the result went back through memory, and the re-arm's read of it waited
-    /// on stores it could not forward from.
+    /// It returns the install's result alone, since its one caller needs nothing else.
     #[inline]
     pub(super) fn publish_at(
         &self,
